@@ -1,0 +1,36 @@
+# shardstream developer entry points. Everything installs into .venv from this repo's own files.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench venv clean
+
+$(STAMP): pyproject.toml setup.py Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[torch,test]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## the main job: build shards from an embedded dataset and train from them
+demo: $(STAMP)
+	$(PY) -m shardstream.demo
+
+## the whole test suite
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
+bench: $(STAMP)
+	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q --upgrade pip
+	.venv-bench/bin/python -m pip install -q "torch==2.13.0"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd]"
+	.venv-bench/bin/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .venv-bench build src/*.egg-info

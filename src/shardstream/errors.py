@@ -1,0 +1,178 @@
+"""The one exception tree of shardstream.
+
+Every error raised on purpose by shardstream derives from :class:`ShardstreamError` *and* from the builtin
+that describes it best, so ``except ValueError`` / ``except OSError`` keep working in user code::
+
+    ShardstreamError                       base of everything below
+    ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
+    ├── ShardError                         something wrong with one shard; carries ``url``
+    │   ├── TarFormatError(ValueError)     not a valid tar: truncated, bad checksum, garbage; carries ``offset``
+    │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
+    │   │   ├── DuplicateFieldError        the same extension twice in one sample
+    │   │   ├── MissingExtensionError      a member whose name has no extension
+    │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
+    │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
+    ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
+    │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
+    ├── EncodeError(ValueError)            a value could not be encoded for its extension
+    └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+
+Context (shard url, sample key, field) is stored in attributes *and* in the message; the original exception is
+always chained with ``raise ... from cause``. Code that adds context to an error after the fact uses
+:func:`add_context`, which appends a note and never edits ``args``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DecodeError",
+    "DuplicateFieldError",
+    "EncodeError",
+    "InterleavedKeyError",
+    "MissingDependencyError",
+    "MissingExtensionError",
+    "OpenError",
+    "SampleFormatError",
+    "ShardError",
+    "ShardstreamError",
+    "TarFormatError",
+    "UnsafeDecodeError",
+    "WorkerSplitError",
+    "WriteError",
+    "add_context",
+]
+
+
+class ShardstreamError(Exception):
+    """Base class of every error shardstream raises on purpose."""
+
+
+class ConfigError(ShardstreamError, ValueError):
+    """Invalid configuration: arguments, settings files or environment values."""
+
+
+class MissingDependencyError(ShardstreamError, ImportError):
+    """An optional dependency is missing. The message names the extra: ``pip install 'shardstream[s3]'``."""
+
+    def __init__(self, feature: str, extra: str, module: str | None = None):
+        self.feature, self.extra, self.module = feature, extra, module
+        super().__init__(
+            f"{feature} needs the optional dependency {module or extra!r}, which is not installed; "
+            f"install it with: pip install 'shardstream[{extra}]'"
+        )
+
+
+def _where(url: str | None = None, key: str | None = None, field: str | None = None, offset: int | None = None) -> str:
+    parts = []
+    if url is not None:
+        parts.append(f"shard {url!r}")
+    if offset is not None:
+        parts.append(f"offset {offset}")
+    if key is not None:
+        parts.append(f"sample {key!r}")
+    if field is not None:
+        parts.append(f"field {field!r}")
+    return ", ".join(parts)
+
+
+class ShardError(ShardstreamError):
+    """A problem tied to one shard; ``url`` names it."""
+
+    def __init__(self, message: str, *, url: str | None = None):
+        self.url = url
+        super().__init__(message)
+
+
+class TarFormatError(ShardError, ValueError):
+    """The bytes are not a valid (or complete) tar archive. ``offset`` is the byte offset of the bad header."""
+
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None, member: str | None = None):
+        self.problem, self.offset, self.member = problem, offset, member
+        where = _where(url=url or "<stream>", offset=offset)
+        if member is not None:
+            where += f", member {member!r}"
+        super().__init__(
+            f"{problem} ({where}); the shard is corrupt or truncated: re-download or rebuild it", url=url
+        )
+
+
+class SampleFormatError(ShardError, ValueError):
+    """The members of a shard do not form well-defined samples."""
+
+    hint = "fix the shard, or pass a skipping handler to skip such samples"
+
+    def __init__(self, problem: str, *, url: str | None = None, key: str | None = None, member: str | None = None):
+        self.problem, self.key, self.member = problem, key, member
+        where = _where(url=url or "<stream>", key=key)
+        if member is not None:
+            where += f", member {member!r}"
+        super().__init__(f"{problem} ({where}); {self.hint}", url=url)
+
+
+class DuplicateFieldError(SampleFormatError):
+    """Two members of one sample have the same extension (e.g. ``a.jpg`` twice, or ``a.JPG`` and ``a.jpg``)."""
+
+
+class MissingExtensionError(SampleFormatError):
+    """A member name has no extension, so it cannot be a field of a sample."""
+
+    hint = "rename the member to KEY.EXT, choose another key rule, or pass a skipping handler"
+
+
+class InterleavedKeyError(SampleFormatError):
+    """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
+
+    hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
+
+
+class OpenError(ShardError, OSError):
+    """A shard could not be opened, fetched or piped."""
+
+
+class WriteError(ShardError, OSError):
+    """A shard could not be written; no partial shard is left under its final name."""
+
+
+class DecodeError(ShardstreamError, ValueError):
+    """A field could not be decoded. ``url``, ``key`` and ``field`` name where."""
+
+    def __init__(self, problem: str, *, url: str | None = None, key: str | None = None, field: str | None = None):
+        self.problem, self.url, self.key, self.field = problem, url, key, field
+        where = _where(url=url, key=key, field=field)
+        super().__init__(f"{problem} ({where})" if where else problem)
+
+
+class UnsafeDecodeError(DecodeError):
+    """Decoding this field would run code from the data (unpickling, full ``torch.load``); it needs an opt-in."""
+
+
+class EncodeError(ShardstreamError, ValueError):
+    """A value could not be encoded for its extension."""
+
+
+class WorkerSplitError(ShardstreamError, RuntimeError):
+    """Splitting shards across ranks/workers would leave one of them without data."""
+
+
+def add_context(exc: BaseException, **context: object) -> BaseException:
+    """Attach context (``url=``, ``key=``, ``field=`` ...) to ``exc`` without touching ``exc.args``.
+
+    Attributes not already set are stored on the exception, and one note is added for the traceback. Returns
+    ``exc`` so it can be re-raised: ``raise add_context(e, url=url)``.
+    """
+    shown = {}
+    for name, value in context.items():
+        if value is None:
+            continue
+        try:
+            if getattr(exc, name, None) is None:
+                setattr(exc, name, value)
+        except AttributeError:  # pragma: no cover - exceptions with slots
+            pass
+        shown[name] = value
+    if shown and hasattr(exc, "add_note"):
+        exc.add_note("while reading " + ", ".join(f"{k}={v!r}" for k, v in shown.items()))
+    return exc

@@ -1,0 +1,214 @@
+"""The ONE rule that turns tar member names into samples.
+
+A WebDataset sample is the run of consecutive members that share a *key*. By default (identical to WebDataset)
+the key is the member path up to the first ``.`` of its basename and the *extension* is the rest, lower-cased:
+
+>>> KeyRule().split("train/a/b.seg.JPG")
+('train/a/b', 'seg.jpg')
+
+Basenames that contain dots of their own need another rule: ``"last-dot"``, a regular expression with two
+groups, or any callable ``name -> (key, ext)``:
+
+>>> KeyRule("last-dot").split("music/235342 Track 2.0 (Clean Version).mp3")
+('music/235342 Track 2.0 (Clean Version)', 'mp3')
+>>> KeyRule(r"(.*)\\.(seg\\.png|[^.]+)$").split("a/x.y.seg.png")
+('a/x.y', 'seg.png')
+
+:func:`group_samples` groups ``(name, data, offset)`` members into sample dicts. Three things make a shard's
+samples ill-defined, and each raises its own :class:`~shardstream.errors.SampleFormatError` (or, when the
+caller passes a skipping ``handler``, is skipped and counted in :class:`SampleStats`; never silently merged):
+
+- a member name with no extension (:class:`~shardstream.errors.MissingExtensionError`): the member is skipped;
+- the same extension twice in one sample (:class:`~shardstream.errors.DuplicateFieldError`): the whole sample
+  is skipped, since there is no way to tell which copy is right;
+- a key that reappears after other keys in the same shard (:class:`~shardstream.errors.InterleavedKeyError`):
+  the later fragment is skipped (the earlier one was already complete when it was yielded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Union
+
+from .errors import ConfigError, DuplicateFieldError, InterleavedKeyError, MissingExtensionError, SampleFormatError
+
+__all__ = ["DEFAULT_RULE", "KeyRule", "SampleStats", "group_samples"]
+
+Splitter = Callable[[str], "tuple[str, str | None]"]
+RuleSpec = Union[str, "re.Pattern[str]", Splitter, "KeyRule", None]
+#: a handler gets the exception and returns True to skip and go on, False to stop; or it raises.
+Handler = Callable[[BaseException], bool]
+
+
+def _first_dot(name: str) -> tuple[str, str | None]:
+    dot = name.find(".", name.rfind("/") + 1)
+    if dot < 0:
+        return name, None
+    return name[:dot], name[dot + 1 :]
+
+
+def _last_dot(name: str) -> tuple[str, str | None]:
+    dot = name.rfind(".")
+    if dot <= name.rfind("/"):
+        return name, None
+    return name[:dot], name[dot + 1 :]
+
+
+class KeyRule:
+    """How a member name splits into ``(key, extension)``; ``extension`` is None when there is none.
+
+    ``rule`` is ``"first-dot"`` (default, WebDataset's rule), ``"last-dot"``, a regular expression (string or
+    compiled) whose two groups are key and extension, or a callable returning ``(key, ext)`` (``ext`` may be
+    None). ``lowercase`` lower-cases extensions (default, as WebDataset does); pass False to keep their case.
+
+    >>> KeyRule(lowercase=False).split("img.JPG")
+    ('img', 'JPG')
+    >>> KeyRule().split("README")
+    ('README', None)
+    """
+
+    __slots__ = ("split", "rule", "lowercase")
+
+    def __init__(self, rule: RuleSpec = "first-dot", *, lowercase: bool = True):
+        if isinstance(rule, KeyRule):
+            rule, lowercase = rule.rule, rule.lowercase
+        self.rule, self.lowercase = rule, lowercase
+        base = self._base_splitter(rule)
+        if lowercase:
+            def split(name: str, _base: Splitter = base) -> tuple[str, str | None]:
+                key, ext = _base(name)
+                return key, (ext.lower() if ext is not None else None)
+
+            self.split: Splitter = split
+        else:
+            self.split = base
+
+    @staticmethod
+    def _base_splitter(rule: RuleSpec) -> Splitter:
+        if rule is None or rule == "first-dot":
+            return _first_dot
+        if rule == "last-dot":
+            return _last_dot
+        if isinstance(rule, str | re.Pattern):
+            try:
+                pattern = re.compile(rule) if isinstance(rule, str) else rule
+            except re.error as e:
+                raise ConfigError(
+                    f"key rule {rule!r} is neither 'first-dot', 'last-dot' nor a valid regular expression: {e}"
+                ) from e
+            if pattern.groups != 2:
+                raise ConfigError(
+                    f"key rule regex {pattern.pattern!r} must have exactly two groups (key, extension); "
+                    f"it has {pattern.groups}"
+                )
+
+            def split_regex(name: str) -> tuple[str, str | None]:
+                m = pattern.match(name)
+                return (m.group(1), m.group(2)) if m else (name, None)
+
+            return split_regex
+        if callable(rule):
+            return rule
+        raise ConfigError(f"key rule must be 'first-dot', 'last-dot', a regex or a callable, not {rule!r}")
+
+    def __repr__(self) -> str:
+        return f"KeyRule({self.rule!r}, lowercase={self.lowercase})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KeyRule, (self.rule,), {"lowercase": self.lowercase})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(self.rule, lowercase=state["lowercase"])  # type: ignore[misc]
+
+
+DEFAULT_RULE = KeyRule()
+
+
+@dataclasses.dataclass
+class SampleStats:
+    """Counts of what :func:`group_samples` skipped under a skipping handler (and of what it produced)."""
+
+    samples: int = 0
+    skipped_samples: int = 0
+    skipped_members: int = 0
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def count(self, exc: SampleFormatError, members: int, samples: int) -> None:
+        self.skipped_members += members
+        self.skipped_samples += samples
+        name = type(exc).__name__
+        self.reasons[name] = self.reasons.get(name, 0) + 1
+
+
+def _reraise(exc: BaseException) -> bool:
+    raise exc
+
+
+def group_samples(
+    members: Iterable[tuple[str, Any, int]],
+    url: str | None = None,
+    *,
+    rule: RuleSpec = None,
+    handler: Handler | None = None,
+    stats: SampleStats | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Group consecutive ``(name, data, offset)`` members sharing a key into sample dicts.
+
+    Each sample is ``{"__key__": key, "__url__": url, ext: data, ...}``. ``handler`` decides what happens on a
+    :class:`~shardstream.errors.SampleFormatError`: by default it is raised; a handler returning True skips
+    (counted in ``stats``), False stops the shard.
+
+    >>> members = [("a.txt", b"x", 512), ("a.cls", b"1", 1536), ("b.txt", b"y", 2560)]
+    >>> [sorted(s) for s in group_samples(members, "s.tar")]
+    [['__key__', '__url__', 'cls', 'txt'], ['__key__', '__url__', 'txt']]
+    """
+    split = (rule if isinstance(rule, KeyRule) else KeyRule(rule) if rule is not None else DEFAULT_RULE).split
+    on_error = handler or _reraise
+    stats = stats if stats is not None else SampleStats()
+    seen: set[str] = set()
+    current: dict[str, Any] | None = None
+    current_key: str | None = None
+    bad: SampleFormatError | None = None  # set when the current sample must be dropped
+    n_members = 0
+
+    def problem(exc: SampleFormatError, members: int, samples: int) -> bool:
+        """True to go on, False to stop; raises through the handler."""
+        stats.count(exc, members, samples)
+        return bool(on_error(exc))
+
+    for name, data, _offset in members:
+        key, ext = split(name)
+        if not ext:
+            if not problem(MissingExtensionError("member has no extension", url=url, key=key, member=name), 1, 0):
+                return
+            continue
+        if key != current_key:
+            if current is not None:
+                if bad is None:
+                    stats.samples += 1
+                    yield current
+                elif not problem(bad, n_members, 1):
+                    return
+            current_key, bad, n_members = key, None, 0
+            if key in seen:
+                bad = InterleavedKeyError(
+                    "key appears again after other keys (members of one sample are not contiguous)",
+                    url=url, key=key, member=name,
+                )
+            seen.add(key)
+            current = {"__key__": key, "__url__": url}
+        n_members += 1
+        if bad is not None:
+            continue
+        if ext in current:  # type: ignore[operator]
+            bad = DuplicateFieldError(f"extension {ext!r} appears twice in one sample", url=url, key=key, member=name)
+            continue
+        current[ext] = data  # type: ignore[index]
+    if current is not None:
+        if bad is None:
+            stats.samples += 1
+            yield current
+        else:
+            problem(bad, n_members, 1)
