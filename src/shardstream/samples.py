@@ -11,7 +11,7 @@ groups, or any callable ``name -> (key, ext)``:
 
 >>> KeyRule("last-dot").split("music/235342 Track 2.0 (Clean Version).mp3")
 ('music/235342 Track 2.0 (Clean Version)', 'mp3')
->>> KeyRule(r"(.*)\\.(seg\\.png|[^.]+)$").split("a/x.y.seg.png")
+>>> KeyRule(r"(.*?)\\.(seg\\.png|[^.]+)$").split("a/x.y.seg.png")
 ('a/x.y', 'seg.png')
 
 :func:`group_samples` groups ``(name, data, offset)`` members into sample dicts. Three things make a shard's
