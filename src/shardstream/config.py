@@ -85,6 +85,8 @@ class Settings:
     http_timeout: int = 60
     #: SHARDSTREAM_BUFSIZE: read size in bytes for streaming shards.
     bufsize: int = 1 << 20
+    #: SHARDSTREAM_NO_EXTENSIONS: use the pure-Python paths even when the C accelerator is built.
+    no_extensions: bool = False
     #: RANK (as set by torchrun / SLURM launchers): this process's rank when torch.distributed is not initialised.
     rank: int | None = None
     #: WORLD_SIZE: number of ranks when torch.distributed is not initialised.
@@ -101,6 +103,7 @@ class Settings:
         "http_retries": _parse_int,
         "http_timeout": _parse_int,
         "bufsize": _parse_size,
+        "no_extensions": _parse_bool,
         "rank": _parse_int,
         "world_size": _parse_int,
         "local_rank": _parse_int,

@@ -15,6 +15,7 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
+    │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
     │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
     └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
@@ -29,6 +30,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DecodeError",
+    "DecodingError",
     "DuplicateFieldError",
     "EncodeError",
     "InterleavedKeyError",
@@ -143,6 +145,10 @@ class DecodeError(ShardstreamError, ValueError):
         self.problem, self.url, self.key, self.field = problem, url, key, field
         where = _where(url=url, key=key, field=field)
         super().__init__(f"{problem} ({where})" if where else problem)
+
+
+#: webdataset's name for the same error; kept so ``except wds.DecodingError`` keeps working.
+DecodingError = DecodeError
 
 
 class UnsafeDecodeError(DecodeError):

@@ -42,18 +42,17 @@ RuleSpec = Union[str, "re.Pattern[str]", Splitter, "KeyRule", None]
 Handler = Callable[[BaseException], bool]
 
 
-def _first_dot(name: str) -> tuple[str, str | None]:
-    dot = name.find(".", name.rfind("/") + 1)
-    if dot < 0:
-        return name, None
-    return name[:dot], name[dot + 1 :]
+def _dot_splitter(last: bool, lowercase: bool) -> Splitter:
+    """The built-in rules: split at the first (WebDataset) or last dot of the basename."""
 
+    def split(name: str) -> tuple[str, str | None]:
+        slash = name.rfind("/")
+        dot = name.rfind(".") if last else name.find(".", slash + 1)
+        if dot <= slash:
+            return name, None
+        return name[:dot], (name[dot + 1 :].lower() if lowercase else name[dot + 1 :])
 
-def _last_dot(name: str) -> tuple[str, str | None]:
-    dot = name.rfind(".")
-    if dot <= name.rfind("/"):
-        return name, None
-    return name[:dot], name[dot + 1 :]
+    return split
 
 
 class KeyRule:
@@ -75,22 +74,21 @@ class KeyRule:
         if isinstance(rule, KeyRule):
             rule, lowercase = rule.rule, rule.lowercase
         self.rule, self.lowercase = rule, lowercase
-        base = self._base_splitter(rule)
+        if rule is None or rule in ("first-dot", "last-dot"):
+            self.split: Splitter = _dot_splitter(rule == "last-dot", lowercase)
+            return
+        base = self._custom_splitter(rule)
         if lowercase:
             def split(name: str, _base: Splitter = base) -> tuple[str, str | None]:
                 key, ext = _base(name)
                 return key, (ext.lower() if ext is not None else None)
 
-            self.split: Splitter = split
+            self.split = split
         else:
             self.split = base
 
     @staticmethod
-    def _base_splitter(rule: RuleSpec) -> Splitter:
-        if rule is None or rule == "first-dot":
-            return _first_dot
-        if rule == "last-dot":
-            return _last_dot
+    def _custom_splitter(rule: RuleSpec) -> Splitter:
         if isinstance(rule, str | re.Pattern):
             try:
                 pattern = re.compile(rule) if isinstance(rule, str) else rule
@@ -171,7 +169,7 @@ def group_samples(
     current: dict[str, Any] | None = None
     current_key: str | None = None
     bad: SampleFormatError | None = None  # set when the current sample must be dropped
-    n_members = 0
+    n_bad = 0  # members of the current sample, counted once it is bad
 
     def problem(exc: SampleFormatError, members: int, samples: int) -> bool:
         """True to go on, False to stop; raises through the handler."""
@@ -180,35 +178,39 @@ def group_samples(
 
     for name, data, _offset in members:
         key, ext = split(name)
+        if key == current_key:  # the common case: one more field of the current sample
+            if bad is not None:
+                n_bad += 1
+                continue
+            if ext and ext not in current:  # type: ignore[operator]
+                current[ext] = data  # type: ignore[index]
+                continue
         if not ext:
             if not problem(MissingExtensionError("member has no extension", url=url, key=key, member=name), 1, 0):
                 return
             continue
-        if key != current_key:
-            if current is not None:
-                if bad is None:
-                    stats.samples += 1
-                    yield current
-                elif not problem(bad, n_members, 1):
-                    return
-            current_key, bad, n_members = key, None, 0
-            if key in seen:
-                bad = InterleavedKeyError(
-                    "key appears again after other keys (members of one sample are not contiguous)",
-                    url=url, key=key, member=name,
-                )
-            seen.add(key)
-            current = {"__key__": key, "__url__": url}
-        n_members += 1
-        if bad is not None:
-            continue
-        if ext in current:  # type: ignore[operator]
+        if key == current_key:
             bad = DuplicateFieldError(f"extension {ext!r} appears twice in one sample", url=url, key=key, member=name)
+            n_bad = len(current) - 1  # type: ignore[arg-type]  (its fields, minus __key__/__url__, plus this one)
             continue
-        current[ext] = data  # type: ignore[index]
+        if current is not None:
+            if bad is None:
+                stats.samples += 1
+                yield current
+            elif not problem(bad, n_bad, 1):
+                return
+        current_key, bad = key, None
+        current = {"__key__": key, "__url__": url, ext: data}
+        if key in seen:
+            bad = InterleavedKeyError(
+                "key appears again after other keys (members of one sample are not contiguous)",
+                url=url, key=key, member=name,
+            )
+            n_bad = 1
+        seen.add(key)
     if current is not None:
         if bad is None:
             stats.samples += 1
             yield current
         else:
-            problem(bad, n_members, 1)
+            problem(bad, n_bad, 1)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple
 
-from ..errors import TarFormatError
+from ..errors import ConfigError, TarFormatError
 
 __all__ = [
     "BLOCKSIZE",
     "MAX_MEMBER_SIZE",
+    "NO_DATA_TYPES",
+    "REGULAR_TYPES",
     "Header",
     "checksum",
     "parse_header",
@@ -70,7 +72,7 @@ def checksum(block: bytes | bytearray | memoryview) -> int:
     256
     """
     if len(block) != BLOCKSIZE:
-        raise ValueError(f"a tar header is {BLOCKSIZE} bytes, got {len(block)}")
+        raise ConfigError(f"a tar header is {BLOCKSIZE} bytes, got {len(block)}")
     # zlib.adler32 started at 0 keeps the byte sum modulo 65521 in its low 16 bits; each slice is short
     # enough (<= 256 bytes of at most 255) for the sum to stay below the modulus: an exact sum, in C.
     adler = zlib.adler32

@@ -1,0 +1,215 @@
+"""Compressed shards: detect gzip / bz2 / xz / zstd by their first bytes (never by file name) and decompress.
+
+Detection needs no ``seek``: the sniffed bytes are replayed in front of the rest of the stream. Decompression
+errors (a truncated ``.tar.gz``, corrupt data) surface from :func:`iter_tar` as
+:class:`~shardstream.errors.TarFormatError` chained to the decompressor's exception, while errors of the
+underlying stream itself (a broken connection) pass through unchanged.
+
+>>> import gzip, io
+>>> from shardstream.tar.writer import TarStreamWriter
+>>> raw = io.BytesIO()
+>>> with TarStreamWriter(raw) as tw:
+...     _ = tw.add("a.txt", b"hi")
+>>> list(iter_tar(io.BytesIO(gzip.compress(raw.getvalue())), "a.tar.gz"))
+[('a.txt', b'hi', 512)]
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from ..errors import MissingDependencyError, TarFormatError
+from .reader import Member, iter_members
+
+__all__ = ["compression", "iter_tar", "open_tar_stream"]
+
+_SNIFF = 10  # bytes needed to recognise every format below
+_ZSTD_INPUT = 1 << 14  # compressed bytes per zstd decompression step (bounds the output of one step)
+_BZ2_BLOCK, _BZ2_END = b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"
+
+
+def compression(head: bytes) -> str | None:
+    """The compression of a stream that starts with ``head``: ``"gzip"``, ``"bz2"``, ``"xz"``, ``"zstd"`` or None.
+
+    >>> compression(b"\\x1f\\x8b\\x08\\x00"), compression(b"\\x28\\xb5\\x2f\\xfd"), compression(b"sample.txt\\0")
+    ('gzip', 'zstd', None)
+    """
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    # "BZh" could begin a member name: require the level digit and a block (or end-of-stream) magic too
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[4:10] in (_BZ2_BLOCK, _BZ2_END):
+        return "bz2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    return None
+
+
+class _Source(io.RawIOBase):
+    """The stream with its sniffed first bytes put back; remembers whether the stream itself raised."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head, self._stream = head, stream
+        self.failed = False
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            data, self._head = self._head + self._read(-1), b""
+        elif self._head:  # a short read: the rest of the sniffed bytes, at most ``size``
+            data, self._head = self._head[:size], self._head[size:]
+        else:
+            data = self._read(size)
+        self.consumed += len(data)
+        return data
+
+    def _read(self, size: int) -> bytes:
+        try:
+            return self._stream.read(size) or b""
+        except BaseException:
+            self.failed = True
+            raise
+
+
+class _ZstdReader(io.RawIOBase):
+    """Decompress the zstd frames of ``source``, raising ``EOFError`` if it ends inside a frame.
+
+    (``zstandard``'s own ``stream_reader`` returns a truncated frame's data as if it were complete.)
+    """
+
+    def __init__(self, source: _Source):
+        try:
+            import zstandard
+        except ImportError:
+            raise MissingDependencyError("reading .tar.zst shards", "zstd", "zstandard") from None
+        self._source = source
+        self._new_frame = zstandard.ZstdDecompressor().decompressobj
+        self._frame = self._new_frame()
+        self._in_frame = False  # some bytes of the current frame were fed
+        self._out, self._pos = b"", 0  # decompressed bytes, and how many were returned
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._pos == len(self._out) and not self._done:
+            self._out, self._pos = self._decompress(self._source.read(_ZSTD_INPUT)), 0
+        data = self._out[self._pos : self._pos + len(buffer)]
+        self._pos += len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _decompress(self, chunk: bytes) -> bytes:
+        if not chunk:
+            if self._in_frame:
+                raise EOFError("the zstd stream ends inside a frame")
+            self._done = True
+            return b""
+        out = []
+        while chunk:
+            self._in_frame = True
+            out.append(self._frame.decompress(chunk))
+            if not self._frame.eof:
+                break
+            chunk = self._frame.unused_data  # the next frame starts in this chunk
+            self._frame, self._in_frame = self._new_frame(), False
+        return b"".join(out)
+
+
+def _sniff(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
+    """The first bytes of ``stream`` and a stream that still starts with them."""
+    peek = getattr(stream, "peek", None)
+    if peek is not None:
+        head = peek(_SNIFF)[:_SNIFF]
+        if len(head) == _SNIFF:
+            return head, stream
+    head = b""
+    while len(head) < _SNIFF:
+        chunk = stream.read(_SNIFF - len(head))
+        if not chunk:
+            break
+        head += chunk
+    return head, _Source(head, stream)  # type: ignore[return-value]
+
+
+def open_tar_stream(stream: BinaryIO) -> BinaryIO:
+    """A stream of the uncompressed tar: decompressing for gzip, bz2, xz, zstd; else ``stream`` as it is.
+
+    The stream only needs ``read`` (pipes and sockets work). ``.tar.zst`` needs the optional ``zstandard``
+    package (``pip install 'shardstream[zstd]'``). Closing the returned stream never closes ``stream``.
+
+    >>> import bz2, io
+    >>> open_tar_stream(io.BytesIO(bz2.compress(b"tar bytes"))).read()
+    b'tar bytes'
+    """
+    return _open(stream)[0]
+
+
+def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
+    """The tar stream, the compression found, and the compressed source (to tell its own errors apart)."""
+    head, readable = _sniff(stream)
+    kind = compression(head)
+    source = readable if isinstance(readable, _Source) else _Source(b"", readable)
+    if kind is None:
+        return readable, None, source
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=source, mode="rb"), kind, source  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(source, "rb"), kind, source  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(source, "rb"), kind, source  # type: ignore[return-value]
+    return _ZstdReader(source), kind, source  # type: ignore[return-value]
+
+
+def _decompression_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError, OSError)
+    try:
+        import zstandard
+    except ImportError:
+        return errors
+    return (*errors, zstandard.ZstdError)
+
+
+def iter_tar(
+    stream: BinaryIO, url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
+) -> Iterator[Member]:
+    """:func:`~shardstream.tar.reader.iter_members` over :func:`open_tar_stream`: ``stream`` may be compressed.
+
+    A decompression error (truncated or corrupt compressed data) raises
+    :class:`~shardstream.errors.TarFormatError` naming ``url``, chained to the decompressor's exception.
+
+    >>> import io
+    >>> list(iter_tar(io.BytesIO(b"\\x1f\\x8b" + b"garbage"), "bad.tar.gz"))
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.TarFormatError: corrupt or truncated gzip data ...
+    """
+    tar_stream, kind, source = _open(stream)
+    members = iter_members(tar_stream, url, bufsize=bufsize, accelerate=accelerate)
+    return members if kind is None else _decompressing(members, kind, source, url)
+
+
+def _decompressing(members: Iterator[Member], kind: str, source: _Source, url: str) -> Iterator[Member]:
+    try:
+        yield from members
+    except _decompression_errors() as e:
+        if source.failed:  # the compressed stream itself failed (e.g. a broken connection): not a format error
+            raise
+        problem = f"corrupt or truncated {kind} data after {source.consumed} compressed bytes ({e})"
+        raise TarFormatError(problem, url=url) from e

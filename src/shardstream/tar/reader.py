@@ -1,0 +1,285 @@
+"""Stream the regular-file members of an (uncompressed) tar archive: ``(name, data, data_offset)`` tuples.
+
+The reader reads large chunks (``bufsize``) from any binary stream (files, pipes, sockets with short reads:
+nothing needs ``seek``) and slices members out of them. Supported: POSIX ustar, GNU (``L`` long names, ``K``
+long link names), PAX (``x`` per-member and ``g`` global headers: ``path`` and ``size``), v7, GNU
+base-256 sizes. Directories, links, devices and fifos are skipped; other unknown types are skipped with
+their data. GNU sparse members raise, since their data cannot be returned as stored.
+
+The header walk has two implementations that give identical results: a pure-Python one, and the optional C
+extension ``shardstream.tar._scan`` which walks runs of plain headers (including PAX ``x`` and GNU ``L``)
+inside the current buffer and hands back to Python at anything else. Errors and end-of-archive are always
+handled by the Python code, so messages do not depend on which path is in use.
+
+End of archive: two zero blocks end it (nothing after them is read). A stream that stops cleanly between
+members, or after a single zero block, ends the iteration with a :class:`TruncatedTarWarning`; a stream
+that stops inside a header or inside member data (padding included) raises
+:class:`~shardstream.errors.TarFormatError` naming the url and offset.
+
+>>> import io, tarfile
+>>> buf = io.BytesIO()
+>>> with tarfile.open(fileobj=buf, mode="w") as tf:
+...     info = tarfile.TarInfo("s0.txt"); info.size = 2
+...     tf.addfile(info, io.BytesIO(b"hi"))
+>>> list(iter_members(io.BytesIO(buf.getvalue())))
+[('s0.txt', b'hi', 512)]
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from ..config import get_settings
+from ..errors import ConfigError, TarFormatError
+from .header import (
+    BLOCKSIZE,
+    GNU_LONGLINK,
+    GNU_LONGNAME,
+    GNU_SPARSE,
+    MAX_MEMBER_SIZE,
+    NO_DATA_TYPES,
+    PAX_GLOBAL,
+    PAX_HEADER,
+    REGULAR_TYPES,
+    parse_header,
+    parse_pax_records,
+)
+
+try:
+    from . import _scan
+except ImportError:  # the extension is optional: not built, or no compiler at install time
+    _scan = None  # type: ignore[assignment]
+
+__all__ = ["USE_ACCELERATOR", "TruncatedTarWarning", "accelerated", "iter_members"]
+
+#: Module switch: use the C header walk when it is built (tests flip it; ``accelerate=`` overrides it per call).
+USE_ACCELERATOR = not get_settings().no_extensions
+
+Member = tuple[str, bytes, int]
+#: The C walk: ``scan(buf, pos, base) -> (members, new_pos)``; see ``_scan.c``.
+Scan = Callable[[bytes, int, int], tuple[list[Member], int]]
+_ZERO_BLOCK = bytes(BLOCKSIZE)
+_EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
+_MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
+
+
+class TruncatedTarWarning(UserWarning):
+    """A tar stream ended between members (or after one zero block) without the end-of-archive marker.
+
+    Every member was complete, so iteration ends normally; the shard was probably cut short when written.
+    """
+
+
+def accelerated() -> bool:
+    """Whether :func:`iter_members` uses the C header walk by default (built, and :data:`USE_ACCELERATOR` on).
+
+    >>> isinstance(accelerated(), bool)
+    True
+    """
+    return USE_ACCELERATOR and _scan is not None
+
+
+def iter_members(
+    stream: BinaryIO, url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
+) -> Iterator[Member]:
+    """Yield ``(name, data, data_offset)`` for each regular file of a tar stream, in archive order.
+
+    ``data_offset`` is where the member's data starts in the stream. Names are decoded as UTF-8, undecodable
+    bytes kept with ``surrogateescape``. ``accelerate`` chooses the C path (``True``), the pure-Python path
+    (``False``) or the default (``None``: :func:`accelerated`). Raises
+    :class:`~shardstream.errors.TarFormatError` on any corruption or truncation inside a member.
+
+    >>> import io
+    >>> from shardstream.tar.writer import TarStreamWriter
+    >>> out = io.BytesIO()
+    >>> with TarStreamWriter(out) as tw:
+    ...     _ = tw.add("a.txt", b"x"), tw.add("a.cls", b"")
+    >>> list(iter_members(io.BytesIO(out.getvalue()), "a.tar", accelerate=False))
+    [('a.txt', b'x', 512), ('a.cls', b'', 1536)]
+    """
+    if bufsize < 1:
+        raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
+    if accelerate and _scan is None:
+        raise ConfigError("accelerate=True, but the C extension shardstream.tar._scan is not built")
+    use_c = accelerated() if accelerate is None else accelerate
+    return _walk(_Buffer(stream, bufsize), url, _scan.scan if use_c else None)
+
+
+class _Buffer:
+    """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``."""
+
+    __slots__ = ("_read", "_bufsize", "buf", "pos", "base", "eof")
+
+    def __init__(self, stream: BinaryIO, bufsize: int):
+        self._read = stream.read
+        self._bufsize = bufsize
+        self.buf = b""
+        self.pos = self.base = 0
+        self.eof = False
+
+    def fill(self, need: int) -> bool:
+        """Read until ``need`` bytes are available at ``pos``; False if the stream ends first.
+
+        Reads are bounded (at most ``max(bufsize, 16 MiB)`` each), so a corrupt size never allocates more
+        than the stream actually holds.
+        """
+        avail = len(self.buf) - self.pos
+        if avail >= need:
+            return True
+        parts = [self.buf[self.pos :]]
+        self.base += self.pos
+        self.pos = 0
+        while avail < need and not self.eof:
+            chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
+            if chunk:
+                parts.append(chunk)
+                avail += len(chunk)
+            else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: treated as the end)
+                self.eof = True
+        self.buf = b"".join(parts)
+        return avail >= need
+
+
+class _Pending:
+    """Extended headers (``L``, ``K``, ``x``) read so far that apply to the next member header."""
+
+    __slots__ = ("offset", "longname", "pax")
+
+    def __init__(self, offset: int):
+        self.offset = offset
+        self.longname = b""
+        self.pax: dict[str, bytes] = {}
+
+
+def _walk(src: _Buffer, url: str, scan: Scan | None) -> Iterator[Member]:
+    """The header walk: C runs between extended headers when ``scan`` is given, Python for one header at a time."""
+    pending: _Pending | None = None
+    global_pax: dict[str, bytes] = {}
+    active = scan  # None while global PAX records change members, which the C walk does not apply
+    while True:
+        if active is not None and pending is None:
+            members, src.pos = active(src.buf, src.pos, src.base)
+            yield from members
+        offset = src.base + src.pos
+        if not src.fill(BLOCKSIZE):
+            warnings.warn(_end_of_stream(src, url, offset, pending), stacklevel=2)
+            return
+        block = src.buf[src.pos : src.pos + BLOCKSIZE]
+        if block == _ZERO_BLOCK:
+            warning = _end_of_archive(src, url, offset, pending)
+            if warning is not None:
+                warnings.warn(warning, stacklevel=2)
+            return
+        header = parse_header(block, url=url, offset=offset)
+        typeflag = header.typeflag
+        if typeflag == PAX_GLOBAL:  # applies to every later member
+            global_pax.update(parse_pax_records(_take(src, header.size, url, offset), url=url, offset=offset))
+            active = None if _changes_members(global_pax) else scan
+            continue
+        if typeflag in _EXTENDED_TYPES:
+            data = _take(src, header.size, url, offset)
+            if pending is None:
+                pending = _Pending(offset)
+            if typeflag == GNU_LONGNAME:
+                pending.longname = data.split(b"\0", 1)[0]
+            elif typeflag == PAX_HEADER:
+                pending.pax.update(parse_pax_records(data, url=url, offset=offset))
+            continue
+        name, size = header.name, header.size
+        if pending is not None or global_pax:
+            pax = {**global_pax, **pending.pax} if pending is not None else global_pax
+            name, size = _apply_extended(pax, pending, name, size, url, offset)
+            pending = None
+        if typeflag in REGULAR_TYPES:
+            text = name.decode("utf-8", "surrogateescape")
+            yield text, _take(src, size, url, offset, text), offset + BLOCKSIZE
+        elif typeflag in NO_DATA_TYPES:  # POSIX: no data blocks follow links, devices, directories, fifos
+            src.pos += BLOCKSIZE
+        elif typeflag == GNU_SPARSE:
+            raise _sparse_error(url, offset, name)
+        else:  # unknown or vendor types (GNU 'V' volume label, 'D' dump directory...): skip their data
+            _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"))
+
+
+def _changes_members(pax: dict[str, bytes]) -> bool:
+    """Whether global PAX records change how members read (the C walk assumes they do not)."""
+    return bool(pax.get("path") or pax.get("size")) or any(key.startswith("GNU.sparse.") for key in pax)
+
+
+def _apply_extended(
+    pax: dict[str, bytes], pending: _Pending | None, name: bytes, size: int, url: str, offset: int
+) -> tuple[bytes, int]:
+    """The name and size of a member after its PAX records and GNU long name (PAX wins, as in GNU tar)."""
+    if any(key.startswith("GNU.sparse.") for key in pax):
+        raise _sparse_error(url, offset, name)
+    name = pax.get("path") or (pending.longname if pending is not None else b"") or name
+    size_text = pax.get("size")
+    if size_text:
+        if not size_text.isdigit() or int(size_text) > MAX_MEMBER_SIZE:
+            raise TarFormatError(f"bad PAX size {size_text[:32]!r}", url=url, offset=offset)
+        size = int(size_text)
+    return name, size
+
+
+def _sparse_error(url: str, offset: int, name: bytes) -> TarFormatError:
+    return TarFormatError(
+        "GNU sparse members are not supported (rebuild the shard from regular files)",
+        url=url,
+        offset=offset,
+        member=name.decode("utf-8", "surrogateescape"),
+    )
+
+
+def _take(src: _Buffer, size: int, url: str, offset: int, member: str | None = None) -> bytes:
+    """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data."""
+    padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
+    if not src.fill(BLOCKSIZE + padded):
+        end = src.base + len(src.buf)
+        raise TarFormatError(
+            f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
+            f"but the stream ends at offset {end}",
+            url=url,
+            offset=offset,
+            member=member,
+        )
+    start = src.pos + BLOCKSIZE
+    src.pos = start + padded
+    return src.buf[start : start + size]
+
+
+def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarning:
+    return TruncatedTarWarning(
+        f"tar stream {url!r} ends at offset {offset}{detail} without the end-of-archive marker "
+        "(two zero blocks); all its members are complete, but it may have been cut short"
+    )
+
+
+def _end_of_stream(src: _Buffer, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning:
+    """The stream ended where a header should start: the warning to give at a member boundary, else raise."""
+    partial = len(src.buf) - src.pos
+    if partial:
+        problem = f"truncated tar header: the stream ends after {partial} of its {BLOCKSIZE} bytes"
+        raise TarFormatError(problem, url=url, offset=offset)
+    if pending is not None:
+        problem = "truncated tar archive: an extended header is not followed by its member"
+        raise TarFormatError(problem, url=url, offset=pending.offset)
+    if offset == 0:
+        raise TarFormatError("empty stream: not a tar archive", url=url, offset=0)
+    return _unterminated(url, offset)
+
+
+def _end_of_archive(src: _Buffer, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning | None:
+    """A zero block at ``offset``: the end-of-archive marker (None), its first half at the stream's end (a
+    warning, as GNU tar and ``tarfile`` stop at one zero block), or corruption (raise)."""
+    if pending is not None:
+        problem = "end of archive right after an extended header: its member is missing"
+        raise TarFormatError(problem, url=url, offset=pending.offset)
+    src.pos += BLOCKSIZE
+    complete = src.fill(BLOCKSIZE)
+    second = src.buf[src.pos : src.pos + BLOCKSIZE]
+    if second.count(0) != len(second):
+        problem = "a lone zero block followed by more data: the archive is corrupt in the middle"
+        raise TarFormatError(problem, url=url, offset=offset)
+    return None if complete else _unterminated(url, offset + BLOCKSIZE, " after a single zero block")

@@ -1,0 +1,212 @@
+"""Fixtures for the tar reader tests: both walks (pure Python and C), archive builders, a reference reader.
+
+Every reader test takes the ``read`` (or ``members``) fixture, parametrized over the two walks. On the C walk,
+it also runs the pure-Python walk on the same bytes and asserts the outcome is identical (members, error,
+warnings). The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import types
+import tarfile
+import warnings
+from collections.abc import Callable, Iterable
+
+import pytest
+
+from shardstream.errors import TarFormatError
+from shardstream.tar import reader
+from shardstream.tar.reader import TruncatedTarWarning, iter_members
+
+WALKS = [
+    pytest.param(False, id="python"),
+    pytest.param(
+        True, id="c", marks=pytest.mark.skipif(reader._scan is None, reason="C extension not built (setup.py build_ext)")
+    ),
+]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one pass over a tar stream gave: the members, then an error or warnings (compared as text)."""
+
+    members: list[tuple[str, bytes, int]]
+    error: TarFormatError | None
+    warnings: list[str]
+
+    def key(self) -> tuple:
+        error = None if self.error is None else (str(self.error), self.error.offset, self.error.member)
+        return self.members, error, self.warnings
+
+
+class ShortReads(io.RawIOBase):
+    """A non-seekable stream that returns at most ``step`` bytes per read (a pipe or socket)."""
+
+    def __init__(self, data: bytes, step: int = 7):
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        chunk = self._data[self._pos : self._pos + min(self._step, len(buffer))]
+        buffer[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def run(
+    data: bytes | Callable[[], io.RawIOBase], *, accelerate: bool, url: str = "test.tar", bufsize: int = 1 << 20
+) -> Outcome:
+    """Read ``data`` (bytes, or a factory of streams) to the end, recording members, error and warnings."""
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data()
+    members: list[tuple[str, bytes, int]] = []
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            members.extend(iter_members(stream, url, bufsize=bufsize, accelerate=accelerate))  # type: ignore[arg-type]
+        except TarFormatError as e:
+            error = e
+    texts = [str(w.message) for w in caught if issubclass(w.category, TruncatedTarWarning)]
+    assert len(texts) == len(caught), [str(w.message) for w in caught]
+    return Outcome(members, error, texts)
+
+
+@pytest.fixture(params=WALKS)
+def accelerate(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Which walk a test uses; also sets the module default, so code calling iter_tar() follows it."""
+    monkeypatch.setattr(reader, "USE_ACCELERATOR", request.param)
+    return request.param
+
+
+@pytest.fixture
+def read(accelerate: bool) -> Callable[..., Outcome]:
+    """``read(data, url=..., bufsize=...) -> Outcome`` on the selected walk (checked against Python on C)."""
+
+    def read_both(data: bytes | Callable[[], io.RawIOBase], **kw) -> Outcome:
+        got = run(data, accelerate=accelerate, **kw)
+        if accelerate:
+            assert got.key() == run(data, accelerate=False, **kw).key(), "the C and Python walks disagree"
+        return got
+
+    return read_both
+
+
+@pytest.fixture
+def members(read: Callable[..., Outcome]) -> Callable[..., list[tuple[str, bytes, int]]]:
+    """``members(data, **kw)``: the members of a valid archive (asserting no error and no warning)."""
+
+    def ok(data: bytes | Callable[[], io.RawIOBase], **kw) -> list[tuple[str, bytes, int]]:
+        got = read(data, **kw)
+        assert got.error is None, got.error
+        assert not got.warnings, got.warnings
+        return got.members
+
+    return ok
+
+
+def reference(data: bytes) -> list[tuple[str, bytes, int]]:
+    """The regular members as Python's tarfile reads them: (name, data, offset_data)."""
+    with tarfile.open(fileobj=io.BytesIO(data), encoding="utf-8", errors="surrogateescape") as tf:
+        return [(m.name, tf.extractfile(m).read(), m.offset_data) for m in tf if m.isreg()]  # type: ignore[union-attr]
+
+
+def make_tar(entries: Iterable[tarfile.TarInfo | tuple[str, bytes]], fmt: int = tarfile.USTAR_FORMAT, **kw) -> bytes:
+    """An archive written by tarfile; entries are TarInfo (no data) or (name, data) regular files."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt, encoding="utf-8", errors="surrogateescape", **kw) as tf:
+        for entry in entries:
+            if isinstance(entry, tarfile.TarInfo):
+                tf.addfile(entry)
+            else:
+                info = tarfile.TarInfo(entry[0])
+                info.size = len(entry[1])
+                tf.addfile(info, io.BytesIO(entry[1]))
+    return out.getvalue()
+
+
+def special(name: str, kind: bytes, **attrs) -> tarfile.TarInfo:
+    """A TarInfo of a non-regular type (tarfile.DIRTYPE, SYMTYPE, ...)."""
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    return info
+
+
+def block_checksum(block: bytes | bytearray) -> int:
+    """Independent of header.checksum: the unsigned byte sum with the checksum field as spaces."""
+    return sum(block[:148]) + 8 * 32 + sum(block[156:512])
+
+
+def raw_header(
+    name: bytes,
+    size: int | bytes,
+    typeflag: bytes = b"0",
+    *,
+    magic: bytes = b"ustar\x0000",
+    prefix: bytes = b"",
+    chksum: bytes | None = None,
+) -> bytes:
+    """A hand-made header block; ``size`` as an int is written in octal, as bytes verbatim (12 bytes)."""
+    block = bytearray(512)
+    block[0 : len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[108:116] = block[116:124] = b"0000000\0"
+    block[124:136] = b"%011o\0" % size if isinstance(size, int) else size
+    block[136:148] = b"00000000000\0"
+    block[156:157] = typeflag
+    block[257:265] = magic
+    block[345 : 345 + len(prefix)] = prefix
+    block[148:156] = chksum if chksum is not None else b"%06o\0 " % block_checksum(block)
+    return bytes(block)
+
+
+def pad(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def entry(name: bytes, data: bytes, typeflag: bytes = b"0", **kw) -> bytes:
+    """A hand-made member: header, data, padding."""
+    return raw_header(name, len(data), typeflag, **kw) + pad(data)
+
+
+def pax_record(key: bytes, value: bytes) -> bytes:
+    """One PAX record ``"LEN key=value\\n"``, LEN counting itself."""
+    body = b" " + key + b"=" + value + b"\n"
+    length = len(body) + 1
+    while len(b"%d" % length) + len(body) != length:
+        length += 1
+    return b"%d" % length + body
+
+
+def pax(*records: tuple[bytes, bytes], typeflag: bytes = b"x") -> bytes:
+    """A PAX extended header (``x``, or ``g`` for global) with its padded records."""
+    body = b"".join(pax_record(k, v) for k, v in records)
+    return raw_header(b"PaxHeader", len(body), typeflag) + pad(body)
+
+
+END = bytes(1024)
+
+
+@pytest.fixture(scope="session")
+def kit() -> types.SimpleNamespace:
+    """The helpers above: ``kit.make_tar(...)``, ``kit.entry(...)``, ``kit.run(...)``..."""
+    return types.SimpleNamespace(
+        END=END,
+        ShortReads=ShortReads,
+        block_checksum=block_checksum,
+        entry=entry,
+        make_tar=make_tar,
+        pad=pad,
+        pax=pax,
+        pax_record=pax_record,
+        raw_header=raw_header,
+        reference=reference,
+        run=run,
+        special=special,
+        walks=[False] + ([True] if reader._scan is not None else []),
+    )
