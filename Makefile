@@ -20,8 +20,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m shardstream.demo
 
-## the whole test suite
+## the whole test suite (installs the real test servers it needs: nginx, Ceph RadosGW, chromium; see scripts/)
 test: $(STAMP)
+	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
 
 ## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
@@ -29,7 +30,7 @@ bench: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q --upgrade pip
 	.venv-bench/bin/python -m pip install -q "torch==2.13.0"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd]"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
 	.venv-bench/bin/python benchmarks/run_all.py
 
 clean:

@@ -335,8 +335,8 @@ def test_mtime_none_and_webdataset_arguments():
     assert (info.uname, info.gname, info.mode) == ("u", "g", 0o640) and info.mtime > 1_600_000_000
 
 
-@pytest.mark.parametrize("target", ["pipe:cat > x.tar", "s3://bucket/x.tar", "http://host/x.tar"])
-def test_remote_targets_refused_with_a_hint(target):
+@pytest.mark.parametrize("target", ["http://host/x.tar", "ftp://host/x.tar"])
+def test_unwritable_url_targets_refused_with_a_hint(target):
     with pytest.raises(ConfigError, match="post="):
         TarWriter(target)
 

@@ -57,6 +57,18 @@ def _parse_str(name: str, text: str) -> str:
     return text
 
 
+def _parse_float(name: str, text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={text!r} is not a number") from None
+
+
+def _parse_lines(name: str, text: str) -> tuple[str, ...]:
+    """``;``- or newline-separated entries (for values that contain spaces, such as HTTP headers)."""
+    return tuple(p.strip() for p in text.replace("\n", ";").split(";") if p.strip())
+
+
 def _parse_list(name: str, text: str) -> tuple[str, ...]:
     """Whitespace- or ``;``-separated list."""
     return tuple(p for p in text.replace(";", " ").split() if p)
@@ -87,6 +99,18 @@ class Settings:
     bufsize: int = 1 << 20
     #: SHARDSTREAM_NO_EXTENSIONS: use the pure-Python paths even when the C accelerator is built.
     no_extensions: bool = False
+    #: SHARDSTREAM_HTTP_BACKOFF: first retry delay in seconds (doubled at each retry, with jitter, up to 30 s).
+    http_backoff: float = 0.5
+    #: SHARDSTREAM_HTTP_HEADERS: extra HTTP request headers ``Name: value``, separated by ``;`` or newlines.
+    http_headers: tuple[str, ...] = ()
+    #: SHARDSTREAM_STORAGE: per-bucket storage settings inline (YAML or JSON text, same schema as the file).
+    storage: str | None = None
+    #: SHARDSTREAM_BLOCK_SIZE: size of the ranged reads from object stores (s3://, gs://, ...).
+    block_size: int = 16 << 20
+    #: AIS_ENDPOINT (AIStore's own variable): the AIStore gateway that serves ``ais://`` URLs.
+    ais_endpoint: str | None = None
+    #: SHARDSTREAM_USE_AIS_FOR: schemes read through the AIStore gateway instead of directly (e.g. ``gs s3``).
+    use_ais_for: tuple[str, ...] = ()
     #: RANK (as set by torchrun / SLURM launchers): this process's rank when torch.distributed is not initialised.
     rank: int | None = None
     #: WORLD_SIZE: number of ranks when torch.distributed is not initialised.
@@ -107,9 +131,17 @@ class Settings:
         "rank": _parse_int,
         "world_size": _parse_int,
         "local_rank": _parse_int,
+        "http_backoff": _parse_float,
+        "http_headers": _parse_lines,
+        "storage": _parse_str,
+        "block_size": _parse_size,
+        "ais_endpoint": _parse_str,
+        "use_ais_for": _parse_list,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
-    _ENV_NAMES = {"rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK"}
+    _ENV_NAMES = {
+        "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
+    }
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":

@@ -12,6 +12,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
+    │   │                                  or the index is unreadable); the message says how to rebuild it
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
@@ -40,6 +42,7 @@ __all__ = [
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
+    "StaleIndexError",
     "TarFormatError",
     "UnsafeDecodeError",
     "WorkerSplitError",
@@ -128,6 +131,12 @@ class InterleavedKeyError(SampleFormatError):
     """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
 
     hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
+
+
+class StaleIndexError(ShardError, ValueError):
+    """A shard's random-access index does not describe the shard: the shard changed after it was indexed (its
+    size or content fingerprint differs), or the index file is unreadable. ``url`` names the shard; the message
+    names the index and the command that rebuilds it. A stale index is never used."""
 
 
 class OpenError(ShardError, OSError):

@@ -160,7 +160,9 @@ class TarWriter:
 
     :param fileobj: a path (``"dest.tar"``, ``"file:dest.tar"``, ``"-"`` for stdout) or an open binary stream.
         A path is written under a temporary name and renamed into place by :meth:`close`; a stream is written
-        directly and never closed (the caller owns it).
+        directly and never closed (the caller owns it). An object store URL (``"s3://bucket/dest.tar"``,
+        ``gs://``, ``az://``...) is uploaded and published only by :meth:`close` (an abort discards the upload);
+        ``"pipe:CMD"`` writes to the standard input of a shell command (see :mod:`shardstream.io.remote_write`).
     :param user: user name of the members (webdataset's default ``"bigdata"``)
     :param group: group name of the members
     :param mode: permission bits of the members
@@ -220,6 +222,7 @@ class TarWriter:
         self.path: str | None = None  # final path, for path targets
         self._tmp: str | None = None
         self._raw: Any = None  # the file this writer opened (path targets only)
+        self._remote: Any = None  # the RemoteSink this writer opened (URL targets only)
         self._finalizer: Any = None
         self._previous_key: str | None = None
         self._suffixes: dict[str, bytes] = {}  # checked field names -> b"." + UTF-8 name
@@ -230,15 +233,18 @@ class TarWriter:
             path = os.fspath(fileobj)
             if not isinstance(path, str):
                 raise ConfigError(f"TarWriter needs a str path or a binary stream, got {fileobj!r}")
+            remote = False
             if path.startswith("file:"):
                 path = path[7:] if path.startswith("file://") else path[5:]
             elif _SCHEME.match(path):
-                raise ConfigError(
-                    f"TarWriter writes local files or open streams, not {path!r}; write locally and upload "
-                    "(ShardWriter's post= callback runs after each shard), or pass an open binary stream"
-                )
+                remote = True  # s3://, gs://... and pipe:CMD: see shardstream.io.remote_write
             kind = _compression(compress, path)
-            if path == "-":
+            if remote:
+                from .io.remote_write import open_for_write
+
+                stream = self._remote = open_for_write(path)  # published by close(), discarded by abort()
+                self.url = path
+            elif path == "-":
                 stream: Any = sys.stdout.buffer
                 self.url = "-"
             else:
@@ -468,6 +474,8 @@ class TarWriter:
                 os.replace(self._tmp, self.path)  # type: ignore[arg-type]
                 self._finalizer.detach()
                 self._tmp = None
+            elif self._remote is not None:
+                self._remote.close()  # publishes the object (completes the multipart upload) or checks the command
             else:  # the caller's stream: flush it, never close it
                 flush = getattr(self._counter.fileobj if self._counter else self.tarstream.fileobj, "flush", None)
                 if flush is not None:
@@ -496,6 +504,11 @@ class TarWriter:
 
     def _discard(self) -> None:
         self._failed = True
+        if self._remote is not None:
+            try:
+                self._remote.discard()  # aborts the upload / kills the command: nothing is published
+            except Exception:  # pragma: no cover - the original error matters more
+                pass
         if self._raw is not None:
             try:
                 self._raw.close()
@@ -570,6 +583,7 @@ class ShardWriter:
         ``lambda p: fsspec.open(p, "wb").open()``); the stream is closed when its shard is complete, and thrown
         away with its ``discard()`` method, where it has one, after an error. All-or-nothing is then up to it.
     :param progress: show a tqdm progress bar of samples written
+    :param total: the number of samples expected, for the progress bar (optional)
     :param kw: passed to :class:`TarWriter` (``encoder``, ``compress``, ``mtime``, ``keep_meta``...)
 
     Attributes as in webdataset: ``shard`` (the next shard number), ``fname`` (current shard path), ``count``
@@ -597,6 +611,7 @@ class ShardWriter:
         opener: Callable[[str], BinaryIO] | None = None,
         *,
         progress: bool = False,
+        total: int | None = None,
         **kw: Any,
     ):
         if isinstance(maxcount, bool) or not isinstance(maxcount, int) or maxcount < 1:
@@ -632,7 +647,7 @@ class ShardWriter:
         if progress:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(desc=os.path.basename(pattern), unit=" samples")
+            self._bar = tqdm(desc=os.path.basename(pattern), unit=" samples", total=total)
         self.closed = False
 
     def _would_exceed(self, nbytes: int) -> bool:

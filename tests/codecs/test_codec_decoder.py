@@ -286,3 +286,11 @@ def test_decode1_and_decode_aliases():
     with pytest.raises(DecodeError) as info:
         d.decode1("json", b"{")
     assert info.value.field == "json"
+
+
+def test_decoder_applied_to_a_dataset_decodes_each_sample():
+    """webdataset's README form ``wds.Decoder(handler, ...)(dataset)``."""
+    samples = [{"__key__": "a", "cls": b"1"}, {"__key__": "b", "cls": b"2"}]
+    assert [s["cls"] for s in Decoder()(samples)] == [1, 2]
+    with pytest.raises(TypeError, match="sample dict"):
+        Decoder()(42)

@@ -346,7 +346,9 @@ class Decoder:
 
     def __call__(self, sample: dict) -> dict:
         if not isinstance(sample, dict):
-            raise TypeError(f"Decoder expects a sample dict, not {type(sample).__name__}")
+            if hasattr(sample, "__iter__") and not isinstance(sample, (str, bytes)):
+                return map(self, sample)  # type: ignore[return-value]  (webdataset's `Decoder(...)(dataset)`)
+            raise TypeError(f"Decoder expects a sample dict (or an iterable of them), not {type(sample).__name__}")
         get = self._fields.get
         result = {}
         for k, v in sample.items():

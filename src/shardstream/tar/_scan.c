@@ -141,14 +141,16 @@ static int parse_pax(const unsigned char *d, Py_ssize_t n, span *path, int *has_
     return 0;
 }
 
-/* Append (name, data, data_offset) to members; -1 with an exception set on failure. */
+/* Append (name, data, data_offset) to members, or (name, size, data_offset) when headers_only;
+   -1 with an exception set on failure. */
 static int emit(PyObject *members, const unsigned char *buf, span name, Py_ssize_t data_pos, uint64_t size,
-                long long base)
+                long long base, int headers_only)
 {
     PyObject *text, *data, *offset, *item;
 
     text = PyUnicode_DecodeUTF8((const char *)name.data, name.len, "surrogateescape");
-    data = PyBytes_FromStringAndSize((const char *)buf + data_pos, (Py_ssize_t)size);
+    data = headers_only ? PyLong_FromUnsignedLongLong(size)
+                        : PyBytes_FromStringAndSize((const char *)buf + data_pos, (Py_ssize_t)size);
     offset = PyLong_FromLongLong(base + (long long)data_pos);
     if (text == NULL || data == NULL || offset == NULL) {
         Py_XDECREF(text);
@@ -173,6 +175,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, start, end;
     long long base;
+    int headers_only = 0;
     const unsigned char *buf;
     PyObject *members;
     /* extended-header state of the member being read, reset at each member start */
@@ -182,7 +185,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     char joined[256]; /* ustar prefix "/" name: at most 155 + 1 + 100 bytes */
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nL", &view, &pos, &base))
+    if (!PyArg_ParseTuple(args, "y*nL|p", &view, &pos, &base, &headers_only))
         return NULL;
     buf = view.buf;
     end = view.len;
@@ -243,7 +246,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (type == '0' || type == 0 || type == '7') {
             if (padded > (uint64_t)(end - pos - BLOCK))
                 break;
-            if (emit(members, buf, name, pos + BLOCK, size, base) < 0) {
+            if (emit(members, buf, name, pos + BLOCK, size, base, headers_only) < 0) {
                 Py_DECREF(members);
                 PyBuffer_Release(&view);
                 return NULL;
@@ -264,8 +267,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, pos, base) -> (members, new_pos)\n\n"
-     "Walk plain tar headers in buf from pos; members are (name, data, base + data position) tuples.\n"
+     "scan(buf, pos, base, headers_only=False) -> (members, new_pos)\n\n"
+     "Walk plain tar headers in buf from pos; members are (name, data, base + data position) tuples,\n"
+     "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
     {NULL, NULL, 0, NULL},
 };

@@ -145,7 +145,20 @@ def _sniff(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
         if not chunk:
             break
         head += chunk
+    if head and _seekable(stream):
+        try:
+            stream.seek(-len(head), io.SEEK_CUR)  # a plain file: put the bytes back by seeking, no wrapper
+            return head, stream
+        except (OSError, ValueError):
+            pass
     return head, _Source(head, stream)  # type: ignore[return-value]
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def open_tar_stream(stream: BinaryIO) -> BinaryIO:

@@ -27,6 +27,8 @@ that stops inside a header or inside member data (padding included) raises
 
 from __future__ import annotations
 
+import io
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -63,6 +65,8 @@ Scan = Callable[[bytes, int, int], tuple[list[Member], int]]
 _ZERO_BLOCK = bytes(BLOCKSIZE)
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
+#: members at least this large are read from plain seekable files straight into their own bytes (one copy)
+_DIRECT_MIN = 1 << 20
 
 
 class TruncatedTarWarning(UserWarning):
@@ -110,14 +114,34 @@ def iter_members(
 class _Buffer:
     """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``."""
 
-    __slots__ = ("_read", "_bufsize", "buf", "pos", "base", "eof")
+    __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
 
     def __init__(self, stream: BinaryIO, bufsize: int):
         self._read = stream.read
         self._bufsize = bufsize
+        self._file = stream if _is_plain_file(stream) else None
         self.buf = b""
         self.pos = self.base = 0
         self.eof = False
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        """The data of a large member whose data begins at ``buf[start]``, read from the file in one copy.
+
+        Only for plain seekable files, and only when the buffer does not hold the whole member; returns None
+        otherwise, or when the file is shorter than the member (the caller then reports the truncation).
+        """
+        f = self._file
+        if f is None or size < _DIRECT_MIN or len(self.buf) - start >= size:
+            return None
+        f.seek(start - len(self.buf), os.SEEK_CUR)  # back to the first data byte
+        data = f.read(size)
+        pad = f.read(padded - size) if len(data) == size else b""
+        if len(data) + len(pad) < padded:
+            f.seek(self.base + len(self.buf) - (self.base + start + len(data) + len(pad)), os.SEEK_CUR)
+            return None
+        self.base += start + padded
+        self.buf, self.pos = b"", 0
+        return data
 
     def fill(self, need: int) -> bool:
         """Read until ``need`` bytes are available at ``pos``; False if the stream ends first.
@@ -232,9 +256,23 @@ def _sparse_error(url: str, offset: int, name: bytes) -> TarFormatError:
     )
 
 
+def _is_plain_file(stream: BinaryIO) -> bool:
+    """A regular file opened for reading (not a pipe, socket or decompressor): cheap to seek back in."""
+    if not isinstance(stream, (io.BufferedReader, io.FileIO)):
+        return False
+    try:
+        return stream.seekable()
+    except (OSError, ValueError):
+        return False
+
+
 def _take(src: _Buffer, size: int, url: str, offset: int, member: str | None = None) -> bytes:
     """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data."""
     padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
+    if size >= _DIRECT_MIN:
+        data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
+        if data is not None:
+            return data
     if not src.fill(BLOCKSIZE + padded):
         end = src.base + len(src.buf)
         raise TarFormatError(

@@ -1,0 +1,28 @@
+"""Run every benchmark in this folder, one after the other, and print their tables.
+
+    make bench        (creates .venv-bench with webdataset==1.0.2 next to shardstream)
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main() -> int:
+    failed = []
+    for script in sorted(HERE.glob("bench_*.py")):
+        print(f"# {script.name}", flush=True)
+        if subprocess.run([sys.executable, str(script)], cwd=HERE).returncode != 0:
+            failed.append(script.name)
+        print(flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

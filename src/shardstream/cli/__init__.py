@@ -1,0 +1,140 @@
+"""The ``shardstream`` command line: create, concatenate, split, shuffle, inspect, verify and extract datasets.
+
+One entry point (``shardstream``, or ``python -m shardstream``) with subcommands, one module each::
+
+    create    build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines
+    cat       concatenate datasets into one stream or new shards; --mix interleaves them randomly
+    split     (alias: reshard) rewrite a dataset into N shards or shards of a given count or size
+    shuffle   rewrite a dataset in a seeded, globally shuffled order, in bounded memory
+    ls, info  list samples; count samples, extensions and sizes (--json)
+    verify    check every header, key, extension and field; report each problem
+    extract   unpack samples into a directory, safely
+    index     build the shard index and DALI .idx files
+    cache     list and clear the local shard cache
+    view      thumb through a dataset in a web browser
+
+Every command reads local paths, ``-`` (standard input), ``pipe:CMD`` and every URL scheme registered with
+:mod:`shardstream.io`. ``shardstream COMMAND --help`` shows each command's options and examples.
+
+Exit codes, stable for scripts:
+
+    0    success
+    1    problems found (``verify``; ``extract`` when it refused names or existing files)
+    2    usage error: bad arguments or options
+    3    data or I/O error: a shard that cannot be opened, read, parsed or written; a missing dependency
+    130  interrupted (Ctrl-C)
+    141  standard output was closed by its reader (e.g. ``| head``)
+
+Errors are one line on stderr, ``shardstream: error: <message>``; ``--debug`` adds the traceback.
+
+>>> main(["--version"])  # doctest: +ELLIPSIS
+shardstream ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ..errors import ConfigError, ShardstreamError
+from . import cache, cat, create, extract, index, info, shuffle, split, verify, view
+from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
+
+__all__ = ["build_parser", "main"]
+
+#: the modules that register subcommands, in the order of ``--help``
+COMMANDS = (create, cat, split, shuffle, info, verify, extract, index, cache, view)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: ``shardstream: error: <message> (see 'shardstream cmd --help')``."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"shardstream: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``shardstream`` command, with every subcommand registered."""
+    from .. import __version__
+
+    parser = _Parser(
+        prog="shardstream",
+        description=describe(__doc__),
+        epilog="Run 'shardstream COMMAND --help' for the options and examples of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"shardstream {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary lines")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parents = common_parents()
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub, parents)
+    return parser
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and not isinstance(e, ShardstreamError) and e.strerror:
+        text = f"{e.strerror}: {e.filename!r}" if e.filename else e.strerror
+    else:
+        text = str(e) or type(e).__name__
+    return " ".join(text.split())
+
+
+def _show_warning(msg: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    print(f"shardstream: warning: {' '.join(str(msg).split())}", file=sys.stderr)
+
+
+def _fail(args: argparse.Namespace, e: BaseException, code: int, prefix: str = "") -> int:
+    if getattr(args, "debug", False):
+        traceback.print_exception(e, file=sys.stderr)
+    hint = " (run with --debug for the traceback)" if prefix and not getattr(args, "debug", False) else ""
+    print(f"shardstream: error: {prefix}{_one_line(e)}{hint}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``shardstream`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    if not hasattr(args, "run"):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.run(args) or 0)
+    except CommandError as e:
+        return _fail(args, e, e.code)
+    except ConfigError as e:
+        return _fail(args, e, EXIT_USAGE)
+    except (ShardstreamError, OSError) as e:
+        if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
+            return _broken_pipe()
+        return _fail(args, e, EXIT_DATA)
+    except KeyboardInterrupt:
+        print("shardstream: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug: still one line, unless --debug
+        return _fail(args, e, EXIT_DATA, prefix=f"unexpected {type(e).__name__}: ")
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (``| head``): exit quietly, without a second error at interpreter exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141

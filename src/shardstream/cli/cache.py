@@ -1,0 +1,74 @@
+"""``shardstream cache``: list and clear the local shard cache (see :mod:`shardstream.io.cache`).
+
+The cache directory is ``--cache-dir`` or, when it is not given, ``SHARDSTREAM_CACHE_DIR``. ``list`` prints one
+line per cached shard (size, last use, file name) and the total; ``clear`` removes every cached shard that no
+process is reading right now (and leftovers of dead downloads); ``clear --max-size SIZE`` only removes the
+least recently used shards until the cache fits in SIZE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from ..errors import ConfigError
+from ._common import describe, examples, human, message, parse_size, plural
+
+__all__ = ["register", "run"]
+
+EXAMPLES = examples(
+    "shardstream cache list --cache-dir shard-cache",
+    "shardstream cache list --cache-dir shard-cache --json",
+    "shardstream cache clear --cache-dir shard-cache --max-size 2K",
+    "shardstream cache clear --cache-dir shard-cache",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "cache", parents=[parents["common"]], help="list and clear the local shard cache",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=("list", "clear"), help="list the cached shards, or remove them")
+    p.add_argument("--cache-dir", metavar="DIR", help="the cache directory (default: SHARDSTREAM_CACHE_DIR)")
+    p.add_argument("--max-size", type=parse_size, metavar="SIZE",
+                   help="clear: keep the most recently used shards that fit in SIZE")
+    p.add_argument("--json", action="store_true", help="list: machine-readable output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import get_settings
+    from ..io.cache import ShardCache
+
+    directory = args.cache_dir or get_settings().cache_dir
+    if not directory:
+        raise ConfigError("no cache directory: pass --cache-dir DIR or set SHARDSTREAM_CACHE_DIR")
+    if args.action == "list":
+        if args.max_size is not None:
+            raise ConfigError("--max-size applies to 'clear'")
+        entries = ShardCache(directory).entries()
+        if args.json:
+            rows = [{"name": n, "bytes": size, "last_used": mtime} for n, (size, mtime) in sorted(entries.items())]
+            json.dump({"directory": directory, "bytes": sum(r["bytes"] for r in rows), "shards": rows}, sys.stdout,
+                      indent=2)
+            sys.stdout.write("\n")
+            return 0
+        for name, (size, mtime) in sorted(entries.items(), key=lambda item: item[1][1]):
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime))
+            print(f"{human(size):>10}  {used}  {name}")
+        total = sum(size for size, _ in entries.values())
+        print(f"{plural(len(entries), 'shard')}, {human(total)} in {directory}")
+        return 0
+    if args.json:
+        raise ConfigError("--json applies to 'list'")
+    cache = ShardCache(directory, max_bytes=args.max_size or 0)
+    before = cache.entries()
+    removed = cache.evict()
+    left = len(before) - len(removed)
+    message(args, f"removed {plural(len(removed), 'cached shard')} ({human(sum(before[n][0] for n in removed))}) from "
+            f"{directory}" + (f"; {left} kept" if left else ""))
+    return 0

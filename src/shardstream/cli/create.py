@@ -1,0 +1,141 @@
+"""``shardstream create``: build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines.
+
+The sources are described in :mod:`shardstream.cli._sources`. Bytes are copied as they are, never decoded or
+re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
+beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``.
+``--shuffle`` writes the samples of a directory or recipe in a seeded random order (only the listing is
+shuffled, so it costs nothing); JSON Lines keep their order (use ``shardstream shuffle`` afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import os
+import random
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import ConfigError
+from ._common import Progress, describe, examples, key_rule, local_path, message, opened
+from ._output import SampleOutput, add_output_options, is_pattern, shard_name
+from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
+
+__all__ = ["register", "run"]
+
+EXAMPLES = examples(
+    "shardstream create images/ -o images.tar",
+    "shardstream create images/ --imagefolder --shuffle --seed 0 -o 'train/train-%06d.tar' --maxcount 10",
+    "shardstream create recipe.txt -o recipe.tar",
+    "shardstream create samples.jsonl -o 'captions-%06d.tar' --maxsize 1M",
+    "printf 'x.txt text:hello\\nx.cls text:1\\n' | shardstream create - -o hello.tar",
+    note="Directory: files sharing a key (path up to the first dot of the name) form a sample; member names are\n"
+    "the relative paths. --imagefolder: ROOT/<class>/<file>, adds .cls (classes sorted, numbered from 0) and\n"
+    "writes classes.txt (one class name per line) beside the output.\n"
+    "Recipe: lines 'archive-name source'; source = path (relative to the recipe), text:CONTENT, or pipe:CMD\n"
+    "(only with --allow-pipe). JSON Lines: one object per line; '__key__', 'EXT': text or JSON value,\n"
+    "'EXT.b64': base64 bytes, 'EXT.path': a source as in recipes.",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "create", parents=[parents["common"], parents["read"]], help="build a dataset from files, a recipe or JSONL",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", help="a directory, a recipe file, a JSON Lines file (.jsonl), or '-' (stdin)")
+    p.add_argument("--from", dest="kind", choices=("auto", "dir", "recipe", "jsonl"), default="auto",
+                   help="what SOURCE is (default: a directory is a tree, *.jsonl/*.ndjson JSON Lines, else a recipe)")
+    add_output_options(p)
+    p.add_argument("--imagefolder", action="store_true",
+                   help="top-level folders are classes: add a .cls field and write classes.txt")
+    p.add_argument("--class-list", metavar="PATH",
+                   help="where to write the class list (default: classes.txt beside the output)")
+    p.add_argument("--shuffle", action="store_true", help="write the samples in a random order (directory/recipe)")
+    p.add_argument("--seed", type=int, help="random seed of --shuffle (default 0)")
+    p.add_argument("--allow-pipe", action="store_true", help="allow pipe:CMD sources (runs shell commands)")
+    p.add_argument("--include-hidden", action="store_true", help="include files and folders starting with '.'")
+    p.set_defaults(run=run)
+
+
+def _peek_kind(stream: io.TextIOBase) -> tuple[str, Iterator[str]]:
+    """stdin: JSON Lines when the first non-blank line starts with '{', else a recipe."""
+    lines = iter(stream)
+    head = []
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    first = head[-1].lstrip() if head else ""
+    return ("jsonl" if first.startswith("{") else "recipe"), itertools.chain(head, lines)
+
+
+def _kind(args: argparse.Namespace) -> str:
+    if args.kind != "auto" or args.source == "-":
+        return args.kind
+    if os.path.isdir(args.source):
+        return "dir"
+    lowered = args.source.lower()
+    return "jsonl" if lowered.endswith((".jsonl", ".ndjson")) else "recipe"
+
+
+def run(args: argparse.Namespace) -> int:
+    kind = _kind(args)
+    if args.imagefolder and kind != "dir":
+        raise ConfigError("--imagefolder needs a directory as SOURCE")
+    if args.seed is not None and not args.shuffle:
+        raise ConfigError("--seed needs --shuffle")
+    rule = key_rule(args, lowercase=False)
+    if kind == "dir":
+        planned, classes, skipped = tree_samples(args.source, rule, imagefolder=args.imagefolder,
+                                                 include_hidden=args.include_hidden)
+        if skipped:
+            shown = ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else "")
+            message(args, f"skipped {len(skipped)} files (hidden, no extension, or outside a class folder): {shown}")
+        return _write_planned(args, planned, classes)
+    path = local_path(args.source)
+    base = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+    with opened(args.source) as stream:
+        lines: Any = io.TextIOWrapper(stream, encoding="utf-8")
+        if kind == "auto":
+            kind, lines = _peek_kind(lines)
+        if kind == "recipe":
+            planned = recipe_samples("".join(lines), args.source, base, rule, args.allow_pipe)
+        elif args.shuffle:
+            raise ConfigError("--shuffle works on directories and recipes; for JSON Lines use 'shardstream shuffle'")
+        else:
+            return _write(args, jsonl_samples(lines, args.source, base, args.allow_pipe), None, [])
+    return _write_planned(args, planned, [])
+
+
+def _write_planned(args: argparse.Namespace, planned: list[Planned], classes: list[str]) -> int:
+    if args.shuffle:
+        random.Random(args.seed or 0).shuffle(planned)
+    return _write(args, (p.load() for p in planned), len(planned), classes)
+
+
+def _write(args: argparse.Namespace, samples: Iterable[dict[str, Any]], total: int | None, classes: list[str]) -> int:
+    class_list = _class_list_path(args) if classes else None
+    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize,
+                      duplicates=args.duplicate_keys) as out, Progress(args, desc="create", total=total) as bar:
+        for sample in samples:
+            out.write(sample)
+            bar.update()
+    if class_list:
+        with open(class_list, "w", encoding="utf-8") as f:
+            f.write("".join(f"{name}\n" for name in classes))
+    message(args, out.summary() + (f"; {len(classes)} classes in {class_list}" if class_list else ""))
+    return 0
+
+
+def _class_list_path(args: argparse.Namespace) -> str | None:
+    if args.class_list:
+        return args.class_list
+    if args.output == "-":
+        print("shardstream: warning: the class list is not written when the output is '-'; pass --class-list PATH",
+              file=sys.stderr)
+        return None
+    first = shard_name(args.output, 0) if is_pattern(args.output) else args.output
+    return os.path.join(os.path.dirname(first), "classes.txt")

@@ -1,0 +1,136 @@
+"""``shardstream extract``: unpack the samples of a dataset into a directory, safely.
+
+Each field becomes the file ``DIR/KEY.EXT`` (the member's name in the tar). Names that could write outside
+``DIR`` are refused with a message and skipped: absolute paths, ``..`` components, backslashes, NUL. Links in
+the tar are never followed or created (the reader skips them), and a path that would go through a symbolic
+link already present under ``DIR`` is refused too, as is an existing file, unless ``--overwrite`` (which still
+never writes through a link). Anything refused makes the exit status 1.
+
+>>> unsafe_reason("a/../../etc/passwd"), unsafe_reason("/etc/passwd"), unsafe_reason("./cat/0001.jpg")
+("'..' component", 'absolute path', None)
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import sys
+from typing import Any
+
+from ._common import (
+    EXIT_PROBLEMS,
+    describe,
+    examples,
+    expand_inputs,
+    fields,
+    key_rule,
+    message,
+    plural,
+    positive_int,
+    progress,
+    shard_samples,
+)
+
+__all__ = ["register", "run", "unsafe_reason", "write_member"]
+
+EXAMPLES = examples(
+    "shardstream extract dataset.tar -C extracted/",
+    "shardstream extract shards-*.tar -C labels/ --fields cls,txt --limit 5",
+    "shardstream extract dataset.tar -C extracted/ --overwrite",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "extract", parents=[parents["common"], parents["read"]], help="unpack samples into a directory, safely",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p.add_argument("-C", "--directory", required=True, metavar="DIR", help="where to write the files (created)")
+    p.add_argument("--fields", metavar="EXT,...", help="only these extensions (comma-separated)")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N samples")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files (never through links)")
+    p.set_defaults(run=run)
+
+
+def unsafe_reason(name: str) -> str | None:
+    """Why ``name`` must not be extracted, or None when it stays inside the destination."""
+    if not name or "\0" in name:
+        return "empty name or NUL"
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if "\\" in name:
+        return "backslash"
+    if ".." in name.split("/"):
+        return "'..' component"
+    return None
+
+
+def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False) -> str | None:
+    """Write ``data`` to ``root/name``; returns why it was refused, or None when written."""
+    reason = unsafe_reason(name)
+    if reason is not None:
+        return reason
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts:
+        return "empty name"
+    path = root
+    for part in parts[:-1]:
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            return f"{path!r} is a symbolic link"
+        if not os.path.isdir(path):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                return f"{path!r} exists and is not a directory"
+    target = os.path.join(path, parts[-1])
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_TRUNC if overwrite else os.O_EXCL
+    if os.path.islink(target):
+        return f"{target!r} is a symbolic link"
+    try:
+        fd = os.open(target, flags, 0o666)
+    except FileExistsError:
+        return f"{target!r} exists (--overwrite replaces it)"
+    except IsADirectoryError:
+        return f"{target!r} is a directory"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"{target!r} is a symbolic link"
+        raise
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    rule = key_rule(args, lowercase=False)
+    wanted = {f.strip() for f in args.fields.split(",") if f.strip()} if args.fields else None
+    root = args.directory
+    os.makedirs(root, exist_ok=True)
+    written = refused = samples = 0
+
+    def all_samples() -> Any:
+        for url in expand_inputs(args.inputs):
+            yield from shard_samples(url, rule)
+
+    for sample in progress(args, all_samples(), desc="extract"):
+        if args.limit is not None and samples >= args.limit:
+            break
+        samples += 1
+        key = sample["__key__"]
+        for ext, data in fields(sample):
+            if wanted is not None and ext not in wanted and ext.lower() not in wanted:
+                continue
+            name = f"{key}.{ext}"
+            reason = write_member(root, name, data, overwrite=args.overwrite)
+            if reason is None:
+                written += 1
+            else:
+                refused += 1
+                print(f"shardstream: refused {name!r} from {sample['__url__']}: {reason}", file=sys.stderr)
+    message(args, f"extracted {plural(written, 'file')} of {plural(samples, 'sample')} to {root}"
+            + (f"; refused {refused}" if refused else ""))
+    return EXIT_PROBLEMS if refused else 0

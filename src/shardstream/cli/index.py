@@ -1,0 +1,150 @@
+"""``shardstream index``: build the shard indexes (random access) and, on request, DALI ``.idx`` files.
+
+For each shard ``NAME.tar`` this writes its sidecar index ``NAME.tar.ssidx`` (see
+:mod:`shardstream.indexed`) by scanning the headers only (member data is not read). Sidecars that already match
+their shard are kept unless ``--rebuild``. ``--dataset PATH`` also writes the dataset index, one JSON file for
+the whole dataset (``IndexedDataset(PATH)`` opens it). ``--dali`` also writes NVIDIA DALI's index ``NAME.idx``
+(format v1.2) for ``fn.readers.webdataset(index_paths=...)``. Shards must be local, uncompressed files: random
+access needs offsets in a file (copy remote shards first; decompress ``.tar.gz``).
+
+``shardstream verify`` checks that the indexes beside the shards are fresh (see :func:`index_problems`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from typing import Any
+
+from ..errors import OpenError, SampleFormatError, StaleIndexError
+from ..samples import KeyRule
+from ._common import describe, examples, expand_inputs, key_rule, local_path, message, plural, progress
+
+__all__ = ["dali_path", "index_problems", "register", "run"]
+
+EXAMPLES = examples(
+    "shardstream index dataset.tar",
+    "shardstream index shards-*.tar --dataset shards.json --dali",
+    "shardstream index shards-*.tar --rebuild --quiet",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "index", parents=[parents["common"], parents["read"]], help="build shard indexes and DALI .idx files",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="SHARD", help="local, uncompressed shards (paths or file: URLs)")
+    p.add_argument("--dataset", metavar="PATH", help="also write the dataset index (JSON) to PATH")
+    p.add_argument("--dali", action="store_true", help="also write DALI index files (NAME.idx beside NAME.tar)")
+    p.add_argument("--rebuild", action="store_true", help="rebuild sidecars even when they match their shard")
+    p.set_defaults(run=run)
+
+
+def dali_path(shard: str) -> str:
+    """Where ``--dali`` writes the DALI index of ``shard`` (``.tar`` replaced by ``.idx``, as DALI's wds2idx)."""
+    return (shard[:-4] if shard.endswith(".tar") else shard) + ".idx"
+
+
+def _rule_for_index(rule: KeyRule) -> Any:
+    return None if rule.rule in (None, "first-dot") and rule.lowercase else rule
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..indexed import index_dataset, index_shard, write_dali_index
+
+    rule = key_rule(args, lowercase=True)
+    shards = expand_inputs(args.inputs)
+    built = kept = 0
+    for shard in progress(args, shards, desc="index", unit=" shards", total=len(shards)):
+        if args.dataset is None:  # (index_dataset below builds or reuses the sidecars itself)
+            if args.rebuild or not _fresh(shard, rule):
+                index_shard(shard, rule=_rule_for_index(rule))
+                built += 1
+            else:
+                kept += 1
+        if args.dali:
+            write_dali_index(shard, dali_path(shard), rule=_rule_for_index(rule))
+    dali = "; DALI .idx files written" if args.dali else ""
+    if args.dataset is not None:
+        result = index_dataset(shards, args.dataset, rule=_rule_for_index(rule), rebuild=args.rebuild)
+        counts = f"{plural(len(shards), 'shard')}, {plural(len(result), 'sample')}"
+        message(args, f"indexed {counts}; dataset index {args.dataset}{dali}")
+    else:
+        message(args, f"indexed {plural(len(shards), 'shard')} ({built} built, {kept} already fresh){dali}")
+    return 0
+
+
+def _fresh(shard: str, rule: KeyRule) -> bool:
+    """Whether the sidecar of ``shard`` exists, matches it and was built with ``rule``."""
+    from ..indexed import ShardIndex, open_source
+
+    try:
+        index = ShardIndex.load(shard)
+        source = open_source(shard)
+        try:
+            index.check(source)
+        finally:
+            source.close()
+    except (OpenError, StaleIndexError):
+        return False
+    return (index.rule, index.lowercase) == _spec(rule)
+
+
+def index_problems(url: str, rule: KeyRule) -> list[str]:
+    """What is wrong with the indexes beside a local shard (empty: fresh, or no index there).
+
+    The sidecar must match the shard (size and fingerprint) and list exactly the samples and
+    members a header scan finds now (when it was built with the same key rule); a DALI ``.idx`` beside the shard
+    must be what ``shardstream index --dali`` would write now.
+    """
+    from ..indexed import ShardIndex, index_shard, open_source, sidecar_path
+
+    path = local_path(url)
+    if path is None or not os.path.isfile(path):
+        return []
+    problems = []
+    if os.path.exists(sidecar_path(path)):
+        try:
+            index = ShardIndex.load(url)
+            source = open_source(url)
+            try:
+                index.check(source)
+            finally:
+                source.close()
+            same_rule = (index.rule, index.lowercase) == _spec(rule)
+            if same_rule and index != index_shard(url, rule=_rule_for_index(rule), save=False):
+                problems.append(f"the index {sidecar_path(path)!r} does not list the shard's current members; "
+                                f"rebuild it with `shardstream index --rebuild {url}`")
+        except StaleIndexError as e:
+            problems.append(str(e))
+        except (SampleFormatError, OpenError, ValueError):
+            pass  # the shard itself is broken: verify reports that on its own
+    dali = dali_path(path)
+    if os.path.exists(dali) and path.endswith(".tar"):
+        problem = _dali_problem(url, dali, rule)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _spec(rule: KeyRule) -> tuple[str, bool]:
+    from ..indexed.shardindex import rule_spec
+
+    return rule_spec(_rule_for_index(rule))
+
+
+def _dali_problem(url: str, dali: str, rule: KeyRule) -> str | None:
+    from ..indexed import write_dali_index
+
+    with tempfile.TemporaryDirectory(prefix="shardstream-idx-") as tmp:
+        fresh = os.path.join(tmp, "fresh.idx")
+        try:
+            write_dali_index(url, fresh, rule=_rule_for_index(rule))
+        except (SampleFormatError, OpenError, ValueError):
+            return None  # the shard itself is broken: verify reports that on its own
+        with open(fresh, "rb") as a, open(dali, "rb") as b:
+            if a.read() == b.read():
+                return None
+    return f"the DALI index {dali!r} does not match the shard; rebuild it with `shardstream index --dali {url}`"

@@ -1,0 +1,187 @@
+"""``shardstream shuffle``: rewrite a dataset in a globally shuffled order, seeded, in bounded memory.
+
+How: every sample gets a random 64-bit number from the seeded generator (in input order), and the output is
+the samples sorted by that number, a uniformly random permutation. When the samples fit in ``--memory`` they are
+sorted in memory. Otherwise it is an external sort through temporary shards: the samples are scattered into
+``--buckets`` temporary tars by ranges of their numbers, then each bucket is read back and sorted in memory (a
+bucket that is still too large is scattered again). Memory stays near ``--memory`` (plus the largest sample),
+the temporary shards (in ``--tmpdir``) need about the size of the dataset on disk, and each sample is read and
+written twice. The order depends only on the input and ``--seed``, never on ``--memory`` or ``--buckets``:
+the same input and seed give byte-identical output.
+
+>>> data = [{"__key__": str(i), "x": b"0123456789"} for i in range(50)]
+>>> in_memory = [s["__key__"] for s in shuffled(data, 2, memory=1 << 20)]
+>>> external = [s["__key__"] for s in shuffled(data, 2, memory=600, buckets=3)]  # through temporary shards
+>>> in_memory == external, sorted(in_memory) == sorted(s["__key__"] for s in data), in_memory[:4]
+(True, True, ['9', '2', '26', '4'])
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..samples import KeyRule
+from ..writer import TarWriter
+from ._common import (
+    Progress,
+    dataset_samples,
+    describe,
+    examples,
+    expand_inputs,
+    key_rule,
+    local_path,
+    message,
+    parse_size,
+    positive_int,
+    shard_samples,
+)
+from ._output import SampleOutput, add_output_options
+
+__all__ = ["register", "run", "shuffled"]
+
+EXAMPLES = examples(
+    "shardstream shuffle dataset.tar --seed 0 -o shuffled.tar",
+    "shardstream shuffle shards-*.tar --seed 7 --memory 64K -o 'shuffled-%06d.tar' --maxcount 10",
+    "cat dataset.tar | shardstream shuffle - --memory 16K --buckets 4 -o from-stdin.tar",
+)
+
+_SPAN = 1 << 64
+_OVERHEAD = 256  # bytes counted per sample and per field on top of the data (dict, key, strings)
+_RAW_RULE = KeyRule("first-dot", lowercase=False)  # temporary shards: synthetic keys without dots
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "shuffle", parents=[parents["common"], parents["read"]], help="rewrite a dataset in a seeded shuffled order",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    add_output_options(p)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same input and seed, same bytes")
+    p.add_argument("--memory", type=parse_size, default=parse_size("1G"), metavar="SIZE",
+                   help="memory for samples before spilling to temporary shards (default 1G)")
+    p.add_argument("--buckets", type=positive_int, metavar="K",
+                   help="temporary shards per scatter pass (default: from the input size, or 64)")
+    p.add_argument("--tmpdir", metavar="DIR", help="directory for the temporary shards (default: the system's)")
+    p.set_defaults(run=run)
+
+
+def _size(sample: dict[str, Any]) -> int:
+    return _OVERHEAD * len(sample) + sum(len(v) for k, v in sample.items() if isinstance(v, (bytes, str)))
+
+
+class _Sorter:
+    """The external sort by random numbers (see the module docstring)."""
+
+    def __init__(self, memory: int, buckets: int, tmpdir: str | None):
+        self.memory, self.buckets, self.tmpdir = memory, max(2, buckets), tmpdir
+        self.spilled = 0  # scatter passes made
+        self._count = 0  # temporary shards made (for unique names)
+        self._directory: tempfile.TemporaryDirectory[str] | None = None  # made on the first scatter
+
+    def cleanup(self) -> None:
+        """Remove the temporary directory (and whatever is left in it)."""
+        if self._directory is not None:
+            self._directory.cleanup()
+            self._directory = None
+
+    def sort(self, items: Iterator[tuple[int, int, dict[str, Any]]], lo: int, hi: int) -> Iterator[dict[str, Any]]:
+        """Yield the samples of ``items`` (numbers in ``[lo, hi)``) sorted by ``(number, position)``."""
+        buffer: list[tuple[int, int, dict[str, Any]]] = []
+        used = 0
+        for item in items:
+            buffer.append(item)
+            used += _size(item[2])
+            if used > self.memory and len(buffer) > 1 and hi - lo > 1:
+                break
+        else:
+            buffer.sort(key=lambda t: (t[0], t[1]))
+            for _, _, sample in buffer:
+                yield sample
+            return
+        buffer.reverse()  # drained from the end below, so the memory is given back as the scatter goes
+        paths = self._scatter(_drain(buffer, items), lo, hi)
+        k = len(paths)  # bucket j holds the numbers n with (n - lo) * k // (hi - lo) == j: [edges[j], edges[j + 1])
+        edges = [lo - (-(hi - lo) * j // k) for j in range(k + 1)]
+        for path, a, b in zip(paths, edges, edges[1:]):
+            try:
+                yield from self.sort(_read_bucket(path), a, b)
+            finally:
+                os.unlink(path)
+
+    def _scatter(self, items: Iterable[tuple[int, int, dict[str, Any]]], lo: int, hi: int) -> list[str]:
+        self.spilled += 1
+        if self._directory is None:
+            self._directory = tempfile.TemporaryDirectory(prefix="shardstream-shuffle-", dir=self.tmpdir)
+        n_buckets = min(self.buckets, hi - lo)
+        paths = []
+        writers: list[TarWriter] = []
+        try:
+            for _ in range(n_buckets):
+                self._count += 1
+                paths.append(os.path.join(self._directory.name, f"bucket-{self._count:06d}.tar"))
+                writers.append(TarWriter(paths[-1], encoder=False, keep_meta=True))
+            for number, position, sample in items:
+                fields = {name: v for name, v in sample.items() if name not in ("__key__", "__url__")}
+                writers[(number - lo) * n_buckets // (hi - lo)].write(
+                    {"__key__": f"{number:016x}{position:016x}", "__origkey__": sample["__key__"], **fields}
+                )
+            for w in writers:
+                w.close()
+        except BaseException:
+            for w in writers:
+                w.abort()
+            raise
+        return paths
+
+
+def _drain(buffer: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    while buffer:
+        yield buffer.pop()
+    yield from rest
+
+
+def _read_bucket(path: str) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    for sample in shard_samples(path, _RAW_RULE):
+        synthetic = sample.pop("__key__")
+        del sample["__url__"]
+        original = sample.pop("__origkey__")
+        yield int(synthetic[:16], 16), int(synthetic[16:], 16), {"__key__": original.decode("utf-8"), **sample}
+
+
+def shuffled(samples: Iterable[dict[str, Any]], seed: int, *, memory: int, buckets: int = 64,
+             tmpdir: str | None = None) -> Iterator[dict[str, Any]]:
+    """``samples`` in a seeded random order, in bounded memory (see the module docstring)."""
+    rng = random.Random(seed)
+    numbered = ((rng.getrandbits(64), i, s) for i, s in enumerate(samples))
+    sorter = _Sorter(memory, buckets, tmpdir)
+    try:
+        yield from sorter.sort(numbered, 0, _SPAN)
+    finally:
+        sorter.cleanup()
+
+
+def _auto_buckets(inputs: list[str], memory: int) -> int:
+    paths = [local_path(u) for u in inputs]
+    if any(p is None for p in paths):
+        return 64
+    total = sum(os.path.getsize(p) for p in paths if p and os.path.isfile(p))
+    return max(2, min(512, -(-2 * total // memory)))
+
+
+def run(args: argparse.Namespace) -> int:
+    inputs = expand_inputs(args.inputs)
+    buckets = args.buckets or _auto_buckets(inputs, args.memory)
+    samples = dataset_samples(inputs, key_rule(args, lowercase=False))
+    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize, duplicates=args.duplicate_keys,
+                      inputs=inputs) as out, Progress(args, desc="shuffle") as bar:
+        for sample in shuffled(samples, args.seed, memory=args.memory, buckets=buckets, tmpdir=args.tmpdir):
+            out.write(sample)
+            bar.update()
+    message(args, out.summary())
+    return 0

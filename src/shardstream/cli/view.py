@@ -1,0 +1,87 @@
+"""``shardstream view``: thumb through the samples of a dataset in a web browser.
+
+Starts a local web server (127.0.0.1, a free port unless ``--port``) and prints its URL; ``--open`` also opens
+it in a browser. The page shows a grid of thumbnails with paging, a jump to a sample number or key, a random
+sample and a filter by extension; clicking a sample shows every field (images, text, JSON, class labels with the
+names of ``classes.txt`` beside the shards, audio, arrays). Ctrl-C stops the server.
+
+DATASET is shard paths or URLs, brace patterns (``'train-{000..009}.tar'``), globs, a directory of shards, or a
+dataset index (``.json``, from ``shardstream index --dataset``). Shards are opened for random access: a
+sidecar index beside a shard is used when it is fresh, otherwise the headers are scanned into an index in memory
+(nothing is written beside your data). Remote shards are downloaded once into the shard cache (``--cache-dir``,
+default ``SHARDSTREAM_CACHE_DIR``, else a temporary directory removed when the viewer stops).
+
+The server answers only for what the dataset contains (samples by number, fields by extension), to requests
+for 127.0.0.1 or localhost; ``--host 0.0.0.0`` serves other machines too (anyone who reaches the port sees
+the data). ``--check`` starts the server, requests the page, the dataset and its first sample, and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import webbrowser
+from typing import Any
+
+from ._common import describe, examples, key_rule, message, plural
+
+__all__ = ["register", "run"]
+
+EXAMPLES = examples(
+    "shardstream view dataset.tar --check",
+    "shardstream view 'shards-{000000..000003}.tar' --check --port 0",
+    note="Without --check the viewer runs until Ctrl-C: shardstream view shards-*.tar --open",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "view", parents=[parents["common"], parents["read"]], help="thumb through a dataset in a web browser",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="DATASET",
+                   help="shards, URLs, brace patterns, globs, a directory, or a dataset index (.json)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
+    p.add_argument("--open", action="store_true", help="open the page in a web browser")
+    p.add_argument("--cache-dir", metavar="DIR", help="where remote shards are downloaded (SHARDSTREAM_CACHE_DIR)")
+    p.add_argument("--classes", metavar="FILE", help="class names, one per line (default: classes.txt beside "
+                                                     "the shards)")
+    p.add_argument("--check", action="store_true", help="start, serve a few test requests, print what they "
+                                                        "returned, and exit (for scripts and tests)")
+    p.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..viewer import ViewerData, ViewerServer, self_test
+
+    if not 0 <= args.port < 65536:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"--port {args.port} is not a port number (0-65535; 0 picks a free port)")
+    rule = key_rule(args, lowercase=True)
+    data = ViewerData(args.inputs, cache_dir=args.cache_dir, classes=args.classes,
+                      rule=None if rule.rule in (None, "first-dot") else rule)  # fmt: skip
+    try:
+        for problem in data.problems:
+            print(f"shardstream: warning: {' '.join(problem.split())}", file=sys.stderr)
+        server = ViewerServer(data, args.host, args.port, verbose=args.verbose)
+        try:
+            if args.check:
+                print(f"{server.url} ok: {self_test(server)}")
+                return 0
+            print(server.url, flush=True)
+            message(args, f"viewing {plural(len(data), 'sample')} of {plural(len(data.shards), 'shard')}; "
+                          "Ctrl-C stops the server")  # fmt: skip
+            if args.open:
+                webbrowser.open(server.url)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                message(args, "viewer stopped")
+            return 0
+        finally:
+            server.server_close()
+    finally:
+        data.close()

@@ -1,0 +1,47 @@
+"""Random access to WebDataset shards: sidecar indexes, a map-style dataset, locality-aware samplers, DALI export.
+
+- :func:`index_shard` / :func:`indexed_shard_writer` build a shard's sidecar index (scanning headers, or while
+  writing); :func:`index_dataset` writes the dataset index (one JSON file for the whole dataset).
+- :class:`IndexedDataset`: ``len(ds)``, ``ds[i]``, ``ds.get(key)``, ``ds[a:b]``, decoding with the codec table.
+- :class:`LocalitySampler` / :class:`DistributedLocalitySampler`: shuffled orders that read a few shards at a time.
+- :func:`write_dali_index`: NVIDIA DALI's webdataset index files (v1.2).
+- :class:`ByteSource` / :func:`register_source`: where bytes come from (local memory maps built in).
+
+>>> with indexed_shard_writer("digits-%02d.tar", maxcount=4) as sink:
+...     for i in range(10):
+...         _ = sink.write({"__key__": f"{i:03d}", "cls": i})
+>>> _ = index_dataset(sink.shards, "digits.json")
+>>> ds = IndexedDataset("digits.json", decode=True)
+>>> sampler = LocalitySampler(ds, window=2, seed=0)
+>>> sorted(ds[i]["cls"] for i in sampler) == list(range(10))
+True
+"""
+
+from .build import index_from_entries, index_shard, indexed_shard_writer, write_dali_index, write_indexes
+from .dataset import IndexedDataset
+from .dataset_index import DatasetIndex, ShardEntry, index_dataset
+from .sampler import DistributedLocalitySampler, LocalitySampler
+from .shardindex import SIDECAR_SUFFIX, ShardIndex, fingerprint, sidecar_path
+from .source import ByteSource, LocalSource, open_source, register_source
+
+__all__ = [
+    "ByteSource",
+    "DatasetIndex",
+    "DistributedLocalitySampler",
+    "IndexedDataset",
+    "LocalSource",
+    "LocalitySampler",
+    "SIDECAR_SUFFIX",
+    "ShardEntry",
+    "ShardIndex",
+    "fingerprint",
+    "index_dataset",
+    "index_from_entries",
+    "index_shard",
+    "indexed_shard_writer",
+    "open_source",
+    "register_source",
+    "sidecar_path",
+    "write_dali_index",
+    "write_indexes",
+]

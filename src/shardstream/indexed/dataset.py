@@ -1,0 +1,309 @@
+"""IndexedDataset: map-style random access (``len(ds)``, ``ds[i]``, ``ds.get(key)``, ``ds[a:b]``) over indexed shards.
+
+A sample is the dict that streaming gives for it, ``{"__key__": key, "__url__": shard, ext: bytes, ...}``, read
+at its offsets through a :class:`~shardstream.indexed.ByteSource` (local shards: a read-only memory map, so
+fields come straight from the page cache). Fields are ``bytes`` (one copy out of the map); with
+``zero_copy=True`` they are ``memoryview`` slices of the map (no copy; valid as long as you hold them).
+Decoding uses the codec table of streaming (``decode="rgb"``, a :class:`~shardstream.codecs.Decoder`, or any
+callable on a sample) and ``transform`` / :meth:`IndexedDataset.map` run after it.
+
+A dataset is a picklable description: shard locations, sample counts and settings. Shard indexes and memory
+maps are opened lazily, in the process that reads (each DataLoader worker opens its own; a forked worker
+reopens them), and dropped from pickles. Each shard is checked against its index (size and fingerprint) when
+it is first opened in a process: a changed shard raises :class:`~shardstream.errors.StaleIndexError`, never
+returns wrong bytes.
+
+>>> from shardstream.indexed import index_dataset, indexed_shard_writer
+>>> with indexed_shard_writer("train-%03d.tar", maxcount=3) as sink:
+...     for i in range(8):
+...         _ = sink.write({"__key__": f"s{i:02d}", "txt": f"text {i}", "cls": i})
+>>> _ = index_dataset(sink.shards, "train.json")
+>>> ds = IndexedDataset("train.json", decode=True)
+>>> len(ds), ds[-1]["__key__"], ds[4]["txt"], ds.get("s05")["cls"]
+(8, 's07', 'text 4', 5)
+>>> view = ds[2:6]
+>>> len(view), [sample["cls"] for sample in view]
+(4, [2, 3, 4, 5])
+>>> raw = IndexedDataset(["train-000.tar", "train-001.tar"])
+>>> raw[0]
+{'__key__': 's00', '__url__': 'train-000.tar', 'cls': b'0', 'txt': b'text 0'}
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate
+from typing import Any
+
+from ..codecs import Decoder
+from ..errors import ConfigError, StaleIndexError, add_context
+from ..samples import RuleSpec
+from .dataset_index import DatasetIndex, ShardEntry
+from .shardindex import ShardIndex, rule_spec, sidecar_path
+from .source import ByteSource, open_source
+
+__all__ = ["IndexedDataset"]
+
+Stage = Callable[[dict], Any]
+
+
+class _Open:
+    """One shard opened in this process: its index, its source, and where it starts in the dataset."""
+
+    __slots__ = ("first", "index", "source", "read", "url")
+
+    def __init__(self, first: int, index: ShardIndex, source: ByteSource, zero_copy: bool, url: str):
+        self.first, self.index, self.source, self.url = first, index, source, url
+        self.read = source.view if zero_copy else source.read
+
+
+class _Handles:
+    """What a process has open: loaded indexes and sources, by shard number (never pickled)."""
+
+    __slots__ = ("pid", "indexes", "open")
+
+    def __init__(self, indexes: dict[int, ShardIndex] | None = None):
+        self.pid = os.getpid()
+        self.indexes: dict[int, ShardIndex] = indexes or {}
+        self.open: dict[int, _Open] = {}
+
+    def close(self) -> None:
+        for shard in self.open.values():
+            shard.source.close()
+        self.open.clear()
+
+
+def _as_stage(decode: Any) -> Stage | None:
+    if decode is None or decode is False:
+        return None
+    if decode is True:
+        return Decoder()
+    if isinstance(decode, str):
+        return Decoder(decode)
+    if isinstance(decode, (list, tuple)):
+        return Decoder(*decode)
+    if callable(decode):
+        return decode
+    raise ConfigError(f"decode must be None, True, an image spec, a list of specs, or a callable, not {decode!r}")
+
+
+def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[int, ShardIndex], str | None]:
+    """Shard entries (with counts), indexes already loaded, and the dataset index path, from what was given."""
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".json"):
+        source = DatasetIndex.load(source)
+    if isinstance(source, DatasetIndex):
+        if rule is not None and rule_spec(rule) != (source.rule, source.lowercase):
+            raise StaleIndexError(
+                f"the dataset index {source.path!r} was built with the key rule {source.rule!r} (lowercase="
+                f"{source.lowercase}), not {rule_spec(rule)[0]!r}: rebuild it with "
+                "shardstream.indexed.index_dataset(shards, output, rule=...)",
+                url=source.path,
+            )
+        return list(source.shards), {}, source.path
+    shards = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if not shards:
+        raise ConfigError("IndexedDataset needs a dataset index (.json), a shard, or a list of shards")
+    entries, loaded = [], {}
+    for number, shard in enumerate(map(os.fspath, shards)):
+        index = loaded[number] = ShardIndex.load(shard)
+        if rule is not None and rule_spec(rule) != (index.rule, index.lowercase):
+            raise StaleIndexError(
+                f"the index of shard {shard!r} was built with the key rule {index.rule!r}, not "
+                f"{rule_spec(rule)[0]!r}: rebuild it with shardstream.indexed.index_shard({shard!r}, rule=...)",
+                url=shard,
+            )
+        entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
+    return entries, loaded, None
+
+
+class IndexedDataset:
+    """Random access to the samples of indexed shards (a ``torch.utils.data.Dataset``-style map).
+
+    :param source: a dataset index file (``.json``, see :func:`~shardstream.indexed.index_dataset`), a
+        :class:`~shardstream.indexed.DatasetIndex`, a shard path, or a list of shard paths (each with its sidecar)
+    :param decode: ``None`` (fields stay bytes), ``True`` (the codec table), image spec(s) (``"rgb"``), a
+        :class:`~shardstream.codecs.Decoder` or any callable sample -> sample
+    :param transform: a callable sample -> anything, run after decoding
+    :param rule: the key rule the indexes must have been built with (default: whatever they say)
+    :param zero_copy: fields as ``memoryview`` slices of the memory map instead of ``bytes``
+    :param verify: check each shard's size and fingerprint against its index when first opened in a process
+    """
+
+    def __init__(self, source: Any, *, decode: Any = None, transform: Stage | None = None, rule: RuleSpec = None,
+                 zero_copy: bool = False, verify: bool = True):  # fmt: skip
+        shards, loaded, origin = _description(source, rule)
+        self._shards = tuple(shards)
+        self._ends = list(accumulate(shard.samples for shard in shards))
+        self._rows = range(self._ends[-1] if self._ends else 0)
+        self._origin = origin
+        self._stages = tuple(s for s in (_as_stage(decode), transform) if s is not None)
+        self._zero_copy, self._verify = bool(zero_copy), bool(verify)
+        self._handles = _Handles(loaded)
+
+    # -- map-style access -----------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._derive(_rows=self._rows[i])
+        try:
+            row = self._rows[i]
+        except IndexError:
+            raise IndexError(f"sample index {i} is out of range for a dataset of {len(self._rows)} samples") from None
+        except TypeError:
+            raise TypeError(f"dataset indices must be integers or slices, not {type(i).__name__}") from None
+        return self._finish(self._sample(row))
+
+    def get(self, key: str) -> Any:
+        """The sample with ``key`` (the first one, if shards repeat keys); KeyError if none in this dataset.
+
+        Loads the index of every shard (once per process).
+        """
+        for number, shard in enumerate(self._shards):
+            first = self._ends[number] - shard.samples
+            if self._rows.step > 0 and (first >= self._rows.stop or self._ends[number] <= self._rows.start):
+                continue
+            try:
+                row = first + self._index(number).find(key)
+            except KeyError:
+                continue
+            if row in self._rows:
+                return self._finish(self._sample(row))
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        for row in self._rows:
+            yield self._finish(self._sample(row))
+
+    @property
+    def shard_lengths(self) -> list[int]:
+        """How many consecutive samples of this dataset lie in one shard, run by run (for locality samplers).
+
+        >>> ds = IndexedDataset("train.json")
+        >>> ds.shard_lengths, ds[1:7].shard_lengths, ds[::-2].shard_lengths
+        ([3, 3, 2], [2, 3, 1], [1, 2, 1])
+        """
+        return _runs(self._rows, self._ends)
+
+    # -- fluent -----------------------------------------------------------------------------------------------
+
+    def decode(
+        self, *specs: Any, only: Any = None, partial: bool = False, allow_unsafe: bool = False
+    ) -> IndexedDataset:
+        """A new dataset that also decodes, as ``.decode(...)`` in streaming (``Decoder(*specs, ...)``)."""
+        if len(specs) == 1 and isinstance(specs[0], Decoder):
+            stage: Stage = specs[0]
+        else:
+            stage = Decoder(*specs, only=only, partial=partial, allow_unsafe=allow_unsafe)
+        return self._derive(_stages=self._stages + (stage,))
+
+    def map(self, fn: Stage) -> IndexedDataset:
+        """A new dataset that also applies ``fn`` to each sample (after the stages so far)."""
+        if not callable(fn):
+            raise ConfigError(f"map needs a callable, not {fn!r}")
+        return self._derive(_stages=self._stages + (fn,))
+
+    def _derive(self, **changes: Any) -> IndexedDataset:
+        new = object.__new__(type(self))  # not copy.copy: that would pickle, and drop the handles
+        new.__dict__.update(self.__dict__, **changes)  # views share this process's maps and loaded indexes
+        return new
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def _finish(self, sample: dict) -> Any:
+        for stage in self._stages:
+            try:
+                sample = stage(sample)
+            except Exception as e:
+                if isinstance(sample, dict):
+                    add_context(e, url=sample.get("__url__"), key=sample.get("__key__"))
+                raise
+        return sample
+
+    def _sample(self, row: int) -> dict:
+        handles = self._handles
+        if handles.pid != os.getpid():  # a forked worker: never share the parent's maps and file offsets
+            handles = self._handles = _Handles()
+        number = bisect_right(self._ends, row)
+        shard = handles.open.get(number) or self._open(number)
+        index = shard.index
+        i = row - shard.first
+        exts, ids, offsets, sizes, read = index.extensions, index.ext_ids, index.offsets, index.sizes, shard.read
+        sample = {"__key__": index.key(i), "__url__": shard.url}
+        for m in range(index.starts[i], index.starts[i + 1]):
+            sample[exts[ids[m]]] = read(offsets[m], sizes[m])
+        return sample
+
+    def _index(self, number: int) -> ShardIndex:
+        index = self._handles.indexes.get(number)
+        if index is None:
+            entry = self._shards[number]
+            index = ShardIndex.load(entry.url, entry.index)
+            said = (entry.samples, entry.size, entry.fingerprint)
+            if (len(index), index.size, index.fingerprint) != said:
+                raise StaleIndexError(
+                    f"the dataset index {self._origin!r} does not match the index {entry.index!r} of shard "
+                    f"{entry.url!r} (samples, size or fingerprint differ): the shard or its index changed "
+                    "after the dataset index was written; rebuild it with "
+                    "shardstream.indexed.index_dataset(shards, output)",
+                    url=entry.url,
+                )
+            self._handles.indexes[number] = index
+        return index
+
+    def _open(self, number: int) -> _Open:
+        entry, index = self._shards[number], self._index(number)
+        source = open_source(entry.url)
+        try:
+            if self._verify:
+                also = None if self._origin is None else (
+                    f"the dataset index {self._origin!r} lists this shard: rebuild it too, with "
+                    "shardstream.indexed.index_dataset(shards, output) (it re-indexes changed shards)")  # fmt: skip
+                index.check(source, entry.index, also=also)
+        except BaseException:
+            source.close()
+            raise
+        first = self._ends[number] - entry.samples
+        shard = self._handles.open[number] = _Open(first, index, source, self._zero_copy, entry.url)
+        return shard
+
+    def close(self) -> None:
+        """Close the memory maps open in this process (they reopen on the next access)."""
+        self._handles.close()
+
+    def __enter__(self) -> IndexedDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_handles"] = None  # indexes and maps are reopened where the dataset is used
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._handles = _Handles()
+
+    def __repr__(self) -> str:
+        where = self._origin or f"{len(self._shards)} shards"
+        return f"IndexedDataset({where!r}, samples={len(self)})"
+
+
+def _runs(rows: range, ends: Sequence[int]) -> list[int]:
+    """Lengths of the runs of ``rows`` (global sample numbers, in order) that fall in one shard."""
+    if rows.step < 0:
+        return _runs(rows[::-1], ends)[::-1]
+    runs, start, n = [], 0, len(rows)
+    for end in ends:
+        lo = min(n, max(0, -((rows.start - start) // rows.step)))  # first k with rows[k] >= start
+        hi = min(n, max(0, -((rows.start - end) // rows.step)))
+        if hi > lo:
+            runs.append(hi - lo)
+        start = end
+    return runs

@@ -1,0 +1,164 @@
+"""The dataset index: one JSON file listing a dataset's shards, their sample counts and their index files.
+
+A whole dataset then opens with one path (``IndexedDataset("train.json")``), and ``len()`` needs no shard::
+
+    {"format": "shardstream-dataset-index", "version": 1, "rule": "first-dot", "lowercase": true,
+     "samples": 30000,
+     "shards": [{"url": "train-000000.tar", "index": "train-000000.tar.ssidx", "samples": 10000,
+                 "size": 5130240, "fingerprint": "9c0e..."}, ...]}
+
+``url`` and ``index`` are relative to the directory of the JSON file (or absolute paths, or URLs); ``size`` and
+``fingerprint`` repeat what each shard's sidecar says (:mod:`.shardindex`), so a sidecar rebuilt for a changed
+shard without rebuilding the dataset index is caught too. :func:`index_dataset` (re)builds the sidecars that are
+missing or stale and writes the file.
+
+>>> from shardstream.indexed import indexed_shard_writer
+>>> with indexed_shard_writer("ds-%03d.tar", maxcount=2) as sink:
+...     for i in range(5):
+...         _ = sink.write({"__key__": f"s{i}", "cls": i})
+>>> ds_index = index_dataset(sink.shards, "ds.json")
+>>> len(ds_index), [shard.samples for shard in DatasetIndex.load("ds.json").shards]
+(5, [2, 2, 1])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+from collections.abc import Iterable
+
+from ..errors import OpenError, StaleIndexError
+from ..samples import Handler, RuleSpec
+from .build import index_shard
+from .shardindex import ShardIndex, rule_spec, sidecar_path
+from .source import LocalSource, local_path, open_source
+
+__all__ = ["DatasetIndex", "ShardEntry", "index_dataset"]
+
+FORMAT = "shardstream-dataset-index"
+VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardEntry:
+    """One shard of a dataset index; ``url`` and ``index`` are resolved (usable as they are)."""
+
+    url: str
+    index: str
+    samples: int
+    size: int
+    fingerprint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetIndex:
+    """The shards of a dataset, in order, with their sample counts; ``path`` is where it was loaded from."""
+
+    shards: tuple[ShardEntry, ...]
+    rule: str = "first-dot"
+    lowercase: bool = True
+    path: str | None = None
+
+    def __len__(self) -> int:
+        return sum(shard.samples for shard in self.shards)
+
+    @classmethod
+    def load(cls, url: str | os.PathLike[str]) -> DatasetIndex:
+        """Read a dataset index file (a path, ``file:`` URL or any URL with a registered byte source)."""
+        url = os.fspath(url)
+        source = open_source(url)
+        try:
+            data = source.read(0, source.size)
+        finally:
+            source.close()
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+                raise ValueError(f"not a {FORMAT} version {VERSION} file")
+            shards = tuple(
+                ShardEntry(_resolve(url, s["url"]), _resolve(url, s["index"]), int(s["samples"]), int(s["size"]),
+                           str(s["fingerprint"]))  # fmt: skip
+                for s in doc["shards"]
+            )
+            return cls(shards, doc["rule"], bool(doc["lowercase"]), url)
+        except (ValueError, KeyError, TypeError) as e:
+            raise StaleIndexError(
+                f"the dataset index {url!r} is unreadable ({e}); rebuild it with "
+                "shardstream.indexed.index_dataset(shards, output)",
+                url=url,
+            ) from e
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write the JSON file, with shard and index paths relative to its directory where they are local."""
+        path = os.fspath(path)
+        doc = {
+            "format": FORMAT, "version": VERSION, "rule": self.rule, "lowercase": self.lowercase,
+            "samples": len(self),
+            "shards": [
+                {**dataclasses.asdict(s), "url": _relative(path, s.url), "index": _relative(path, s.index)}
+                for s in self.shards
+            ],
+        }  # fmt: skip
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, path)
+        return path
+
+
+def _resolve(base: str, url: str) -> str:
+    """``url`` as written in the index at ``base``, made usable from the current directory."""
+    if local_path(url) != url or os.path.isabs(url):  # a URL (file: included) or an absolute path
+        return url
+    if local_path(base) is None:
+        return posixpath.join(posixpath.dirname(base), url)
+    return os.path.normpath(os.path.join(os.path.dirname(local_path(base) or base), url))
+
+
+def _relative(index_path: str, url: str) -> str:
+    path = local_path(url)
+    if path is None or path != url:  # URLs stay as they are
+        return url
+    start = os.path.dirname(os.path.abspath(index_path))
+    return os.path.relpath(os.path.abspath(path), start).replace(os.sep, "/")
+
+
+def _fresh_sidecar(shard: str, rule: tuple[str, bool]) -> ShardIndex | None:
+    """The shard's saved sidecar if it exists, matches the shard and was built with ``rule``; else None."""
+    try:
+        index = ShardIndex.load(shard)
+        with LocalSource(local_path(shard) or shard, shard) as source:
+            index.check(source)
+    except (OpenError, StaleIndexError):
+        return None
+    return index if (index.rule, index.lowercase) == rule else None
+
+
+def index_dataset(
+    shards: Iterable[str | os.PathLike[str]] | str,
+    output: str | os.PathLike[str],
+    *,
+    rule: RuleSpec = None,
+    handler: Handler | None = None,
+    rebuild: bool = False,
+    accelerate: bool | None = None,
+) -> DatasetIndex:
+    """Write the dataset index ``output`` for local ``shards``, (re)building sidecars that are missing or stale.
+
+    Fresh sidecars built with the same rule are reused (``rebuild=True`` rebuilds them all). Returns the index.
+    """
+    paths = [os.fspath(shards)] if isinstance(shards, (str, os.PathLike)) else [os.fspath(s) for s in shards]
+    spec = rule_spec(rule)
+    entries = []
+    for shard in paths:
+        index = None if rebuild else _fresh_sidecar(shard, spec)
+        if index is None:
+            index = index_shard(shard, rule=rule, handler=handler, accelerate=accelerate)
+        entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
+    result = DatasetIndex(tuple(entries), *spec)
+    result.save(output)
+    return dataclasses.replace(result, path=os.fspath(output))
+

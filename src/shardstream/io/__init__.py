@@ -1,0 +1,46 @@
+"""Opening shards by URL: a registry of openers by scheme (see :mod:`shardstream.io.registry`).
+
+Local sources are built in: paths, ``file:`` URLs, ``-`` (stdin) and ``pipe:CMD`` (runs CMD in a shell: see
+:mod:`shardstream.io.pipe`). Other schemes are registered with :func:`register_opener`.
+
+>>> import pathlib
+>>> _ = pathlib.Path("s.bin").write_bytes(b"12")
+>>> with gopen("s.bin") as f: f.read()
+b'12'
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from .registry import (
+    ShardHandle,
+    finish_stream,
+    get_opener,
+    known_schemes,
+    open_url,
+    register_opener,
+    split_scheme,
+    unregister_opener,
+)
+
+__all__ = [
+    "ShardHandle",
+    "finish_stream",
+    "get_opener",
+    "gopen",
+    "known_schemes",
+    "open_url",
+    "register_opener",
+    "split_scheme",
+    "unregister_opener",
+]
+
+
+def gopen(url: str, mode: str = "rb", bufsize: int | None = None, **kw: object) -> IO[bytes]:
+    """webdataset's ``gopen``: open ``url`` for reading (``mode="rb"``; writing shards is ShardWriter's job)."""
+    if mode != "rb":
+        from ..errors import ConfigError
+
+        raise ConfigError(f"gopen({url!r}, mode={mode!r}): only 'rb' is supported; write shards with TarWriter")
+    return open_url(url)

@@ -1,0 +1,289 @@
+"""The shard cache: remote shards downloaded once to a local directory, read from there afterwards.
+
+:class:`ShardCache` is an opener (``cache(url) -> binary stream``) and a picklable value, so DataLoader
+workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_size=...)``). For a remote URL:
+
+- the local name comes from the whole URL: a readable part and a hash of the URL
+  (``http_host_data_train-000.1f2e3d4c5b6a7988.tar``), so ``a/shard-0.tar`` and ``b/shard-0.tar`` never collide;
+- a shard is downloaded to a hidden temporary name, its size checked against the server's (and its MD5 where
+  the server states one), then renamed into place: a name in the cache is always a complete shard;
+- processes that want the same shard (DataLoader workers, several ranks on one machine) download it once: one
+  holds the shard's lock file (``fcntl.flock``) while it downloads, the others wait for it and then read the file;
+- every reader holds a shared lock on the file it reads; eviction (least recently used first, when the cache
+  exceeds ``max_bytes``) takes an exclusive lock without waiting and skips the files it cannot lock, so a shard
+  being read is never removed;
+- a cached shard is read without any network access: a cached dataset works offline.
+
+Local shards (paths, ``file:``) are never copied. URL rewriting (:mod:`shardstream.io.rewrite`) applies to
+what is downloaded; the cache name comes from the URL as written. Locks need POSIX ``fcntl``; elsewhere the
+cache still works within one process.
+
+>>> import pathlib
+>>> cache = ShardCache("cache", max_bytes=10 << 20)
+>>> cache.name_for("https://example.com/data/train-000.tar")
+'https_example.com_data_train-000.892c2e3a4f383451.tar'
+>>> _ = pathlib.Path("local.tar").write_bytes(b"x" * 10)
+>>> with cache("local.tar") as f: f.read()  # local: read in place, not copied
+b'xxxxxxxxxx'
+>>> sorted(cache.entries())
+[]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from ..errors import OpenError
+from .registry import finish_stream, get_opener, split_scheme
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["ShardCache", "cache_opener"]
+
+_LOCAL = ("", "file")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SUFFIX = re.compile(r"(?:\.[A-Za-z][A-Za-z0-9]{0,3}){1,2}$")  # .tar, .tar.gz, .tgz
+_STALE_TMP = 600.0  # seconds: an unlocked temporary file this old belongs to a dead download
+
+
+def _flock(fd: int, how: int) -> bool:
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return True
+    try:
+        fcntl.flock(fd, how)
+        return True
+    except BlockingIOError:
+        return False
+
+
+@contextlib.contextmanager
+def _locked(path: str, blocking: bool = True) -> Iterator[bool]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        got = _flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)) if fcntl else True
+        yield got
+    finally:
+        os.close(fd)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardCache:
+    """A directory of downloaded shards with a size limit (see the module docstring).
+
+    :param directory: where the shards go (created on first use)
+    :param max_bytes: size limit; least recently used shards not being read are removed beyond it (None: none)
+    :param verify: check the MD5 a server states for a shard (``Content-MD5``, GCS ``md5Hash``)
+    :param url_to_name: a function ``url -> file name`` to use instead of the built-in naming
+    :param verbose: print a line to stderr for every download and eviction
+    """
+
+    directory: str
+    max_bytes: int | None = None
+    verify: bool = True
+    url_to_name: Callable[[str], str] | None = None
+    verbose: bool = False
+
+    def __call__(self, url: str) -> IO[bytes]:
+        return self.open(url)
+
+    def name_for(self, url: str) -> str:
+        """The file name of ``url`` in the cache: a readable part, 16 hex digits of its SHA-256, its suffix."""
+        if self.url_to_name is not None:
+            return os.path.basename(self.url_to_name(url))
+        digest = hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        readable = _UNSAFE.sub("_", url.replace("://", "_")).strip("._")
+        suffix = _SUFFIX.search(readable)
+        if suffix:
+            readable = readable[: suffix.start()]
+        return f"{readable[-120:].lstrip('._') or 'shard'}.{digest}{suffix.group(0) if suffix else ''}"
+
+    def path_for(self, url: str) -> str:
+        """Where ``url`` is (or would be) cached."""
+        return os.path.join(self.directory, self.name_for(url))
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def open(self, url: str) -> IO[bytes]:
+        """A stream of the shard: the cached file (downloaded first if needed), or a local file in place."""
+        from .rewrite import rewrite_url
+
+        target = rewrite_url(url)
+        if split_scheme(target)[0] in _LOCAL or target == "-":
+            return get_opener(target)(target)
+        path = self.path_for(url)
+        for attempt in range(5):
+            stream = self._open_cached(path)
+            if stream is not None:
+                if attempt:
+                    self.evict()  # after taking the read lock: the new shard itself is safe
+                return stream
+            self._fetch(url, target, path)
+        return get_opener(target)(target)  # pragma: no cover - evicted five times in a row: stream it
+
+    def _open_cached(self, path: str) -> IO[bytes] | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        if fcntl is not None:
+            _flock(fd, fcntl.LOCK_SH)  # held until the stream is closed: eviction skips this file
+        if os.fstat(fd).st_nlink == 0:  # evicted between open and lock
+            os.close(fd)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(fd if os.utime in os.supports_fd else path)  # least recently *used*
+        return os.fdopen(fd, "rb", buffering=1 << 20)
+
+    def fetch(self, url: str) -> str:
+        """Make sure ``url`` is in the cache (downloading it once, whoever asks) and return its path."""
+        from .rewrite import rewrite_url
+
+        path = self.path_for(url)
+        self._fetch(url, rewrite_url(url), path)
+        self.evict()
+        return path
+
+    def _fetch(self, url: str, target: str, path: str) -> None:
+        locks = os.path.join(self.directory, ".locks")
+        os.makedirs(locks, exist_ok=True)
+        with _locked(os.path.join(locks, os.path.basename(path) + ".lock")):  # one download per shard
+            if not os.path.exists(path):
+                self._download(url, target, path)
+
+    def _download(self, url: str, target: str, path: str) -> None:
+        stream = get_opener(target)(target)
+        tmp = os.path.join(self.directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+        try:
+            size, md5 = getattr(stream, "size", None), getattr(stream, "md5", None) if self.verify else None
+            if size:
+                self.evict(needed=size)
+            digest = hashlib.md5(usedforsecurity=False) if md5 else None
+            written = 0
+            with open(tmp, "wb") as out:
+                buf = bytearray(1 << 20)
+                view = memoryview(buf)
+                while True:
+                    n = stream.readinto(view) if hasattr(stream, "readinto") else _read_into(stream, view)
+                    if not n:
+                        break
+                    out.write(view[:n])
+                    if digest is not None:
+                        digest.update(view[:n])
+                    written += n
+                finish_stream(stream)
+                out.flush()
+                os.fsync(out.fileno())
+            if size is not None and written != size:
+                raise OpenError(f"{url!r}: downloaded {written} bytes, the server announced {size}", url=url)
+            if digest is not None and digest.hexdigest() != md5:
+                raise OpenError(f"{url!r}: MD5 {digest.hexdigest()} does not match the server's {md5}", url=url)
+            os.replace(tmp, path)
+            self._say(f"# cached {url} -> {path} ({written} bytes)")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        finally:
+            stream.close()
+
+    # -- eviction -----------------------------------------------------------------------------------------------
+
+    def entries(self) -> dict[str, tuple[int, float]]:
+        """Cached shards: file name -> (size in bytes, last use time)."""
+        found = {}
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.directory):
+                if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(FileNotFoundError):
+                        st = entry.stat(follow_symlinks=False)
+                        found[entry.name] = (st.st_size, st.st_mtime)
+        return found
+
+    def evict(self, needed: int = 0) -> list[str]:
+        """Remove least recently used shards not being read until the cache (plus ``needed`` bytes) fits in
+        ``max_bytes``; also removes temporary files of dead downloads. Returns the names removed."""
+        if self.max_bytes is None or self.max_bytes < 0 or not os.path.isdir(self.directory):
+            return []
+        removed: list[str] = []
+        with _locked(os.path.join(self.directory, ".evict.lock"), blocking=False) as mine:
+            if not mine:
+                return removed  # another process is evicting right now
+            self._remove_stale_temporaries()
+            entries = self.entries()
+            total = sum(size for size, _ in entries.values()) + needed
+            for name, (size, _) in sorted(entries.items(), key=lambda item: item[1][1]):
+                if total <= self.max_bytes:
+                    break
+                if self._remove_unless_read(os.path.join(self.directory, name)):
+                    removed.append(name)
+                    total -= size
+                    self._say(f"# evicted {name} ({size} bytes)")
+        return removed
+
+    @staticmethod
+    def _remove_unless_read(path: str) -> bool:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return False
+        try:
+            if not (_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else True):
+                return False  # someone is reading it
+            os.unlink(path)
+            return True
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _remove_stale_temporaries(self) -> None:
+        now = time.time()
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat().st_mtime > _STALE_TMP:
+                        os.unlink(entry.path)
+
+    def _say(self, message: str) -> None:
+        if self.verbose:
+            import sys
+
+            print(message, file=sys.stderr)
+
+
+def _read_into(stream: Any, view: memoryview) -> int:
+    data = stream.read(len(view))
+    view[: len(data)] = data
+    return len(data)
+
+
+def cache_opener(cache_dir: str | os.PathLike[str] | None, cache_size: int | None = None,
+                 **kw: Any) -> ShardCache | None:
+    """The cache of ``WebDataset(cache_dir=, cache_size=)``: arguments win over ``SHARDSTREAM_CACHE_DIR`` /
+    ``SHARDSTREAM_CACHE_SIZE``; None (no caching) when neither names a directory. A negative size: no limit.
+
+    >>> from shardstream.config import Settings
+    >>> cache_opener(None, settings=Settings()) is None
+    True
+    >>> cache_opener("c", 100).max_bytes
+    100
+    """
+    from ..config import get_settings
+
+    settings = kw.pop("settings", None) or get_settings()
+    directory = os.fspath(cache_dir) if cache_dir is not None else settings.cache_dir
+    if not directory:
+        return None
+    size = cache_size if cache_size is not None and cache_size >= 0 else settings.cache_size
+    return ShardCache(directory, size, verbose=kw.pop("verbose", settings.verbose), **kw)

@@ -1,0 +1,298 @@
+"""``http://`` and ``https://`` shards: a native streaming client that survives broken connections.
+
+:class:`HttpStream` reads a shard with one GET and hands its body to the tar reader in large reads. When the
+connection breaks (reset, timeout, a body shorter than its ``Content-Length``) or the server answers 5xx, 408 or
+429, it waits (exponential backoff with jitter, ``Retry-After`` honoured) and goes on with a ``Range: bytes=N-``
+request from the exact byte offset it had reached, so the bytes read are identical to an uninterrupted read:
+
+- a ``206`` answer must start at that offset (``Content-Range``) and have the same total size;
+- a server that ignores ``Range`` (``200``) is read again from the start, skipping the bytes already delivered;
+- the ``ETag`` / ``Last-Modified`` of every answer must match the first one: an object replaced mid-read is an
+  :class:`~shardstream.errors.OpenError`, never a shard spliced from two versions;
+- a body that stays short of its ``Content-Length`` after all retries is an ``OpenError``, never a short shard.
+
+Retries count failures since the last byte received (``SHARDSTREAM_HTTP_RETRIES``, default 5); every stream
+also has a hard cap on requests. Extra headers come from ``SHARDSTREAM_HTTP_HEADERS`` and from the storage
+settings of the URL's prefix (:mod:`shardstream.io.storage_config`); ``https://user:password@host/`` sends Basic
+authentication (the password never appears in messages).
+
+>>> split_status_line("bytes 100-199/1000")
+(100, 1000)
+>>> redact("https://user:secret@host/a.tar")
+'https://user:***@host/a.tar'
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import io
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import IO
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from ..errors import ConfigError, OpenError
+
+__all__ = ["HttpStream", "open_http", "redact", "split_status_line"]
+
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_REDIRECTS = {301, 302, 303, 307, 308}
+_MAX_BACKOFF = 30.0
+_MAX_REQUESTS = 1000  # hard cap per stream, whatever the progress: bounded request loops
+_SKIP_CHUNK = 1 << 20
+_MAX_DRAIN = 16 << 20
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way worth retrying."""
+
+
+def redact(url: str) -> str:
+    """``url`` with the password of its user info replaced by ``***`` (for messages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def split_status_line(content_range: str) -> tuple[int, int | None]:
+    """``"bytes START-END/TOTAL"`` -> ``(START, TOTAL)`` (TOTAL None for ``*``); ValueError if malformed."""
+    unit, _, spec = content_range.strip().partition(" ")
+    span, _, total = spec.partition("/")
+    if unit.lower() != "bytes" or "-" not in span:
+        raise ValueError(f"bad Content-Range {content_range!r}")
+    return int(span.partition("-")[0]), (None if total.strip() == "*" else int(total))
+
+
+class HttpStream(io.RawIOBase):
+    """One HTTP(S) shard as a readable binary stream (see the module docstring).
+
+    ``size`` is the length announced by the server (None when it sent none), ``etag`` and ``last_modified``
+    its validators, ``md5`` the hex digest from a ``Content-MD5`` header when there is one (the shard cache
+    verifies it). ``sleep`` is the function used to wait between retries (tests pass a fake clock); ``name`` is
+    what error messages call the shard (e.g. the ``s3://`` URL of a presigned URL).
+    """
+
+    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
+                 timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
+                 sleep: Callable[[float], None] = time.sleep, name: str | None = None):
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
+        self.url, self.name = url, name or redact(url)  # name: what messages show (never a signature)
+        self.headers = {"User-Agent": "shardstream", "Accept-Encoding": "identity", **(headers or {})}
+        if parts.username is not None and not any(k.lower() == "authorization" for k in self.headers):
+            cred = f"{parts.username}:{parts.password or ''}".encode()
+            self.headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
+        self.retries, self.timeout, self.backoff, self.max_redirects = retries, timeout, backoff, max_redirects
+        self._sleep = sleep
+        self._origin = parts.netloc.rpartition("@")[2]
+        self._first = True  # the next good answer is the first one: it sets size and validators
+        self.pos = 0
+        self.size: int | None = None
+        self.etag: str | None = None
+        self.last_modified: str | None = None
+        self.md5: str | None = None
+        self.requests = 0  #: requests sent so far (first one included)
+        self.resumes = 0  #: times the body was resumed after a failure
+        self._failures = 0  # failures since the last progress
+        self._conn: http.client.HTTPConnection | None = None
+        self._resp: http.client.HTTPResponse | None = None
+        self._connect()
+
+    # -- requests -------------------------------------------------------------------------------------------
+
+    def _error(self, problem: str, cause: BaseException | None = None) -> OpenError:
+        err = OpenError(f"{self.name!r}: {problem}", url=self.name)
+        err.__cause__ = cause
+        return err
+
+    def _send(self, url: str, start: int) -> http.client.HTTPResponse:
+        parts = urlsplit(url)
+        cls = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
+        host = parts.hostname or ""
+        self._conn = conn = cls(f"[{host}]" if ":" in host else host, parts.port, timeout=self.timeout)
+        headers = dict(self.headers)
+        if parts.netloc.rpartition("@")[2] != self._origin:  # redirected elsewhere: keep credentials home
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        if start > 0:
+            headers["Range"] = f"bytes={start}-"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.requests += 1
+        conn.request("GET", target, headers=headers)
+        return conn.getresponse()
+
+    def _connect(self) -> None:
+        """Send a request for the bytes from ``self.pos`` on until one answers; retries what is retryable."""
+        while True:
+            try:
+                self._resp = self._open_at(self.pos)
+                return
+            except OpenError:  # permanent: 4xx, a changed object, too many redirects
+                self._close_conn()
+                raise
+            except _Retry as e:
+                self._close_conn()
+                self._wait(e, str(e))
+            except (OSError, http.client.HTTPException) as e:
+                self._close_conn()
+                self._wait(e, f"{type(e).__name__}: {e}")
+
+    def _open_at(self, start: int) -> http.client.HTTPResponse:
+        url = self.url
+        for _ in range(self.max_redirects + 1):
+            resp = self._send(url, start)
+            if resp.status not in _REDIRECTS:
+                break
+            location = resp.getheader("Location")
+            resp.close()
+            self._close_conn()
+            if not location:
+                raise self._error(f"redirect {resp.status} without a Location header")
+            url = urljoin(url, location)
+        else:
+            raise self._error(f"more than {self.max_redirects} redirects")
+        if resp.status in _RETRY_STATUS:
+            resp.read(64 << 10)
+            retry_after = resp.getheader("Retry-After", "")
+            err = _Retry(f"HTTP {resp.status} {resp.reason}")
+            err.retry_after = float(retry_after) if retry_after.isdigit() else None  # type: ignore[attr-defined]
+            raise err
+        if resp.status not in (200, 206):
+            body = " ".join(resp.read(1000).decode("utf-8", "replace").split())[:200]
+            raise self._error(f"HTTP {resp.status} {resp.reason}" + (f": {body}" if body else ""))
+        self._check_validators(resp)
+        if resp.status == 206:
+            first, total = split_status_line(resp.getheader("Content-Range", ""))
+            if first != start:
+                raise self._error(f"asked for bytes from {start}, the server sent bytes from {first}")
+            self._check_size(total)
+            return resp
+        length = resp.getheader("Content-Length")
+        self._check_size(int(length) if length is not None and resp.chunked is False else None)
+        if start > 0:  # the server ignored Range: read again from 0 and skip what was delivered already
+            self._skip(resp, start)
+        return resp
+
+    def _check_validators(self, resp: http.client.HTTPResponse) -> None:
+        etag, modified = resp.getheader("ETag"), resp.getheader("Last-Modified")
+        if self._first:
+            self.etag, self.last_modified = etag, modified
+            md5 = resp.getheader("Content-MD5")
+            try:
+                self.md5 = base64.b64decode(md5, validate=True).hex() if md5 else None
+            except ValueError:
+                self.md5 = None
+            return
+        if (self.etag and etag and etag != self.etag) or (
+            self.last_modified and modified and modified != self.last_modified
+        ):
+            raise self._error(f"the object changed while it was being read (ETag {self.etag} -> {etag}, "
+                              f"Last-Modified {self.last_modified} -> {modified}); read it again")
+
+    def _check_size(self, total: int | None) -> None:
+        if self._first:
+            self.size, self._first = total, False
+        elif total is not None and self.size is not None and total != self.size:
+            raise self._error(f"the object changed while it was being read (size {self.size} -> {total})")
+
+    def _skip(self, resp: http.client.HTTPResponse, count: int) -> None:
+        while count > 0:
+            chunk = resp.read(min(count, _SKIP_CHUNK))
+            if not chunk:
+                raise _Retry(f"the body ended while skipping to byte {self.pos} (the server ignores Range)")
+            count -= len(chunk)
+
+    def _wait(self, cause: BaseException, what: str) -> None:
+        self._failures += 1
+        if self._failures > self.retries or self.requests >= _MAX_REQUESTS:
+            at = f" at byte {self.pos}" + (f" of {self.size}" if self.size is not None else "")
+            raise self._error(f"{what}{at}; gave up after {self._failures - 1} retries", cause)
+        delay = min(_MAX_BACKOFF, self.backoff * 2 ** (self._failures - 1)) * random.uniform(0.5, 1.0)
+        retry_after = getattr(cause, "retry_after", None)
+        if retry_after is not None:
+            delay = max(delay, min(float(retry_after), _MAX_BACKOFF))
+        self._sleep(delay)
+
+    def _close_conn(self) -> None:
+        resp, conn, self._resp, self._conn = self._resp, self._conn, None, None
+        for thing in (resp, conn):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:  # pragma: no cover - closing a broken socket
+                    pass
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def readable(self) -> bool:
+        return True
+
+    def _next(self, read: Callable[[http.client.HTTPResponse], bytes | int], size: int) -> bytes | int:
+        """One read from the response (``read(resp)`` gives bytes or a count), resuming after failures."""
+        if self.closed:
+            raise ValueError("read from a closed HttpStream")
+        while size:
+            if self.size is not None and self.pos >= self.size:
+                break
+            if self._resp is None:
+                self.resumes += 1
+                self._connect()
+            try:
+                got = read(self._resp)  # type: ignore[arg-type]
+            except (OSError, http.client.HTTPException) as e:
+                self._close_conn()
+                self._wait(e, f"connection broken ({type(e).__name__}: {e})")
+                continue
+            n = got if isinstance(got, int) else len(got)
+            if n:
+                self.pos += n
+                self._failures = 0
+                return got
+            if self.size is None:
+                break  # no length announced: the end of the body is the end of the shard
+            self._close_conn()
+            self._wait(EOFError(), f"the body ended after {self.pos} of {self.size} bytes (Content-Length)")
+        return 0
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        return self._next(lambda resp: resp.readinto(b), len(b))  # type: ignore[return-value]
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes as they arrive (one copy: socket to bytes); all that is left for -1."""
+        if size is None or size < 0:
+            return self.readall()
+        got = self._next(lambda resp: resp.read1(size), size)
+        return got if isinstance(got, bytes) else b""
+
+    def finish(self) -> None:
+        """The reader is done: read what is left (a tar reader stops at the end-of-archive blocks, before the
+        padding) so that a body short of its ``Content-Length`` is an OpenError here too. Skipped beyond 16 MiB."""
+        if self.size is not None and 0 < self.size - self.pos <= _MAX_DRAIN:
+            buf = bytearray(min(_SKIP_CHUNK, self.size - self.pos))
+            while self.readinto(buf):
+                pass
+
+    def tell(self) -> int:
+        return self.pos
+
+    def close(self) -> None:
+        self._close_conn()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"HttpStream({self.name!r}, pos={self.pos}, size={self.size})"
+
+
+def open_http(url: str) -> IO[bytes]:
+    """The opener of ``http://`` and ``https://`` URLs: an :class:`HttpStream` with the settings' retries,
+    timeout and headers (``SHARDSTREAM_HTTP_HEADERS``, then the storage settings of the URL's prefix)."""
+    from ..config import get_settings
+    from .storage_config import http_headers
+
+    settings = get_settings()
+    return HttpStream(url, headers=http_headers(url, settings), retries=settings.http_retries,  # type: ignore
+                      timeout=settings.http_timeout, backoff=settings.http_backoff)

@@ -1,0 +1,251 @@
+"""Object stores through fsspec: ``s3://``, ``gs://``/``gcs://``, ``az://``/``abfs://``/``abfss://``, ``hf://``.
+
+Each scheme needs its fsspec implementation, installed with an extra (``pip install 'shardstream[s3]'``:
+s3fs; ``[gcs]``: gcsfs; ``[azure]``: adlfs; ``[hf]``: huggingface_hub); without it, opening such a URL raises
+:class:`~shardstream.errors.MissingDependencyError` naming the extra. The filesystem of a URL is built with
+the options of its bucket or prefix from :mod:`shardstream.io.storage_config` (endpoint, region,
+credentials, addressing style), so buckets on different services can be mixed in one pipeline.
+
+``s3://`` objects are streamed by the native HTTP client from a URL that s3fs signs (so retries, exact resume
+and ETag checks are those of ``https://`` shards, at the speed of a plain boto3 download). The other stores,
+and S3 with TLS settings of its own, are read by :class:`ObjectStream`: blocks of ``SHARDSTREAM_BLOCK_SIZE``
+(16 MiB) fetched ahead in the background, each failed read retried from the exact byte offset it reached, reads
+pinned to the object's ETag (an object replaced mid-read is an OpenError, never a spliced shard).
+
+>>> protocol_of("s3://bucket/a.tar"), protocol_of("abfss://c@acct.dfs.core.windows.net/a.tar")
+('s3', 'abfs')
+>>> EXTRAS["gs"]
+('gcs', 'gcsfs')
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import errno
+import io
+import random
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from ..errors import ConfigError, MissingDependencyError, OpenError
+from .s3 import S3Body, presigned_url
+
+__all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
+
+#: fsspec protocol -> (shardstream extra, module that provides it)
+EXTRAS = {
+    "s3": ("s3", "s3fs"),
+    "gs": ("gcs", "gcsfs"),
+    "az": ("azure", "adlfs"),
+    "abfs": ("azure", "adlfs"),
+    "hf": ("hf", "huggingface_hub"),
+}
+_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "abfs", "abfss": "abfs",
+              "hf": "hf"}
+_MAX_BACKOFF = 30.0
+
+
+def protocol_of(url: str) -> str:
+    """The fsspec protocol that serves ``url`` (``gcs`` -> ``gs``, ``abfss`` -> ``abfs``, ``s3a`` -> ``s3``)."""
+    scheme = url.partition("://")[0].lower()
+    if scheme not in _PROTOCOLS:
+        raise ConfigError(f"{url!r} is not an object store URL (s3://, gs://, az://, abfs://, hf://)")
+    return _PROTOCOLS[scheme]
+
+
+def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, str]:
+    """``(fsspec filesystem, path)`` for ``url``, with the storage options of its bucket or prefix."""
+    import fsspec
+
+    from .storage_config import storage_options
+
+    protocol = protocol_of(url)
+    options = {**storage_options(url, protocol, settings), **extra}
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ImportError as e:
+        extra_name, module = EXTRAS[protocol]
+        raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
+    fs = cls(**options)
+    return fs, cls._strip_protocol(url)
+
+
+def _permanent(exc: BaseException) -> bool:
+    """Errors that a retry cannot fix: missing object, no permission, bad request, object changed (s3fs reports
+    a failed ``If-Match`` as ``OSError(EINVAL)``)."""
+    if type(exc).__name__ == "FileExpired":  # s3fs.utils.FileExpired: the ETag changed
+        return True
+    return isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, ValueError)) or (
+        isinstance(exc, OSError) and exc.errno == errno.EINVAL)
+
+
+class ObjectStream(io.RawIOBase):
+    """An object read in large ranged requests with read-ahead and exact resume (see the module docstring).
+
+    ``size`` is the object's size, ``etag`` its ETag (None when the store gives none), ``md5`` its MD5 hex
+    digest where the store states it (the shard cache verifies it).
+    """
+
+    def __init__(self, url: str, fs: Any, path: str, *, block_size: int = 16 << 20, prefetch: int = 2,
+                 retries: int = 5, backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep):
+        self.url, self.name = url, url
+        self.block_size, self.retries, self.backoff, self._sleep = max(1, block_size), retries, backoff, sleep
+        self.retried = 0  #: ranged reads retried so far
+        try:
+            self._file = fs.open(path, "rb", block_size=self.block_size, cache_type="none")
+        except Exception as e:
+            raise OpenError(f"cannot open {url!r}: {type(e).__name__}: {e}", url=url) from e
+        details = getattr(self._file, "details", None) or {}
+        self.size: int = int(self._file.size)
+        self.etag: str | None = details.get("ETag") or details.get("etag")
+        self.md5 = _md5_of(details)
+        s3 = getattr(fs, "protocol", None) in ("s3", ("s3", "s3a")) and hasattr(fs, "_call_s3")
+        self._s3 = S3Body(fs, path, self.etag) if s3 else None
+        self._get = self._s3 or self._file._fetch_range
+        self.pos = 0
+        self._chunks: collections.deque[Any] = collections.deque()  # bytes, or memoryviews of partly read ones
+        self._next = 0  # offset of the next block to request
+        self._pending: collections.deque[concurrent.futures.Future[list[Any]]] = collections.deque()
+        workers = 1 if self._s3 else max(1, prefetch)  # S3: one streaming request, blocks fetched in order
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="shardstream-get")
+        self._depth = max(1, prefetch)
+
+    def _fetch(self, start: int, end: int) -> list[Any]:
+        """Bytes ``[start, end)`` as a list of chunks, retried from the exact offset reached until complete."""
+        parts: list[Any] = []
+        failures, at = 0, start
+        while at < end:
+            try:
+                data = self._get(at, end)
+            except Exception as e:  # noqa: BLE001 - each library raises its own; permanent ones are re-raised
+                if _permanent(e):
+                    changed = type(e).__name__ == "FileExpired" or "condition" in str(e).lower()
+                    what = "the object changed while it was being read" if changed else f"{type(e).__name__}: {e}"
+                    raise OpenError(f"{self.url!r}: {what}", url=self.url) from e
+                failures += 1
+                self._retry(failures, e, at)
+                continue
+            got = sum(map(len, data)) if isinstance(data, list) else len(data)
+            if got:
+                parts.extend(data) if isinstance(data, list) else parts.append(data)
+                at += got
+                failures = 0
+            else:
+                failures += 1
+                self._retry(failures, EOFError(f"empty answer for bytes {at}-{end - 1}"), at)
+        return parts
+
+    def _retry(self, failures: int, cause: BaseException, at: int) -> None:
+        if failures > self.retries:
+            raise OpenError(f"{self.url!r}: reading at byte {at} of {self.size} failed after {self.retries} "
+                            f"retries: {type(cause).__name__}: {cause}", url=self.url) from cause
+        self.retried += 1
+        self._sleep(min(_MAX_BACKOFF, self.backoff * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+
+    def _fill(self) -> bool:
+        while len(self._pending) < self._depth and self._next < self.size:
+            end = min(self.size, self._next + self.block_size)
+            self._pending.append(self._pool.submit(self._fetch, self._next, end))
+            self._next = end
+        if not self._pending:
+            return False
+        self._chunks.extend(c if isinstance(c, bytes) else memoryview(c).cast("B")
+                            for c in self._pending.popleft().result() if len(c))
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed:
+            raise ValueError("read from a closed ObjectStream")
+        if not self._chunks and not self._fill():
+            return 0
+        view, n, chunks = memoryview(b).cast("B"), 0, self._chunks
+        while chunks and n < len(view):  # as much as is here, without waiting for the next block
+            head = chunks[0]
+            k = min(len(head), len(view) - n)
+            view[n:n + k] = head[:k]
+            n += k
+            if k == len(head):
+                chunks.popleft()
+            else:
+                chunks[0] = memoryview(head)[k:]
+        self.pos += n
+        return n
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left for -1), in as few copies as possible."""
+        if size is None or size < 0:
+            return b"".join(iter(lambda: self.read(self.block_size), b""))
+        if not self._chunks and not self._fill():
+            return b""
+        head = self._chunks[0]
+        if len(head) <= size:  # the common case: a whole chunk, handed over without a copy
+            self._chunks.popleft()
+            self.pos += len(head)
+            return head if isinstance(head, bytes) else head.tobytes()
+        buf = bytearray(min(size, sum(map(len, self._chunks))))
+        return bytes(buf[: self.readinto(buf)])
+
+    def tell(self) -> int:
+        return self.pos
+
+    def close(self) -> None:
+        if not self.closed:
+            for future in self._pending:
+                future.cancel()
+            self._pending.clear()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            if self._s3 is not None:
+                self._s3.close()
+            self._file.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"ObjectStream({self.url!r}, pos={self.pos}, size={self.size})"
+
+
+def _md5_of(details: dict[str, Any]) -> str | None:
+    """The MD5 a store states for an object (GCS ``md5Hash``, Azure ``content_md5``), as hex; else None.
+
+    An S3 ETag is *not* taken for an MD5: it is one only for single-part uploads without KMS encryption, and
+    the object's details do not say which.
+    """
+    import base64
+
+    settings = details.get("content_settings")
+    for value in (details.get("md5Hash"), details.get("content_md5"), getattr(settings, "content_md5", None),
+                  settings.get("content_md5") if isinstance(settings, dict) else None):
+        if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+            return bytes(value).hex()
+        if isinstance(value, str) and value:
+            try:
+                return base64.b64decode(value, validate=True).hex()
+            except ValueError:
+                return None
+    return None
+
+
+def open_object(url: str) -> IO[bytes]:
+    """The opener of object store URLs.
+
+    ``s3://``: s3fs (credentials, endpoint, addressing style from the storage settings) signs a GET URL and the
+    native HTTP client (:class:`~shardstream.io.http.HttpStream`) streams it, with the same retries, exact
+    resume and ETag checks as ``https://`` shards, at the speed of a plain boto3 download (a read must resume
+    within the signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
+    """
+    from ..config import get_settings
+
+    settings = get_settings()
+    fs, path = filesystem_for(url, settings)
+    signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
+    if signed is not None:
+        from .http import HttpStream
+
+        return HttpStream(signed, retries=settings.http_retries, timeout=settings.http_timeout,  # type: ignore
+                          backoff=settings.http_backoff, name=url)
+    return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
+                        backoff=settings.http_backoff)

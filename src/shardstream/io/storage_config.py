@@ -1,0 +1,233 @@
+"""Per-bucket storage settings: endpoint, region, credentials, addressing style, headers, chosen by URL prefix.
+
+Two buckets on two S3 services (or an S3 bucket and an authenticated HTTP server) can be read in one pipeline:
+each URL gets the settings of the longest rule prefix that matches it. Rules come from a YAML or TOML file
+(``SHARDSTREAM_STORAGE_CONFIG``) and from inline YAML/JSON text (``SHARDSTREAM_STORAGE``), same schema::
+
+    storage:
+      - prefix: s3://train-data/            # or: bucket: train-data  (scheme: s3 by default)
+        endpoint_url: http://10.0.0.5:7480
+        region: us-east-1
+        key: AKIA...                        # or profile: name (an AWS config profile)
+        secret: ...
+        addressing_style: path              # path | virtual | auto
+      - bucket: eval-data
+        profile: other-account
+      - prefix: https://data.example.com/
+        headers: {Authorization: "Bearer ..."}
+      - prefix: gs://my-bucket/
+        options: {project: my-project}      # passed to the fsspec filesystem as they are
+
+Rule keys: ``prefix`` or ``bucket`` (+ ``scheme``), ``endpoint_url``, ``region``, ``key``, ``secret``, ``token``,
+``profile``, ``anon``, ``addressing_style``, ``headers``, ``options``. An unknown key is a ConfigError (typos
+would otherwise fail silently). Credentials not given here come from each library's usual sources (for S3:
+``AWS_*`` variables, ``~/.aws``).
+
+>>> config = StorageConfig.from_text('''
+... storage:
+...   - bucket: a
+...     endpoint_url: http://127.0.0.1:7480
+...     addressing_style: path
+...   - prefix: s3://a/private/
+...     profile: admin
+... ''')
+>>> config.match("s3://a/private/x.tar").profile, config.match("s3://a/x.tar").endpoint_url
+('admin', 'http://127.0.0.1:7480')
+>>> config.match("s3://b/x.tar") is None
+True
+>>> config.match("s3://a/x.tar").fsspec_options("s3")["config_kwargs"]
+{'s3': {'addressing_style': 'path'}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..config import Settings, get_settings
+from ..errors import ConfigError
+
+__all__ = ["StorageConfig", "StorageRule", "http_headers", "load_storage_config", "storage_options"]
+
+_KEYS = {"prefix", "bucket", "scheme", "endpoint_url", "region", "key", "secret", "token", "profile", "anon",
+         "addressing_style", "headers", "options"}
+_ALIASES = {"endpoint": "endpoint_url", "region_name": "region", "aws_access_key_id": "key",
+            "access_key_id": "key", "aws_secret_access_key": "secret", "secret_access_key": "secret",
+            "aws_session_token": "token", "session_token": "token"}
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageRule:
+    """The settings of one URL prefix (see the module docstring). ``source`` names where it was defined."""
+
+    prefix: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    key: str | None = None
+    secret: str | None = None
+    token: str | None = None
+    profile: str | None = None
+    anon: bool | None = None
+    addressing_style: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    source: str = "<code>"
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any], source: str = "<code>") -> StorageRule:
+        """Build a rule from one entry of a settings file."""
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{source}: a storage rule must be a mapping, got {entry!r}")
+        values = {_ALIASES.get(k, k): v for k, v in entry.items()}
+        unknown = sorted(set(values) - _KEYS)
+        if unknown:
+            raise ConfigError(f"{source}: unknown storage setting(s) {unknown}; known: {sorted(_KEYS)}")
+        prefix, bucket, scheme = values.pop("prefix", None), values.pop("bucket", None), values.pop("scheme", "s3")
+        if (prefix is None) == (bucket is None):
+            raise ConfigError(f"{source}: a storage rule needs exactly one of 'prefix' or 'bucket': {dict(entry)}")
+        if bucket is not None:
+            prefix = f"{scheme}://{bucket}/"
+        style = values.get("addressing_style")
+        if style is not None and style not in ("path", "virtual", "auto"):
+            raise ConfigError(f"{source}: addressing_style must be path, virtual or auto, got {style!r}")
+        headers, options = values.pop("headers", None) or {}, values.pop("options", None) or {}
+        if not isinstance(headers, Mapping) or not isinstance(options, Mapping):
+            raise ConfigError(f"{source}: 'headers' and 'options' must be mappings ({prefix})")
+        return cls(prefix=str(prefix), headers=tuple((str(k), str(v)) for k, v in headers.items()),
+                   options=tuple(options.items()), source=source, **values)
+
+    def fsspec_options(self, protocol: str) -> dict[str, Any]:
+        """Keyword arguments for ``fsspec.filesystem(protocol, ...)`` (s3fs names for ``s3``)."""
+        opts: dict[str, Any] = {}
+        if protocol == "s3":
+            for name in ("endpoint_url", "key", "secret", "token", "profile", "anon"):
+                if getattr(self, name) is not None:
+                    opts[name] = getattr(self, name)
+            if self.region is not None:
+                opts["client_kwargs"] = {"region_name": self.region}
+            if self.addressing_style is not None:
+                opts["config_kwargs"] = {"s3": {"addressing_style": self.addressing_style}}
+        else:
+            for name in ("endpoint_url", "token", "anon"):
+                if getattr(self, name) is not None:
+                    opts[name] = getattr(self, name)
+        for name, value in self.options:
+            if isinstance(value, Mapping) and isinstance(opts.get(name), dict):
+                value = {**opts[name], **value}
+            opts[name] = value
+        return opts
+
+
+class StorageConfig:
+    """An ordered set of :class:`StorageRule`; :meth:`match` picks the longest matching prefix."""
+
+    def __init__(self, rules: Iterable[StorageRule] = ()):
+        self.rules = tuple(rules)
+
+    @classmethod
+    def from_data(cls, data: Any, source: str = "<code>") -> StorageConfig:
+        """From parsed YAML/TOML/JSON: ``{"storage": [rule, ...]}`` or a bare list of rules."""
+        if data is None:
+            return cls()
+        if isinstance(data, Mapping):
+            unknown = set(data) - {"storage"}
+            if unknown:
+                raise ConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}; put rules under 'storage'")
+            data = data.get("storage") or []
+        if not isinstance(data, list):
+            raise ConfigError(f"{source}: 'storage' must be a list of rules")
+        return cls(StorageRule.from_dict(entry, source) for entry in data)
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "<text>", format: str = "yaml") -> StorageConfig:
+        """Parse YAML (which includes JSON) or TOML text."""
+        try:
+            if format == "toml":
+                try:
+                    import tomllib  # type: ignore[import-not-found]
+                except ImportError:  # pragma: no cover - Python 3.10
+                    import tomli as tomllib  # type: ignore[no-redef]
+                data = tomllib.loads(text)
+            else:
+                import yaml
+
+                data = yaml.safe_load(text)
+        except ImportError as e:  # pragma: no cover - Python 3.10 without tomli
+            raise ConfigError(f"{source}: reading TOML needs Python >= 3.11 or 'tomli'; or write YAML") from e
+        except Exception as e:
+            raise ConfigError(f"{source}: not valid {format.upper()}: {e}") from e
+        return cls.from_data(data, source)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> StorageConfig:
+        """Read a ``.yaml``/``.yml``/``.json`` or ``.toml`` file."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read the storage settings file {path!r}: {e.strerror or e}") from e
+        return cls.from_text(text, path, "toml" if path.lower().endswith(".toml") else "yaml")
+
+    def __add__(self, other: StorageConfig) -> StorageConfig:
+        return StorageConfig(self.rules + other.rules)
+
+    def match(self, url: str) -> StorageRule | None:
+        """The rule with the longest prefix of ``url`` (the first such rule on a tie), or None."""
+        best: StorageRule | None = None
+        for rule in self.rules:
+            if url.startswith(rule.prefix) and (best is None or len(rule.prefix) > len(best.prefix)):
+                best = rule
+        return best
+
+    def __repr__(self) -> str:
+        return f"StorageConfig({[r.prefix for r in self.rules]})"
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: str | None, mtime: float | None, inline: str | None) -> StorageConfig:
+    config = StorageConfig.from_file(path) if path else StorageConfig()
+    if inline:
+        config = config + StorageConfig.from_text(inline, "SHARDSTREAM_STORAGE")
+    return config
+
+
+def load_storage_config(settings: Settings | None = None) -> StorageConfig:
+    """The rules of the settings (file, then inline text), re-read when the file changes."""
+    settings = settings or get_settings()
+    path = settings.storage_config
+    mtime = None
+    if path:
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError as e:
+            raise ConfigError(f"SHARDSTREAM_STORAGE_CONFIG={path!r}: {e.strerror or e}") from e
+    return _load(path, mtime, settings.storage)
+
+
+def storage_options(url: str, protocol: str, settings: Settings | None = None) -> dict[str, Any]:
+    """fsspec options for ``url`` from the matching rule (empty when none matches)."""
+    rule = load_storage_config(settings).match(url)
+    return rule.fsspec_options(protocol) if rule is not None else {}
+
+
+def http_headers(url: str, settings: Settings | None = None) -> dict[str, str]:
+    """HTTP headers for ``url``: ``SHARDSTREAM_HTTP_HEADERS`` first, then those of the matching rule.
+
+    >>> http_headers("https://x/a.tar", Settings(http_headers=("X-Token: abc",)))
+    {'X-Token': 'abc'}
+    """
+    settings = settings or get_settings()
+    headers: dict[str, str] = {}
+    for line in settings.http_headers:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"SHARDSTREAM_HTTP_HEADERS entry {line!r} is not 'Name: value'")
+        headers[name.strip()] = value.strip()
+    rule = load_storage_config(settings).match(url)
+    if rule is not None:
+        headers.update(rule.headers)
+    return headers

@@ -1,0 +1,83 @@
+"""torch integration: WebLoader (a DataLoader with the fluid interface) and collation.
+
+``WebLoader(dataset, **DataLoader kwargs)`` wraps ``torch.utils.data.DataLoader`` in a
+:class:`~shardstream.pipeline.DataPipeline`, so a loader can be re-batched across workers in the main
+process: ``WebLoader(ds, batch_size=None, num_workers=4).unbatched().shuffle(1000).batched(64)``. torch is
+imported only when a WebLoader is made; without torch it raises
+:class:`~shardstream.errors.MissingDependencyError`.
+
+Resuming: ``loader.state_dict()`` / ``load_state_dict()`` save and restore where the loader is, when its
+DataLoader can say where its workers are: ``WebLoader(..., stateful=True)`` uses torchdata's
+``StatefulDataLoader`` (``pip install torchdata``), which saves each worker's pipeline state; with
+``num_workers=0`` the dataset's own state is used. Stages after the loader must keep nothing between items (map,
+batched, ...): a ``.shuffle()`` there holds items the loader cannot give back, and ``state_dict()`` says so.
+For exact, elastic resume with workers, see :class:`shardstream.training.TrainingLoader`.
+
+Epochs: each ``iter()`` of a WebLoader is the next epoch (or the one given to ``set_epoch``), and the loader
+hands that epoch to its dataset before the DataLoader copies the dataset into the workers, so shard and sample
+orders change every epoch and are reproducible from ``(seed, epoch)``. An epoch set on the dataset itself with
+``dataset.set_epoch(n)`` is left alone.
+
+>>> import shardstream as wds
+>>> loader = wds.WebLoader(wds.DataPipeline(range(10), wds.batched(4)), batch_size=None, num_workers=0)
+>>> [b.tolist() for b in loader.unbatched().batched(5)]
+[[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import MissingDependencyError
+from .pipeline import DataPipeline, FluidInterface, default_collation_fn
+
+__all__ = ["FluidInterface", "WebLoader", "default_collation_fn"]
+
+
+def _dataloader_class(stateful: bool = False) -> type:
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError as e:
+        raise MissingDependencyError("WebLoader (torch's DataLoader)", "torch", "torch") from e
+    if not stateful:
+        return DataLoader
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError as e:
+        raise MissingDependencyError("WebLoader(stateful=True) (torchdata's StatefulDataLoader)", "torchdata",
+                                     "torchdata") from e
+    return StatefulDataLoader
+
+
+class WebLoader(DataPipeline):
+    """``torch.utils.data.DataLoader(*args, **kwargs)`` as the source of a fluid pipeline (see module doc);
+    ``stateful=True``: torchdata's ``StatefulDataLoader`` instead (resumable with workers)."""
+
+    def __init__(self, *args: Any, stateful: bool = False, **kwargs: Any):
+        loader = _dataloader_class(stateful)(*args, **kwargs)
+        super().__init__(loader)
+        self.loader = loader
+
+    @property
+    def dataset(self) -> Any:
+        """The dataset the DataLoader reads."""
+        return self.loader.dataset
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration epoch ``epoch``, for this loader and its dataset."""
+        super().set_epoch(epoch)
+        self._push_epoch(epoch, force=True)
+
+    def _push_epoch(self, epoch: int, force: bool = False) -> None:
+        dataset = self.dataset
+        if not isinstance(dataset, DataPipeline):
+            if force and callable(getattr(dataset, "set_epoch", None)):
+                dataset.set_epoch(epoch)
+            return
+        if force or dataset._epoch_source != "user":
+            dataset._epoch, dataset._epoch_source = int(epoch), "loader"
+
+    def __iter__(self) -> Iterator[Any]:
+        self._push_epoch(self._epoch)
+        return super().__iter__()

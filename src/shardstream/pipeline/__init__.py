@@ -1,0 +1,84 @@
+"""Streaming pipelines: stages (one small module per family), shard lists, splitting, shuffling.
+
+Every stage is declared once with :func:`~shardstream.pipeline.core.stage`; that declaration gives both the
+pipeline form (``map(f)``, used in :class:`DataPipeline`) and the fluid method (``dataset.map(f)``).
+
+>>> pipeline = DataPipeline(range(10), shuffle(5), select(lambda x: x % 2 == 0), batched(3))
+>>> [b.shape for b in pipeline]
+[(3,), (2,)]
+>>> sorted(x for b in pipeline for x in b.tolist())
+[0, 2, 4, 6, 8]
+>>> pipeline.set_epoch(0); first = [b.tolist() for b in pipeline]
+>>> pipeline.set_epoch(0); first == [b.tolist() for b in pipeline]
+True
+"""
+
+from . import handlers
+from .batching import batched, default_collation_fn, listed, unbatched, unlisted
+from .core import REGISTRY, Context, FluidInterface, Source, Stage, StageSpec, pipelinefilter, stage
+from .datapipeline import DataPipeline, IterableDatasetBase
+from .epochs import repeat, with_epoch, with_length
+from .fields import extract_keys, rename, rename_keys
+from .filters import decode, getfirst, map, map_dict, map_tuple, rsample, select, slice, to_tuple
+from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .placement import Placement
+from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
+from .shuffle import detshuffle, shuffle
+from .split import as_splitter, check_empty, single_node_only, split_by_node, split_by_worker
+from .tariterators import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
+
+__all__ = [
+    "REGISTRY",
+    "Context",
+    "DataPipeline",
+    "FluidInterface",
+    "IterableDatasetBase",
+    "Placement",
+    "ResampledShards",
+    "SimpleShardList",
+    "Source",
+    "Stage",
+    "StageSpec",
+    "as_splitter",
+    "batched",
+    "braceexpand",
+    "check_empty",
+    "decode",
+    "default_collation_fn",
+    "detshuffle",
+    "expand_urls",
+    "extract_keys",
+    "getfirst",
+    "group_by_keys",
+    "handlers",
+    "ignore_and_continue",
+    "ignore_and_stop",
+    "listed",
+    "map",
+    "map_dict",
+    "map_tuple",
+    "pipelinefilter",
+    "rename",
+    "rename_keys",
+    "repeat",
+    "reraise_exception",
+    "rsample",
+    "select",
+    "shuffle",
+    "single_node_only",
+    "slice",
+    "split_by_node",
+    "split_by_worker",
+    "stage",
+    "tar_file_expander",
+    "tarfile_samples",
+    "tarfile_to_samples",
+    "to_tuple",
+    "unbatched",
+    "unlisted",
+    "url_opener",
+    "warn_and_continue",
+    "warn_and_stop",
+    "with_epoch",
+    "with_length",
+]

@@ -1,0 +1,272 @@
+"""Resumable pipelines: each iteration is a chain of *cursors*, iterators that say where they are.
+
+``iter(pipeline)`` builds one cursor per stage (torchdata's nodes and Grain's dataset iterators work the same way).
+A cursor's ``state_dict()`` nests its input's state under ``"upstream"`` and adds what it holds itself;
+``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.ConfigError`
+naming it). How a stage is saved is declared where it is registered (``stage(..., state=...)``):
+
+- ``"pass"``: the stage keeps nothing between the items it yields (``map``, ``select``, ``decode``,
+  ``to_tuple``, ``batched``...): its position is its input's position;
+- ``"reader"`` (``tarfile_to_samples``): the shard being read and how many of its samples were yielded. The shard
+  list before it (shard shuffle, node and worker splitting) is *replayed*: it is a deterministic function of
+  ``(seed, epoch, rank, worker)``, and its items are URLs, so going back to shard ``i`` costs nothing;
+  restoring reads the current shard again up to the saved sample (bounded: one shard, never the epoch);
+- a cursor class of its own: ``shuffle`` (its buffer, kept as *references*: the input's position before each
+  buffered item, re-read on restore), ``unbatched``, ``slice``, ``rsample``, ``repeat``, ``with_epoch``...
+
+A stage without state support (a plain function in the pipeline, a stage registered without ``state=``)
+iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.ConfigError` naming it.
+
+>>> from shardstream.pipeline import DataPipeline, batched, shuffle
+>>> p = DataPipeline(range(20), shuffle(5), batched(4, collation_fn=None))
+>>> it = iter(p); first = next(it); state = p.state_dict()
+>>> q = DataPipeline(range(20), shuffle(5), batched(4, collation_fn=None)); q.load_state_dict(state)
+>>> list(q) == list(it)
+True
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["Cursor", "DelegateCursor", "IndexCursor", "PassCursor", "ReplayCursor", "UnsupportedCursor",
+           "require"]
+
+
+def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
+    """``state`` as a mapping with ``keys``; else a :class:`ConfigError` naming the first missing key."""
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
+    for key in keys:
+        if key not in state:
+            raise ConfigError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
+    return state
+
+
+class Cursor:
+    """An iterator with ``state_dict()`` / ``load_state_dict()``.
+
+    ``mark()`` is a cheap token for "here" and ``state_at(mark)`` its state (a shuffle buffer keeps one mark per
+    item); ``mark()`` never raises, ``state_at`` raises where ``state_dict`` would. ``restorable`` says whether
+    going back to an earlier mark is cheap.
+    """
+
+    restorable = True
+
+    def __iter__(self) -> Cursor:
+        return self
+
+    def __next__(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def mark(self) -> Any:
+        return self.state_dict()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return mark
+
+
+class IndexCursor(Cursor):
+    """A sequence (list, tuple, range) as the source: the state is the index of the next item.
+
+    >>> c = IndexCursor("abc"); _ = next(c); c.state_dict()
+    {'items': 1}
+    """
+
+    def __init__(self, items: Sequence[Any]):
+        self.items, self.n = items, 0
+
+    def __next__(self) -> Any:
+        if self.n >= len(self.items):
+            raise StopIteration
+        self.n += 1
+        return self.items[self.n - 1]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"items": self.n}
+
+    def mark(self) -> int:
+        return self.n
+
+    def state_at(self, mark: int) -> dict[str, Any]:
+        return {"items": mark}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.n = int(require(state, ("items",), "the source")["items"])
+
+
+class ReplayCursor(IndexCursor):
+    """A deterministic iterable replayed to its position: going back re-iterates it from the start, going
+    forward reads on. For shard lists (URLs) and other cheap sources.
+
+    >>> c = ReplayCursor(lambda: iter("abcd"), "letters"); c.load_state_dict({"items": 2}); next(c)
+    'c'
+    """
+
+    def __init__(self, open_fn: Callable[[], Iterator[Any]], what: str):
+        self.open_fn, self.what, self.n = open_fn, what, 0
+        self._it: Iterator[Any] | None = None
+
+    def __next__(self) -> Any:
+        if self._it is None:
+            self._it = self.open_fn()
+        item = next(self._it)
+        self.n += 1
+        return item
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        target = int(require(state, ("items",), self.what)["items"])
+        if self._it is None or target < self.n:
+            self._it, self.n = self.open_fn(), 0
+        while self.n < target:
+            try:
+                next(self._it)
+            except StopIteration:
+                raise ConfigError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
+                                  "were read (did it change?)") from None
+            self.n += 1
+
+
+class PassCursor(Cursor):
+    """Stages that keep nothing between the items they yield: their position is their input's.
+
+    Consecutive such stages share one cursor (their generators are chained directly, as in plain iteration);
+    the state still nests one ``"upstream"`` level per stage.
+    """
+
+    def __init__(self, upstream: Cursor, make: Callable[[Iterable[Any]], Iterator[Any]], name: str):
+        self.upstream, self.makes, self.names = upstream, [make], [name]
+        self.restorable = upstream.restorable
+        self._gen: Iterator[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.names[-1]
+
+    def then(self, make: Callable[[Iterable[Any]], Iterator[Any]], name: str) -> PassCursor:
+        """Add the next pass-through stage to this cursor (before iterating)."""
+        self.makes.append(make)
+        self.names.append(name)
+        return self
+
+    def __next__(self) -> Any:
+        gen = self._gen
+        if gen is None:
+            gen = self.upstream
+            for make in self.makes:
+                gen = iter(make(gen))
+            self._gen = gen
+        return next(gen)
+
+    def _wrap(self, state: Any) -> dict[str, Any]:
+        for _ in self.makes:
+            state = {"upstream": state}
+        return state
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._wrap(self.upstream.state_dict())
+
+    def mark(self) -> Any:
+        return self.upstream.mark()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return self._wrap(self.upstream.state_at(mark))
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for name in reversed(self.names):
+            state = require(state, ("upstream",), f"stage {name}")["upstream"]
+        self.upstream.load_state_dict(state)
+        self._gen = None
+
+
+class UnsupportedCursor(PassCursor):
+    """A stage with no declared state: it iterates, but cannot say where it is."""
+
+    restorable = False
+
+    def _refuse(self) -> ConfigError:
+        return ConfigError(
+            f"{self.name} cannot save its position: shardstream does not know whether it keeps items between the "
+            "ones it yields; declare it with shardstream.pipeline.stage(fn, state='pass') if it keeps nothing "
+            "(a map or a filter), or move it into a map"
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        raise self._refuse()
+
+    def mark(self) -> Any:
+        return None
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        raise self._refuse()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        raise self._refuse()
+
+
+class DelegateCursor(Cursor):
+    """A source that keeps its own state (a StatefulDataLoader, a TrainingLoader, another pipeline): the cursor
+    saves and restores *it*. Going back to an earlier item is not cheap (``restorable`` is False)."""
+
+    restorable = False
+
+    def __init__(self, holder: Any, iterable: Iterable[Any], name: str, why: str | None = None):
+        self.holder, self.iterable, self.name, self.why = holder, iterable, name, why
+        self._it: Iterator[Any] | None = None
+
+    def __next__(self) -> Any:
+        if self._it is None:
+            self._it = iter(self.iterable)
+        return next(self._it)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.holder is None:
+            raise ConfigError(f"the source {self.name} cannot save its position: {self.why}")
+        return {"source": self.holder.state_dict()}
+
+    def mark(self) -> Any:
+        return None if self.holder is None else self.state_dict()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return self.state_dict() if mark is None else mark  # state_dict raises the explanation
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if self.holder is None:
+            self.state_dict()  # raises the explanation
+        self.holder.load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
+        self._it = None
+
+
+def _is_dataloader(source: Any) -> bool:
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and isinstance(source, data.DataLoader)
+
+
+def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]]) -> Cursor:
+    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does)."""
+    name = getattr(source, "__name__", None) or type(source).__name__
+    if isinstance(source, (list, tuple, range)):
+        return IndexCursor(source)
+    if callable(getattr(source, "state_dict", None)) and callable(getattr(source, "load_state_dict", None)):
+        return DelegateCursor(source, source, name)
+    if _is_dataloader(source):
+        dataset = source.dataset
+        stateful = source.num_workers == 0 and callable(getattr(dataset, "state_dict", None))
+        return DelegateCursor(dataset if stateful else None, source, name,
+                              "a torch DataLoader with worker processes does not say where its workers are; use "
+                              "torchdata's StatefulDataLoader (pip install torchdata; WebLoader(..., stateful=True)), "
+                              "num_workers=0, or shardstream.training.TrainingLoader")
+    if isinstance(source, Iterator):
+        return DelegateCursor(None, source, name, "a one-shot iterator cannot be read again; give the pipeline an "
+                              "iterable it can re-iterate (a list, a Source, a function returning an iterator)")
+    return ReplayCursor(open_fn, f"the source {name}")

@@ -1,0 +1,124 @@
+"""Epoch-level stages: ``repeat``, ``with_epoch``, ``with_length`` (webdataset's meanings).
+
+They apply to the output of the whole pipeline: fluid calls made after them still go before them. In a
+:class:`~shardstream.pipeline.DataPipeline` the upstream restarts for each repetition, and every restart is a
+new *cycle* with fresh shuffles. A repetition that yields nothing ends the stream (never a busy loop).
+
+``with_epoch(n)`` makes one iteration exactly ``n`` items (repeating the data as needed); inside DataLoader
+workers that is ``n`` per worker, as in webdataset. ``with_length(n)`` only declares ``len()``.
+
+>>> from shardstream.pipeline.datapipeline import DataPipeline
+>>> list(DataPipeline(range(3)).with_epoch(7))
+[0, 1, 2, 0, 1, 2, 0]
+>>> list(DataPipeline(range(3)).repeat(2))
+[0, 1, 2, 0, 1, 2]
+>>> len(DataPipeline(range(3)).with_length(3))
+3
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import ConfigError
+from .core import Context, Stage, stage
+from .cursors import Cursor, require
+from .stateful import Counted, Restart, stage_arguments
+
+__all__ = ["repeat", "with_epoch", "with_length"]
+
+
+class _Repeat(Counted):
+    fields = ("cycle", "total", "produced", "stopped")
+
+    def __init__(self, restart: Restart, passes: int, limit: int | None, name: str):
+        self.restart, self.passes, self.limit, self.name = restart, passes, limit, name
+        self.current: Cursor | None = None
+        self.cycle = self.total = self.produced = 0
+        self.stopped = False
+
+    def __next__(self) -> Any:
+        while not self.stopped and (self.limit is None or self.total < self.limit):
+            if self.current is None:
+                if 0 <= self.passes <= self.cycle:
+                    break
+                self.current, self.produced = self.restart(self.cycle), 0
+            try:
+                item = next(self.current)
+            except StopIteration:
+                self.stopped = self.produced == 0  # a pass that yields nothing ends the stream
+                self.current, self.cycle = None, self.cycle + (not self.stopped)
+                continue
+            self.produced += 1
+            self.total += 1
+            return item
+        raise StopIteration
+
+    def mark(self) -> Any:
+        return self.state_dict()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return mark
+
+    def state_dict(self) -> dict[str, Any]:
+        upstream = None if self.current is None else self.current.state_dict()
+        return {"upstream": upstream, "cycle": self.cycle, "total": self.total, "produced": self.produced,
+                "stopped": self.stopped}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = require(state, ("upstream", *self.fields), f"stage {self.name}")
+        for field in self.fields:
+            setattr(self, field, state[field])
+        self.current = None
+        if state["upstream"] is not None:
+            self.current = self.restart(self.cycle)
+            self.current.load_state_dict(state["upstream"])
+
+
+def repeat_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    a = stage_arguments(stage)
+    if restart is None:  # pragma: no cover - restarting stages always get one
+        raise ConfigError(f"{name} needs to restart its input")
+    if stage.spec.name == "with_epoch":
+        n = max(a["nsamples"], a["nbatches"])
+        return _Repeat(restart, 0 if n == 0 else -1, n if n > 0 else None, name)
+    return _Repeat(restart, a["nepochs"], a["nbatches"] if a["nbatches"] > 0 else None, name)
+
+
+def _repeat(source: Iterable[Any], nepochs: int = -1, nbatches: int = -1) -> Iterator[Any]:
+    """Iterate the upstream ``nepochs`` times (forever when < 0), stopping after ``nbatches`` items if > 0."""
+    limit = nbatches if nbatches > 0 else None
+    passes = itertools.count() if nepochs < 0 else range(nepochs)
+    total = 0
+    for _ in passes:
+        produced = 0
+        for item in source:
+            yield item
+            produced += 1
+            total += 1
+            if limit is not None and total >= limit:
+                return
+        if produced == 0:
+            return
+
+
+repeat = stage(_repeat, restarts=True, at_end=True, state=repeat_cursor)
+
+
+def _with_epoch(source: Iterable[Any], nsamples: int = -1, nbatches: int = -1) -> Iterator[Any]:
+    """Make each iteration exactly ``max(nsamples, nbatches)`` items long, repeating the upstream as needed."""
+    n = max(nsamples, nbatches)
+    return _repeat(source, -1, n if n >= 0 else -1) if n != 0 else iter(())
+
+
+with_epoch = stage(_with_epoch, restarts=True, at_end=True, state=repeat_cursor)
+
+
+def _with_length(source: Iterable[Any], n: int, silent: bool = False) -> Iterator[Any]:
+    """Declare ``len(pipeline) == n`` (the items themselves pass through unchanged)."""
+    return iter(source)
+
+
+with_length = stage(_with_length, at_end=True, state="pass")

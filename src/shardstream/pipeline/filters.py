@@ -1,0 +1,266 @@
+"""Per-sample stages: map, select, decode, to_tuple, rename... (webdataset's names and meanings).
+
+Every stage that runs user code takes ``handler=`` (default: raise). A failing sample is passed to the
+handler with its shard URL, key and field attached (see :mod:`~shardstream.pipeline.handlers`).
+
+>>> samples = [{"__key__": "a", "jpg": 1, "cls": 0}, {"__key__": "b", "png": 2, "cls": 1}]
+>>> list(to_tuple("jpg;png", "cls")(samples))
+[(1, 0), (2, 1)]
+>>> list(select(lambda s: s["cls"] > 0)(samples)) == samples[1:]
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from ..errors import SampleFormatError
+from .core import Context, stage
+from .handlers import annotate, reraise_exception
+from .stateful import rsample_cursor, slice_cursor
+
+__all__ = [
+    "decode",
+    "getfirst",
+    "map",
+    "map_dict",
+    "map_tuple",
+    "rsample",
+    "select",
+    "slice",
+    "to_tuple",
+]
+
+Handler = Callable[[BaseException], bool]
+Sample = Any
+_MISSING = object()
+
+
+def _alternatives(fields: str | Sequence[str]) -> list[str]:
+    return fields.split(";") if isinstance(fields, str) else list(fields)
+
+
+def getfirst(sample: dict[str, Any], fields: str | Sequence[str], default: Any = None,
+             missing_is_error: bool = True) -> Any:
+    """The value of the first of ``fields`` (``"jpg;png"`` or a list) present in ``sample``.
+
+    A missing field raises :class:`~shardstream.errors.SampleFormatError` naming the sample, the wanted
+    fields and the fields it has (or returns ``default`` when ``missing_is_error`` is False).
+
+    >>> getfirst({"png": 1}, "jpg;png")
+    1
+    >>> getfirst({"__key__": "k", "txt": 1}, "jpg;png")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.SampleFormatError: sample has no field 'jpg' or 'png'; its fields: 'txt' (...sample 'k')...
+    """
+    wanted = _alternatives(fields)
+    for name in wanted:
+        if name in sample:
+            return sample[name]
+    if not missing_is_error:
+        return default
+    have = [k for k in sample if not (isinstance(k, str) and k.startswith("__"))]
+    listed = ", ".join(repr(k) for k in have) or "none"
+    problem = f"sample has no field {' or '.join(repr(w) for w in wanted)}; its fields: {listed}"
+    if any(isinstance(k, str) and k.endswith("." + w) for k in have for w in wanted):
+        problem += " (the member names have more dots than the key rule expects: try keys='last-dot')"
+    raise SampleFormatError(problem, url=sample.get("__url__"), key=sample.get("__key__"))
+
+
+def _map(source: Iterable[Sample], f: Callable[[Sample], Any], handler: Handler = reraise_exception) -> Iterator[Any]:
+    """Apply ``f`` to each sample. A ``None`` result drops the sample; a dict result keeps the ``__key__``.
+
+    >>> list(map(lambda x: x + 1)([1, 2]))
+    [2, 3]
+    """
+    for sample in source:
+        try:
+            result = f(sample)
+        except Exception as exn:
+            annotate(exn, sample)
+            if handler(exn):
+                continue
+            break
+        if result is None:
+            continue
+        if isinstance(sample, dict) and isinstance(result, dict) and "__key__" in sample:
+            result.setdefault("__key__", sample["__key__"])
+        yield result
+
+
+map = stage(_map, state="pass")
+
+
+def _decode(
+    source: Iterable[Sample],
+    *specs: Any,
+    only: Any = None,
+    partial: bool = False,
+    handler: Handler = reraise_exception,
+    allow_unsafe: bool = False,
+    pre: Sequence[Any] | None = None,
+    post: Sequence[Any] | None = None,
+) -> Iterator[Sample]:
+    """Decode the fields of each sample by extension with :class:`shardstream.codecs.Decoder`.
+
+    ``specs`` are image specs (``"rgb"``, ``"pil"``, ``"torchrgb"``, ``"l"``...) and handlers
+    (``handle_extension(...)``, ``key, value -> decoded or None``); ``pre``/``post`` are handlers tried before
+    / after them. ``only`` limits decoding to some extensions, ``partial`` leaves unknown ones as bytes, and
+    ``allow_unsafe`` permits pickle/torch.load fields.
+
+    >>> out = next(decode()([{"__key__": "k", "txt": b"hi", "cls": b"3"}]))
+    >>> out["txt"], out["cls"]
+    ('hi', 3)
+    """
+    from ..codecs import Decoder
+
+    decoder = Decoder(*(pre or ()), *specs, *(post or ()), only=only, partial=partial, allow_unsafe=allow_unsafe)
+    yield from _map(source, decoder, handler=handler)
+
+
+decode = stage(_decode, state="pass")
+
+
+def _select(source: Iterable[Sample], predicate: Callable[[Sample], bool], handler: Handler = reraise_exception
+            ) -> Iterator[Sample]:
+    """Keep the samples for which ``predicate(sample)`` is true.
+
+    >>> list(select(lambda x: x % 2)(range(5)))
+    [1, 3]
+    """
+    for sample in source:
+        try:
+            keep = predicate(sample)
+        except Exception as exn:
+            annotate(exn, sample)
+            if handler(exn):
+                continue
+            break
+        if keep:
+            yield sample
+
+
+select = stage(_select, state="pass")
+
+
+def _to_tuple(source: Iterable[Sample], *fields: str, handler: Handler = reraise_exception,
+              missing_is_error: bool = True, none_is_error: bool | None = None) -> Iterator[tuple[Any, ...]]:
+    """Turn each sample into a tuple of fields; ``"jpg;png"`` takes the first that is present.
+
+    ``to_tuple("jpg json")`` (one string with spaces) is ``to_tuple("jpg", "json")``. A missing field raises
+    (naming the sample, the field and the fields present) unless ``handler`` skips it or ``missing_is_error``
+    is False (then it is None).
+
+    >>> list(to_tuple("__key__", "txt")([{"__key__": "k", "txt": "hi"}]))
+    [('k', 'hi')]
+    """
+    if len(fields) == 1 and " " in fields[0]:
+        fields = tuple(fields[0].split())
+    none_is_error = missing_is_error if none_is_error is None else none_is_error
+    wanted = [(field, _alternatives(field)) for field in fields]
+    for sample in source:
+        values = []
+        for field, names in wanted:
+            for name in names:
+                if name in sample:
+                    value = sample[name]
+                    break
+            else:
+                value = _MISSING
+            if value is _MISSING or (value is None and none_is_error):
+                try:
+                    if value is _MISSING:
+                        value = getfirst(sample, field, missing_is_error=missing_is_error)
+                    if value is None and none_is_error:
+                        raise SampleFormatError(f"field {field!r} is None", url=sample.get("__url__"),
+                                                key=sample.get("__key__"))
+                except Exception as exn:
+                    annotate(exn, sample, field=field)
+                    if handler(exn):
+                        break
+                    return
+            values.append(value)
+        else:
+            yield tuple(values)
+
+
+to_tuple = stage(_to_tuple, state="pass")
+
+
+def _map_tuple(source: Iterable[Sequence[Any]], *fs: Callable[[Any], Any] | None,
+               handler: Handler = reraise_exception) -> Iterator[tuple[Any, ...]]:
+    """Apply ``fs[i]`` to position ``i`` of each tuple (``None``: leave it).
+
+    >>> list(map_tuple(str, None)([(1, 2)]))
+    [('1', 2)]
+    """
+    for sample in source:
+        items = list(sample)
+        try:
+            for i, f in enumerate(fs[: len(items)]):
+                if f is not None:
+                    items[i] = f(items[i])
+        except Exception as exn:
+            if handler(exn):
+                continue
+            break
+        yield tuple(items)
+
+
+map_tuple = stage(_map_tuple, state="pass")
+
+
+def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
+              **fs: Callable[[Any], Any]) -> Iterator[dict[str, Any]]:
+    """Apply ``fs[field]`` to that field of each sample (fields it lacks are left alone).
+
+    >>> list(map_dict(cls=lambda c: c * 10)([{"cls": 1, "txt": "a"}]))
+    [{'cls': 10, 'txt': 'a'}]
+    """
+    for sample in source:
+        result = dict(sample)
+        field = None
+        try:
+            for field, f in fs.items():
+                if field in result:
+                    result[field] = f(result[field])
+        except Exception as exn:
+            annotate(exn, sample, field=field)
+            if handler(exn):
+                continue
+            break
+        yield result
+
+
+map_dict = stage(_map_dict, state="pass")
+
+
+def _rsample(source: Iterable[Any], p: float = 0.5, *, ctx: Context) -> Iterator[Any]:
+    """Keep each sample with probability ``p`` (reproducible from the pipeline's seed and epoch).
+
+    >>> kept = list(rsample(0.5)(range(1000)))
+    >>> 400 < len(kept) < 600
+    True
+    """
+    rng = ctx.rng("rsample")
+    for sample in source:
+        if rng.random() < p:
+            yield sample
+
+
+rsample = stage(_rsample, context=True, state=rsample_cursor)
+
+
+def _slice(source: Iterable[Any], *args: int | None) -> Iterator[Any]:
+    """``itertools.islice`` as a stage: ``slice(stop)`` or ``slice(start, stop[, step])``.
+
+    >>> list(slice(1, 6, 2)(range(10)))
+    [1, 3, 5]
+    """
+    return itertools.islice(source, *args)
+
+
+slice = stage(_slice, state=slice_cursor)

@@ -1,0 +1,239 @@
+"""From shard URLs to samples: open each shard, read its members, group them into samples.
+
+``tarfile_to_samples()`` is the stage; ``url_opener``, ``tar_file_expander`` and ``group_by_keys`` are
+webdataset's three steps as plain generators, for pipelines written against them.
+
+Errors: a shard that cannot be opened or read (``OpenError``, ``TarFormatError``, a ``pipe:`` command that
+exits non-zero) and an ill-formed sample (``SampleFormatError``) go to ``handler`` with the shard URL (and
+key) attached. The handler skips (True) or stops the whole stream (False), or raises (default).
+
+>>> import io, tarfile
+>>> with tarfile.open("tiny.tar", "w") as tf:
+...     for name, data in [("a.txt", b"x"), ("a.cls", b"1"), ("b.txt", b"y")]:
+...         info = tarfile.TarInfo(name); info.size = len(data); tf.addfile(info, io.BytesIO(data))
+>>> [sorted(s) for s in tarfile_to_samples()([{"url": "tiny.tar"}])]
+[['__key__', '__url__', 'cls', 'txt'], ['__key__', '__url__', 'txt']]
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..errors import ConfigError, SampleFormatError
+from ..io import finish_stream, open_url
+from .core import Context, Stage, stage
+from .cursors import Cursor, require
+from .handlers import annotate, reraise_exception
+
+__all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_samples", "url_opener", "url_of"]
+
+Handler = Callable[[BaseException], bool]
+Member = tuple[str, bytes, int]
+
+
+def url_of(item: Any) -> str:
+    """The URL of a shard-list item: ``{"url": ...}``, a string or a path."""
+    if isinstance(item, dict):
+        return os.fspath(item["url"])
+    return os.fspath(item)
+
+
+def _members(stream: Any, url: str, select_files: Callable[[str], bool] | None,
+             rename_files: Callable[[str], str] | None) -> Iterator[Member]:
+    from ..tar import iter_tar
+
+    if select_files is None and rename_files is None:
+        yield from iter_tar(stream, url)
+        return
+    for name, data, offset in iter_tar(stream, url):
+        if rename_files is not None:
+            name = rename_files(name)
+        if select_files is not None and not select_files(name):
+            continue
+        yield name, data, offset
+
+
+def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception,
+                     select_files: Callable[[str], bool] | None = None,
+                     rename_files: Callable[[str], str] | None = None, keys: Any = None,
+                     opener: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Read each shard of a shard list (``{"url": ...}`` items or URL strings) and yield its samples.
+
+    ``select_files(name) -> bool`` keeps only some members, ``rename_files(name) -> name`` renames them before
+    grouping; ``keys`` is the key rule (``"first-dot"``, ``"last-dot"``, a regex, or a callable
+    ``name -> (key, ext)``, see :class:`shardstream.samples.KeyRule`). ``opener(url) -> binary stream`` opens
+    the shards instead of :func:`shardstream.io.open_url` (e.g. a :class:`shardstream.io.cache.ShardCache`).
+    """
+    from ..samples import KeyRule, group_samples
+
+    rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
+    stopped = False
+
+    def on_sample_error(exn: BaseException) -> bool:
+        nonlocal stopped
+        if handler(exn):
+            return True
+        stopped = True
+        return False
+
+    for item in source:
+        url = url_of(item)
+        stream = None
+        try:
+            stream = (opener or open_url)(url)
+            members = _members(stream, url, select_files, rename_files)
+            yield from group_samples(members, url, rule=rule, handler=on_sample_error)
+            if stopped:
+                return
+            finish_stream(stream)
+        except SampleFormatError:
+            raise  # group_samples already gave it to the handler, which raised it
+        except Exception as exn:
+            annotate(exn, url=url)
+            if not handler(exn):
+                return
+        finally:
+            if stream is not None:
+                stream.close()
+
+
+class ReaderCursor(Cursor):
+    """``tarfile_to_samples`` as a cursor: its position is the shard being read (the shard list's position
+    before it) and the samples yielded from it. Restoring opens that shard again and skips those samples: the
+    only data read twice is the current shard's beginning. Going forward inside the open shard (what a shuffle
+    buffer's restore does) reads on without reopening."""
+
+    def __init__(self, upstream: Cursor, options: dict[str, Any], name: str):
+        self.upstream, self.options, self.name = upstream, options, name
+        self.restorable = upstream.restorable
+        self._samples: Iterator[dict[str, Any]] | None = None
+        self._shard: Any = None  # the shard list's mark before the current shard
+        self._url: str | None = None
+        self._count, self._stopped, self._stop = 0, False, [False]
+
+    def _open(self, item: Any) -> None:
+        handler, stop = self.options.get("handler") or reraise_exception, [False]
+
+        def watched(exn: BaseException) -> bool:
+            keep = handler(exn)
+            stop[0] = stop[0] or not keep
+            return keep
+
+        self._close()
+        self._samples, self._stop, self._url, self._count = (
+            _tarfile_samples([item], **dict(self.options, handler=watched)), stop, url_of(item), 0)
+
+    def _close(self) -> None:
+        if self._samples is not None:
+            self._samples.close()  # type: ignore[attr-defined]
+            self._samples = None
+
+    def __next__(self) -> dict[str, Any]:
+        while not self._stopped:
+            if self._samples is None:
+                mark = self.upstream.mark()
+                item = next(self.upstream)
+                self._open(item)
+                self._shard = mark
+            try:
+                sample = next(self._samples)  # type: ignore[arg-type]
+            except StopIteration:
+                self._samples, self._stopped = None, self._stop[0]
+                continue
+            self._count += 1
+            return sample
+        raise StopIteration
+
+    def mark(self) -> tuple[Any, ...]:
+        if self._samples is None:
+            return (self.upstream.mark(), None, 0, self._stopped)
+        return (self._shard, self._url, self._count, self._stopped)
+
+    def state_at(self, mark: tuple[Any, ...]) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_at(mark[0]), "url": mark[1], "sample": mark[2], "stopped": mark[3]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state_at(self.mark())
+
+    def load_state_dict(self, state: Any) -> None:
+        state = require(state, ("upstream", "url", "sample", "stopped"), f"stage {self.name}")
+        url, count = state["url"], int(state["sample"])
+        same = (url is not None and self._samples is not None and url == self._url and count >= self._count
+                and self.upstream.state_at(self._shard) == state["upstream"])
+        if not same:
+            self._close()
+            self.upstream.load_state_dict(state["upstream"])
+            self._stopped = bool(state["stopped"])
+            if url is None:
+                return
+            self._shard = self.upstream.mark()
+            item = next(self.upstream, None)
+            if item is None or url_of(item) != url:
+                raise ConfigError(f"cannot restore {self.name}: the shard list now gives "
+                                  f"{None if item is None else url_of(item)!r} where the state read {url!r}")
+            self._open(item)
+        while self._count < count:  # the current shard's first samples, read again
+            try:
+                next(self._samples)  # type: ignore[arg-type]
+            except StopIteration:
+                raise ConfigError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
+                                  f"state says {count} were read") from None
+            self._count += 1
+
+
+def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
+    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
+    return ReaderCursor(upstream, dict(bound.arguments), name)
+
+
+reader_cursor.reads_shards = True  # type: ignore[attr-defined]  # the stages before it are replayed
+
+tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=reader_cursor)
+tarfile_samples = _tarfile_samples
+
+
+def url_opener(data: Iterable[Any], handler: Handler = reraise_exception, **kw: Any) -> Iterator[dict[str, Any]]:
+    """webdataset step 1: ``{"url": u}`` -> ``{"url": u, "stream": binary stream}``."""
+    for item in data:
+        sample = dict(item) if isinstance(item, dict) else {"url": url_of(item)}
+        try:
+            sample["stream"] = open_url(sample["url"])
+        except Exception as exn:
+            annotate(exn, url=sample["url"])
+            if handler(exn):
+                continue
+            return
+        yield sample
+
+
+def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
+                      select_files: Callable[[str], bool] | None = None,
+                      rename_files: Callable[[str], str] | None = None, **kw: Any) -> Iterator[dict[str, Any]]:
+    """webdataset step 2: ``{"url", "stream"}`` -> ``{"fname", "data", "__url__"}`` for each member."""
+    for source in data:
+        url, stream = source["url"], source["stream"]
+        try:
+            for name, content, _ in _members(stream, url, select_files, rename_files):
+                yield {"fname": name, "data": content, "__url__": url}
+            finish_stream(stream)
+        except Exception as exn:
+            annotate(exn, url=url)
+            if not handler(exn):
+                return
+        finally:
+            stream.close()
+
+
+def group_by_keys(data: Iterable[dict[str, Any]], keys: Any = None, lcase: bool = True, suffixes: Any = None,
+                  handler: Handler | None = None) -> Iterator[dict[str, Any]]:
+    """webdataset step 3: group ``{"fname", "data", "__url__"}`` members into samples (per shard)."""
+    from ..samples import KeyRule, group_samples
+
+    rule = KeyRule(keys if keys is not None else "first-dot", lowercase=lcase)
+    for url, members in itertools.groupby(data, key=lambda m: m["__url__"]):
+        picked = ((m["fname"], m["data"], 0) for m in members
+                  if suffixes is None or rule.split(m["fname"])[1] in suffixes)
+        yield from group_samples(picked, url, rule=rule, handler=handler)

@@ -1,0 +1,260 @@
+"""TrainingDataset: batches of shuffled samples with exact epochs across ranks, resumable mid-epoch.
+
+A ``TrainingDataset`` is a picklable recipe: the shards and their sample counts, the shuffle, the batch size.
+Each ``iter()`` computes the epoch plan (:mod:`~shardstream.training.plan`: which positions of the epoch order
+this rank serves, batch by batch) and returns a :class:`~shardstream.training.iterators.PlanIterator` that reads
+them. Inside DataLoader workers, worker ``w`` of ``W`` produces the rank's batches ``w, w + W, ...``, which the
+DataLoader returns in order: the rank's sequence of batches does not depend on the number of workers.
+
+Shuffles (``shuffle=``): ``"global"`` (default; a uniform permutation of all samples, read by random access),
+``"window"`` (random access within windows of ``window`` shards), ``"stream"`` (no index: ``window`` shards read
+at once, shuffled in blocks of ``buffer`` samples), ``"none"`` (in order).
+
+Epochs: ``set_epoch(n)`` chooses the epoch; each ``iter()`` of the dataset object itself moves on to the next one.
+Inside a plain ``DataLoader`` the workers get copies, so call ``set_epoch`` every epoch (as with torch's
+``DistributedSampler``), or use :class:`~shardstream.training.TrainingLoader`, which does.
+
+>>> from shardstream.writer import ShardWriter
+>>> with ShardWriter("train-%02d.tar", maxcount=5) as sink:
+...     for i in range(12):
+...         _ = sink.write({"__key__": f"k{i:02d}", "cls": i})
+>>> ds = TrainingDataset("train-{00..02}.tar", batch_size=4, seed=0, decode=True)
+>>> batches = [b["__key__"] for b in ds]
+>>> len(batches), sorted(sum(batches, [])) == [f"k{i:02d}" for i in range(12)]
+(3, True)
+>>> ds.set_epoch(0); it = iter(ds); first = next(it)["__key__"]; state = ds.state_dict()
+>>> fresh = TrainingDataset("train-{00..02}.tar", batch_size=4, seed=0, decode=True)
+>>> fresh.load_state_dict(state)
+>>> [b["__key__"] for b in fresh] == batches[1:]
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..pipeline.batching import default_collation_fn
+from ..pipeline.datapipeline import IterableDatasetBase
+from ..pipeline.placement import Placement
+from .iterators import IndexedReader, PlanIterator, StreamReader
+from .order import SampleOrder, StreamOrder
+from .plan import EpochPlan
+from .sources import resolve
+from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
+
+__all__ = ["TrainingDataset"]
+
+SHUFFLES = ("global", "window", "stream", "none")
+
+
+def _decoder(decode: Any) -> Callable[[dict], Any] | None:
+    if decode is None or decode is False:
+        return None
+    from ..codecs import Decoder
+
+    if decode is True:
+        return Decoder()
+    if isinstance(decode, str):
+        return Decoder(decode)
+    if isinstance(decode, (list, tuple)):
+        return Decoder(*decode)
+    if callable(decode):
+        return decode
+    raise ConfigError(f"decode must be None, True, an image spec, a list of specs, or a callable, not {decode!r}")
+
+
+class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
+    """Shuffled batches of one rank, exact epochs, mid-epoch resume (see the module docstring).
+
+    :param source: shard URLs (a brace pattern or a list), a dataset index ``.json``, or an
+        :class:`~shardstream.indexed.IndexedDataset`
+    :param batch_size: samples per batch (every rank gets the same number of batches)
+    :param seed: with the epoch, determines every order
+    :param shuffle: ``"global"``, ``"window"``, ``"stream"`` or ``"none"``
+    :param window: shards mixed at a time (``"window"``: shards per window; ``"stream"``: shards read at once)
+    :param buffer: ``"stream"``: samples shuffled together (memory: ``buffer`` samples plus ``window`` streams)
+    :param drop_last: False: every sample is served, the first few (< ranks) twice when the count does not divide;
+        True: only full batches, fewer than ``ranks * batch_size`` samples left out (different ones each epoch)
+    :param decode: as ``IndexedDataset(decode=)`` (``True``, ``"rgb"``, a Decoder, a callable)
+    :param map: a callable applied to each sample after decoding
+    :param collate: makes a batch of a list of samples (default: :func:`~shardstream.pipeline.default_collation_fn`;
+        None keeps the list)
+    :param rank, world_size: this process's rank (default: ``torch.distributed``, else ``RANK``/``WORLD_SIZE``)
+    :param lengths: ``"stream"``: samples per shard (a list, or a dict by URL) when known
+    :param cache_dir: remote shards go through this shard cache
+    :param keys: the key rule (see :class:`shardstream.samples.KeyRule`)
+    """
+
+    def __init__(self, source: Any, *, batch_size: int, seed: int | str = 0, shuffle: str = "global",
+                 window: int = 8, buffer: int = 1000, drop_last: bool = False, decode: Any = None,
+                 map: Callable[[Any], Any] | None = None, collate: Callable[[list[Any]], Any] | None = default_collation_fn,
+                 rank: int | None = None, world_size: int | None = None,
+                 lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None):
+        super().__init__()
+        if shuffle not in SHUFFLES:
+            raise ConfigError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if window < 1 or buffer < 1:
+            raise ConfigError(f"window and buffer must be >= 1, got window={window}, buffer={buffer}")
+        if (rank is None) != (world_size is None) or (world_size is not None and not 0 <= rank < world_size):  # type: ignore[operator]
+            raise ConfigError(f"give both rank and world_size, with 0 <= rank < world_size (got {rank}, {world_size})")
+        self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, bool(drop_last)
+        self.window, self.buffer = int(window), int(buffer)
+        self.stream = shuffle == "stream"
+        self._keys, self._collate = keys, collate
+        self._finishers = tuple(f for f in (_decoder(decode), map) if f is not None)
+        opener = None
+        if self.stream and cache_dir is not None:
+            from ..io.cache import cache_opener
+
+            opener = cache_opener(cache_dir)
+        self._opener = opener
+        resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
+        self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
+        self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]
+        self._epoch = 0
+        self._pending: dict[str, Any] | None = None
+        self._live: PlanIterator | None = None
+
+    # -- description ------------------------------------------------------------------------------------------
+    @property
+    def num_samples(self) -> int:
+        """Samples in the dataset (one epoch, before padding or dropping)."""
+        return int(sum(self.lengths))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What a saved state must agree with (see :func:`~shardstream.training.state.fingerprint`)."""
+        return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last,
+                           window=self.window if self.shuffle in ("window", "stream") else None,
+                           buffer=self.buffer if self.stream else None)
+
+    def order(self, epoch: int) -> SampleOrder | StreamOrder:
+        """The epoch order (positions -> samples), independent of ranks and workers."""
+        if self.stream:
+            return StreamOrder(self.lengths, self.seed, int(epoch), True, self.window, self.buffer)
+        return SampleOrder(self.lengths, self.seed, int(epoch), self.shuffle, self.window)
+
+    def rank_and_world(self) -> tuple[int, int]:
+        """This process's ``(rank, world_size)``: given, bound by a loader, or from the runtime."""
+        if self._placement is not None:
+            return self._placement
+        current = Placement.current()
+        return current.rank, current.world_size
+
+    def plan(self, epoch: int | None = None, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
+        """A fresh plan of ``epoch`` (default: the next one) for ``world_size`` ranks."""
+        world = self.rank_and_world()[1] if world_size is None else world_size
+        return EpochPlan(self.num_samples, world, self.batch_size, self.drop_last, num_workers, self.stream)
+
+    # -- epochs and iteration ---------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` serves."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Serve epoch ``epoch`` next. A restored state of that same epoch is kept (the loop
+        ``for e in range(start, n): ds.set_epoch(e)`` resumes where the state says)."""
+        self._epoch = int(epoch)
+        if self._pending is not None and self._pending["epoch"] != self._epoch:
+            self._pending = None
+
+    def _start(self, rank: int, world: int, worker: int, workers: int) -> tuple[int, EpochPlan, int | None]:
+        """The epoch, plan and first batch of an iteration starting now (consumes a restored state)."""
+        epoch, pending = self._epoch, self._pending
+        self._pending = None
+        if pending is not None:
+            return self._restore(pending, rank, worker, workers, world)
+        return epoch, self.plan(epoch, world_size=world, num_workers=workers), None
+
+    def __iter__(self) -> PlanIterator:
+        here = Placement.current()
+        rank, world = self.rank_and_world()
+        epoch, plan, first = self._start(rank, world, here.worker, here.num_workers)
+        self._epoch = epoch + 1
+        self._live = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
+        return self._live
+
+    def __len__(self) -> int:
+        """Batches the next ``iter()`` yields on this rank (all workers together)."""
+        rank, world = self.rank_and_world()
+        if self._pending is not None and "batches" in self._pending:
+            return self._restore(self._pending, rank, 0, 1, world)[1].remaining_batches
+        return self.plan(world_size=world).num_batches
+
+    # -- reading (called by PlanIterator, in the process that reads) ------------------------------------------
+    def _reader(self, epoch: int) -> IndexedReader | StreamReader:
+        order = self.order(epoch)
+        if isinstance(order, StreamOrder):
+            return StreamReader(self._urls, order, rule=self._keys, opener=self._opener)
+        return IndexedReader(self._indexed, order)  # type: ignore[arg-type]
+
+    def _batch(self, samples: list[Any]) -> Any:
+        for finish in self._finishers:
+            samples = [finish(sample) for sample in samples]
+        return samples if self._collate is None else self._collate(samples)
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def _state(self, epoch: int, plan: EpochPlan, next_batch: int, rank: int, worker: int,
+               workers: int) -> dict[str, Any]:
+        state = {"format": FORMAT, "version": VERSION, "config": self.config, "epoch": epoch,
+                 "plan": plan_to_dict(plan)}
+        if workers == 1:
+            state["batches"] = next_batch  # the same on every rank: any rank's state restores all of them
+        else:
+            state.update(rank=rank, worker=worker, num_workers=workers, next=next_batch)
+        return state
+
+    def _fresh_state(self, epoch: int, rank: int, world: int, worker: int = 0, workers: int = 1) -> dict[str, Any]:
+        plan = self.plan(epoch, world_size=world, num_workers=workers)
+        return self._state(epoch, plan, plan.skip + worker, rank, worker, workers)
+
+    def _restore(self, state: Any, rank: int, worker: int, workers: int,
+                 world: int | None = None) -> tuple[int, EpochPlan, int | None]:
+        check_state(state, self.config, "this dataset")
+        epoch = int(state["epoch"])
+        saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
+                               contiguous=self.stream)
+        world = saved.world_size if world is None else world
+        if "batches" in state:  # a rank state: re-plan for the ranks and workers of now
+            plan = saved.resume(int(state["batches"]), world_size=world, batch_size=self.batch_size,
+                                num_workers=workers)
+            return epoch, plan, None
+        saved_at = (state.get("rank"), saved.world_size, state.get("worker"), state.get("num_workers"))
+        if saved_at != (rank, world, worker, workers):
+            raise ConfigError(
+                f"this state was saved by DataLoader worker {saved_at[2]} of {saved_at[3]} on rank {saved_at[0]} of "
+                f"{saved_at[1]}; it restores only there, not in worker {worker} of {workers} on rank {rank} of "
+                f"{world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"
+            )
+        return epoch, saved, int(state["next"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this dataset is: its current iterator's position, a restored state not yet used, or the start
+        of the next epoch. Plain values only (ints, strings, lists, dicts)."""
+        if self._live is not None:
+            return self._live.state_dict()
+        if self._pending is not None:
+            return dict(self._pending)
+        here = Placement.current()
+        rank, world = self.rank_and_world()
+        return self._fresh_state(self._epoch, rank, world, here.worker, here.num_workers)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state`` (checked now: a state from another dataset or
+        configuration raises :class:`~shardstream.errors.ConfigError` naming the difference)."""
+        check_state(state, self.config, "this dataset")
+        self._epoch, self._pending, self._live = int(state["epoch"]), dict(state), None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_live"] = None  # an iterator (open shards) never travels to workers
+        return state
+
+    def __repr__(self) -> str:
+        return (f"TrainingDataset({self.num_samples} samples in {len(self.lengths)} shards, shuffle={self.shuffle!r}, "
+                f"batch_size={self.batch_size}, seed={self.seed!r}, epoch={self._epoch})")

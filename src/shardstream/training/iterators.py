@@ -1,0 +1,182 @@
+"""The cursors of a training epoch: readers of positions, and :class:`PlanIterator`, the stateful batch iterator.
+
+- :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.training.order.SampleOrder`
+  by random access (an :class:`~shardstream.indexed.IndexedDataset`: memory maps of local shards).
+- :class:`StreamReader` reads positions of a :class:`~shardstream.training.order.StreamOrder` front to back:
+  it keeps the ``window`` shards of the current group open, reads one block of ``buffer`` samples at a time and
+  serves it in the block's permuted order. Jumping to a position (a resumed epoch) reopens the current shards
+  and skips their first samples: only those shards' prefixes are read again, never the rest of the epoch.
+- :class:`PlanIterator` produces one worker's batches of an :class:`~shardstream.training.plan.EpochPlan` and
+  says where it is with ``state_dict()`` (torchdata's ``Stateful`` protocol).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, ShardError
+from ..indexed import IndexedDataset
+from .order import SampleOrder, StreamOrder
+from .plan import EpochPlan
+
+__all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
+
+
+class IndexedReader:
+    """Samples at positions of ``order``, read from ``dataset`` by random access."""
+
+    def __init__(self, dataset: IndexedDataset, order: SampleOrder):
+        self.dataset, self.order = dataset, order
+
+    def read(self, positions: np.ndarray) -> list[Any]:
+        dataset = self.dataset
+        return [dataset[i] for i in self.order.ids(positions).tolist()]
+
+    def close(self) -> None:
+        pass
+
+
+class _Open:
+    __slots__ = ("samples", "next")
+
+    def __init__(self, samples: Iterator[dict], position: int = 0):
+        self.samples, self.next = samples, position
+
+
+class StreamReader:
+    """Samples at positions of a :class:`StreamOrder`, read by streaming ``urls`` (see the module docstring)."""
+
+    def __init__(self, urls: tuple[str, ...], order: StreamOrder, *, rule: Any = None,
+                 opener: Callable[[str], Any] | None = None):
+        self.urls, self.order, self.rule, self.opener = urls, order, rule, opener
+        self._open: collections.OrderedDict[int, _Open] = collections.OrderedDict()
+        self._block = -1
+        self._samples: list[Any] = []
+        self._served: np.ndarray = np.zeros(0, dtype=np.int64)
+
+    def read(self, positions: np.ndarray) -> list[Any]:
+        out = []
+        size = self.order.buffer
+        for position in positions.tolist():
+            block, offset = divmod(position, size)
+            if block != self._block:
+                self._load(block)
+            out.append(self._samples[self._served[offset]])
+        return out
+
+    def _load(self, block: int) -> None:
+        self._samples = []  # release the previous block before reading the next one
+        order, samples = self.order, []
+        lo, hi = block * order.buffer, min((block + 1) * order.buffer, order.total)
+        for group, before, labels in order.runs(lo, hi):
+            shards = order.group_shards(group).tolist()
+            counts = before.tolist()
+            for label in labels.tolist():
+                samples.append(self._take(shards[label], counts[label]))
+                counts[label] += 1
+        self._block, self._samples, self._served = block, samples, order.block_order(block)
+
+    def _take(self, shard: int, index: int) -> dict:
+        """Sample ``index`` of ``shard``: read on from the open stream, or reopen it and skip to ``index``."""
+        stream = self._open.get(shard)
+        if stream is None or stream.next > index:
+            if stream is not None:
+                stream.samples.close()  # type: ignore[attr-defined]
+            stream = self._reopen(shard)
+        self._open.move_to_end(shard)
+        try:
+            while stream.next < index:
+                next(stream.samples)
+                stream.next += 1
+            sample = next(stream.samples)
+        except StopIteration:
+            raise ShardError(f"shard {self.urls[shard]!r} ended after {stream.next} samples, but the dataset "
+                             f"says it has {self.order.lengths[shard]}: pass its true sample count in lengths=, "
+                             "or rebuild the dataset index", url=self.urls[shard]) from None
+        stream.next += 1
+        return sample
+
+    def _reopen(self, shard: int) -> _Open:
+        from ..pipeline.tariterators import tarfile_samples
+
+        while len(self._open) > self.order.window:  # the current group's streams stay open
+            _, oldest = self._open.popitem(last=False)
+            oldest.samples.close()  # type: ignore[attr-defined]
+        stream = self._open[shard] = _Open(tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
+        return stream
+
+    def close(self) -> None:
+        for stream in self._open.values():
+            stream.samples.close()  # type: ignore[attr-defined]
+        self._open.clear()
+        self._samples = []
+
+
+class PlanIterator:
+    """Batches of one rank's (and one DataLoader worker's) share of an epoch plan, with ``state_dict()``.
+
+    ``dataset`` is the :class:`~shardstream.training.TrainingDataset` that made it (it reads, decodes, collates
+    and describes its configuration); the iterator produces batches ``next, next + num_workers, ...``.
+    """
+
+    def __init__(self, dataset: Any, epoch: int, plan: EpochPlan, rank: int, worker: int, num_workers: int,
+                 next_batch: int | None = None):
+        self.dataset, self.epoch, self.plan = dataset, epoch, plan
+        self.rank, self.worker, self.num_workers = rank, worker, num_workers
+        self._next = plan.skip + worker if next_batch is None else next_batch
+        self._reader: Any = None
+        self._done = False
+
+    def __iter__(self) -> PlanIterator:
+        return self
+
+    def __next__(self) -> Any:
+        j = self._next
+        if j >= self.plan.num_batches:
+            self._finish()
+            raise StopIteration
+        if self._reader is None:
+            self._reader = self.dataset._reader(self.epoch)
+        samples = self._reader.read(self.plan.positions(self.rank, j))
+        self._next = j + self.num_workers
+        return self.dataset._batch(samples)
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def close(self) -> None:
+        """Release open shards (the iterator can still report its state)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def remaining(self) -> int:
+        """Batches this iterator still produces."""
+        return len(range(self._next, self.plan.num_batches, self.num_workers))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this iterator is: a rank state outside DataLoader workers, a worker state inside them.
+        Once the epoch is over, the start of the next epoch."""
+        if self._done or self._next >= self.plan.num_batches and self.num_workers == 1:
+            return self.dataset._fresh_state(self.epoch + 1, self.rank, self.plan.world_size, self.worker,
+                                             self.num_workers)
+        return self.dataset._state(self.epoch, self.plan, self._next, self.rank, self.worker, self.num_workers)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (before the first batch only: torchdata restores workers that way)."""
+        epoch, plan, next_batch = self.dataset._restore(state, self.rank, self.worker, self.num_workers,
+                                                        self.plan.world_size)
+        if next_batch is None:
+            next_batch = plan.skip + self.worker
+        if self._reader is not None:
+            raise ConfigError("load_state_dict() on an iterator that has started: restore the dataset or loader "
+                              "before iterating")
+        self.epoch, self.plan, self._next, self._done = epoch, plan, next_batch, False

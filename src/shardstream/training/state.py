@@ -1,0 +1,98 @@
+"""Training state dicts: plain Python values (ints, strings, lists), versioned, checked strictly on restore.
+
+A state says *where* an epoch is, never *what* was read: the dataset's configuration fingerprint, the epoch, the
+plan being served (:class:`~shardstream.training.plan.EpochPlan` as a dict) and how many of its batches are
+consumed. Two kinds exist:
+
+- a **rank** state (``"batches"``: batches this rank consumed), saved by
+  :class:`~shardstream.training.TrainingLoader` and by a dataset iterated without DataLoader workers; it can be
+  restored with other numbers of ranks, workers or another batch size (elastic resume);
+- a **worker** state (``"worker"``, ``"num_workers"``, ``"next"``: the next batch this worker produces), saved
+  inside DataLoader workers for torchdata's ``StatefulDataLoader``, which restores each worker's own state.
+
+:func:`check_state` refuses a state from another dataset or configuration with an error naming every difference.
+
+>>> config = {"seed": 1, "shuffle": "global", "samples": 10}
+>>> state = {"format": FORMAT, "version": VERSION, "config": config, "epoch": 0, "plan": {}, "batches": 0}
+>>> check_state(state, dict(config, seed=2), "this loader")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+shardstream.errors.ConfigError: cannot restore this loader: saved state has seed=1, this loader has seed=2...
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from .plan import EpochPlan
+
+__all__ = ["FORMAT", "VERSION", "check_state", "fingerprint", "plan_from_dict", "plan_to_dict"]
+
+FORMAT = "shardstream.training"
+VERSION = 1
+_REQUIRED = ("format", "version", "config", "epoch", "plan")
+
+
+def fingerprint(lengths: Sequence[int], **settings: Any) -> dict[str, Any]:
+    """What a state must agree with to be restored: the settings that shape the epoch order, the sample count and
+    a digest of the shard lengths (a dataset with other shards gives another order).
+
+    >>> fingerprint([3, 4], seed=0)["samples"], len(fingerprint([3, 4], seed=0)["lengths"])
+    (7, 16)
+    """
+    digest = hashlib.blake2b(repr(tuple(int(n) for n in lengths)).encode(), digest_size=8).hexdigest()
+    return {**settings, "samples": int(sum(lengths)), "shards": len(lengths), "lengths": digest}
+
+
+def plan_to_dict(plan: EpochPlan) -> dict[str, Any]:
+    """The plan as plain values (``total`` is implied by the configuration)."""
+    return {
+        "origin": [[lo, hi] for lo, hi in plan.origin],  # type: ignore[union-attr]
+        "world_size": plan.world_size,
+        "batch_size": plan.batch_size,
+        "num_workers": plan.num_workers,
+        "skip": plan.skip,
+    }
+
+
+def plan_from_dict(data: Mapping[str, Any], *, total: int, drop_last: bool, contiguous: bool) -> EpochPlan:
+    """The plan a state describes, for a dataset of ``total`` samples."""
+    missing = [k for k in ("origin", "world_size", "batch_size", "num_workers", "skip") if k not in data]
+    if missing:
+        raise ConfigError(f"cannot restore: the saved plan lacks {', '.join(repr(k) for k in missing)}")
+    return EpochPlan(total=total, world_size=int(data["world_size"]), batch_size=int(data["batch_size"]),
+                     drop_last=drop_last, num_workers=int(data["num_workers"]), contiguous=contiguous,
+                     origin=tuple((int(lo), int(hi)) for lo, hi in data["origin"]), skip=int(data["skip"]))
+
+
+def check_state(state: Any, config: Mapping[str, Any], what: str) -> None:
+    """Raise :class:`~shardstream.errors.ConfigError` unless ``state`` is a training state of this version whose
+    configuration equals ``config``; the message names every missing key and every difference."""
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
+    missing = [key for key in _REQUIRED if key not in state]
+    if missing:
+        raise ConfigError(f"cannot restore {what}: the state lacks {', '.join(repr(k) for k in missing)} "
+                          f"(is it a shardstream training state?)")
+    if state["format"] != FORMAT:
+        raise ConfigError(f"cannot restore {what}: the state's format is {state['format']!r}, not {FORMAT!r}")
+    if state["version"] != VERSION:
+        raise ConfigError(f"cannot restore {what}: the state has version {state['version']}, this shardstream "
+                          f"reads version {VERSION}")
+    saved = state["config"]
+    if not isinstance(saved, Mapping):
+        raise ConfigError(f"cannot restore {what}: the state's 'config' must be a dict")
+    problems = []
+    for key in sorted(set(saved) | set(config)):
+        if key not in saved:
+            problems.append(f"saved state lacks {key!r} (this one has {key}={config[key]!r})")
+        elif key not in config:
+            problems.append(f"saved state has {key}={saved[key]!r}, unknown here")
+        elif saved[key] != config[key]:
+            problems.append(f"saved state has {key}={saved[key]!r}, {what} has {key}={config[key]!r}")
+    if problems:
+        raise ConfigError(f"cannot restore {what}: {'; '.join(problems)}; it was saved with another dataset or "
+                          f"configuration")

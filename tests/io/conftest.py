@@ -1,0 +1,72 @@
+"""Fixtures of the remote-shard tests: shards, and real servers started once per session (see remote_servers)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from remote_servers import CEPH_BINARIES, Nginx, RadosGW, build_shard, free_port, missing, samples_of
+
+SHARDS = 4
+
+
+@pytest.fixture(scope="session")
+def shard_dir(tmp_path_factory) -> str:
+    """A directory with ``data/shard-00000{0..3}.tar`` (also under private/ and basic/ for nginx)."""
+    root = tmp_path_factory.mktemp("shards")
+    for sub in ("data", "private", "basic"):
+        os.makedirs(root / sub)
+        for shard in range(SHARDS):
+            build_shard(str(root / sub / f"shard-{shard:06d}.tar"), shard)
+    os.chmod(root, 0o755)
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def local_shards(shard_dir) -> list[str]:
+    return [os.path.join(shard_dir, "data", f"shard-{i:06d}.tar") for i in range(SHARDS)]
+
+
+@pytest.fixture(scope="session")
+def expected(local_shards) -> list[dict]:
+    return samples_of(local_shards)
+
+
+@pytest.fixture(scope="session")
+def nginx(shard_dir, tmp_path_factory):
+    reason = missing("nginx")
+    if reason:
+        pytest.skip(reason)
+    server = Nginx(shard_dir, str(tmp_path_factory.mktemp("nginx")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def radosgw(tmp_path_factory):
+    """A real S3 service (Ceph RadosGW); ~11 s to start, once per session."""
+    reason = missing(*CEPH_BINARIES)
+    if reason:
+        pytest.skip(reason)
+    server = RadosGW(str(tmp_path_factory.mktemp("rgw")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """A moto S3 server on loopback (a fast mock; never the only S3 of the suite). Yields its endpoint."""
+    moto_server = pytest.importorskip("moto.server")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    """Retries with millisecond backoff and a short timeout, through the environment (as users set them)."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_BACKOFF", "0.001")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_TIMEOUT", "1")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_RETRIES", "6")

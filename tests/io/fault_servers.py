@@ -1,0 +1,254 @@
+"""Servers that misbehave on purpose, on 127.0.0.1, for the fault tests of remote shards.
+
+- :class:`FaultProxy`: a TCP proxy that cuts connections at random byte offsets, resets them, answers 500/503
+  and stalls, with a seeded random plan and a bound on consecutive faults that make no progress.
+- :class:`StubHTTP`: a small Python HTTP server with switchable misbehaviour (no Range support, a changing
+  ETag, short bodies, Content-MD5, wrong Content-Range, delays) and an AIStore gateway/target emulation (no
+  AIStore server can be installed here).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import http.server
+import random
+import socket
+import socketserver
+import struct
+import threading
+import time
+import urllib.parse
+
+LOOPBACK = "127.0.0.1"
+
+
+# -- fault-injecting proxy ---------------------------------------------------------------------------------------
+
+class FaultProxy:
+    """A TCP proxy in front of ``upstream`` that misbehaves on purpose (see the module docstring).
+
+    ``weights`` maps actions to relative probabilities: ``pass``, ``cut`` (relay, then close after a random
+    number of response bytes in ``cut_range``), ``reset`` (RST after the request), ``500``, ``503``, ``stall``
+    (hold the connection ``stall`` seconds, then close). After ``max_unproductive`` faults in a row that deliver
+    no body bytes, the next connection is a long cut, so reads always terminate. ``counts`` tallies actions.
+    """
+
+    def __init__(self, upstream_port: int, *, seed: int = 0, weights: dict[str, float] | None = None,
+                 cut_range: tuple[int, int] = (2000, 200_000), stall: float = 1.5, max_unproductive: int = 2,
+                 max_stalls: int = 2):
+        self.upstream = (LOOPBACK, upstream_port)
+        self.rng = random.Random(seed)
+        self.weights = weights or {"pass": 1, "cut": 6, "reset": 1, "500": 1, "503": 1, "stall": 0.3}
+        self.cut_range, self.stall, self.max_unproductive, self.max_stalls = cut_range, stall, max_unproductive, max_stalls
+        self.counts: dict[str, int] = {}
+        self._unproductive = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._socks: set[socket.socket] = set()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((LOOPBACK, 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self._stopped = threading.Event()
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def url(self, path: str = "") -> str:
+        return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
+
+    @property
+    def faults(self) -> int:
+        return sum(n for action, n in self.counts.items() if action != "pass")
+
+    def _choose(self) -> tuple[str, int, bool]:
+        """``(action, cut offset, reset?)``; a cut ended by RST may lose what the client had not read yet, so
+        only passes and FIN-ended cuts count as progress (forced after ``max_unproductive`` other faults)."""
+        with self._lock:
+            actions = [a for a in self.weights if a != "stall" or self.counts.get("stall", 0) < self.max_stalls]
+            action = self.rng.choices(actions, [self.weights[a] for a in actions])[0]
+            cut, rst = self.rng.randint(*self.cut_range), self.rng.random() < 0.3
+            if action != "pass" and self._unproductive >= self.max_unproductive:
+                action, rst = "cut", False
+            productive = action == "pass" or (action == "cut" and not rst)
+            self._unproductive = 0 if productive else self._unproductive + 1
+            self.counts[action] = self.counts.get(action, 0) + 1
+            return action, cut, rst
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self._serve, args=(client,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, client: socket.socket) -> None:
+        self._socks.add(client)
+        upstream = None
+        try:
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 65536:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                request += chunk
+            action, cut, rst = self._choose()
+            if action in ("500", "503"):
+                reason = "Internal Server Error" if action == "500" else "Service Unavailable"
+                client.sendall(f"HTTP/1.1 {action} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+                return
+            if action == "stall":
+                self._stopped.wait(self.stall)
+                return
+            if action == "reset":
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+            upstream = socket.create_connection(self.upstream)
+            self._socks.add(upstream)
+            upstream.sendall(request)
+            limit = cut if action == "cut" else None
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            sent = 0
+            while limit is None or sent < limit:
+                data = upstream.recv(65536 if limit is None else min(65536, limit - sent))
+                if not data:
+                    break
+                client.sendall(data)
+                sent += len(data)
+            if action == "cut" and rst:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        finally:
+            for s in (client, upstream):
+                if s is not None:
+                    self._socks.discard(s)
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RD)  # wakes the pump thread; with SO_LINGER 0, close sends RST
+                    with contextlib.suppress(OSError):
+                        s.close()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        """Client -> upstream (further requests on a kept-alive connection)."""
+        with contextlib.suppress(OSError):
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (Linux)
+        with contextlib.suppress(OSError):
+            self.listener.close()
+        for s in list(self._socks):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+        self._acceptor.join(5)
+
+
+# -- Python stub server ------------------------------------------------------------------------------------------
+
+class StubHTTP:
+    """A threaded Python HTTP server over ``files`` (path -> bytes) with switchable misbehaviour.
+
+    Flags: ``ranges`` (answer Range requests with 206; False: always 200 with everything), ``etag_changes``
+    (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
+    close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
+    offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer).
+    ``requests`` lists ``(path, range header)``.
+    AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
+    to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
+    """
+
+    def __init__(self, files: dict[str, bytes] | None = None, **flags):
+        self.files = dict(files or {})
+        self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
+                      "status": None, "ais": False, "delay": 0.0, **flags}
+        self.requests: list[tuple[str, str | None]] = []
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):  # noqa: N802
+                stub._handle(self)
+
+        self.server = socketserver.ThreadingTCPServer((LOOPBACK, 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda request, address: None  # resets by the fault proxy are expected
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def url(self, path: str = "") -> str:
+        return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
+
+    def full_gets(self, path: str) -> int:
+        return sum(1 for p, r in self.requests if p == path and r is None)
+
+    def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
+        f = self.flags
+        parts = urllib.parse.urlsplit(h.path)
+        path = urllib.parse.unquote(parts.path).lstrip("/")
+        rng = h.headers.get("Range")
+        self.requests.append((path, rng))
+        if f["status"]:
+            self._reply(h, f["status"], b"", {"Retry-After": "0"})
+            return
+        if f["ais"] and path.startswith("v1/objects/"):
+            provider = urllib.parse.parse_qs(parts.query).get("provider", ["ais"])[0]
+            bucket, _, obj = path[len("v1/objects/"):].partition("/")
+            location = f"/target/{provider}/{bucket}/{urllib.parse.quote(obj)}"
+            self._reply(h, 307, b"", {"Location": location})
+            return
+        key = path[len("target/"):] if f["ais"] and path.startswith("target/") else path
+        data = self.files.get(key)
+        if data is None:
+            self._reply(h, 404, b"not found")
+            return
+        if f["delay"]:
+            time.sleep(f["delay"])
+        first_request = sum(1 for p, _ in self.requests if p == path) == 1
+        etag = '"v1"' if first_request or not f["etag_changes"] else '"v2"'
+        headers = {"ETag": etag, "Accept-Ranges": "bytes" if f["ranges"] else "none"}
+        if f["md5"]:
+            digest = hashlib.md5(data if f["md5"] != "wrong" else data + b"x").digest()
+            headers["Content-MD5"] = base64.b64encode(digest).decode()
+        start = 0
+        if rng and f["ranges"]:
+            start = int(rng.split("=")[1].split("-")[0])
+            shown = start + 7 if f["bad_range_start"] else start
+            headers["Content-Range"] = f"bytes {shown}-{len(data) - 1}/{len(data)}"
+            self._reply(h, 206, data[start:], headers, short=f["short"])
+        else:
+            self._reply(h, 200, data, headers, short=f["short"])
+
+    @staticmethod
+    def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0) -> None:
+        h.send_response(status)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        if short:
+            h.send_header("Connection", "close")
+        h.end_headers()
+        with contextlib.suppress(OSError):
+            h.wfile.write(body[: max(0, len(body) - short)] if short else body)
+        if short:
+            h.close_connection = True
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

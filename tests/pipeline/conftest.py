@@ -1,0 +1,37 @@
+"""Small tar shards for the pipeline tests, written with the stdlib ``tarfile`` (independent of our writer)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+
+def write_tar(path, members):
+    """Write ``[(name, bytes), ...]`` as a plain tar file at ``path``; return its path as a string."""
+    with tarfile.open(path, "w") as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def sample_members(shard: int, count: int):
+    for i in range(count):
+        key = f"s{shard}-{i:03d}"
+        yield f"{key}.txt", f"text {shard} {i}".encode()
+        yield f"{key}.cls", str((shard * count + i) % 10).encode()
+
+
+@pytest.fixture
+def make_shards(tmp_path):
+    """``make_shards(nshards, per_shard) -> [path, ...]``; sample keys are ``s{shard}-{i:03d}``."""
+
+    def make(nshards: int = 4, per_shard: int = 5, prefix: str = "shard"):
+        return [
+            write_tar(tmp_path / f"{prefix}-{n:06d}.tar", list(sample_members(n, per_shard))) for n in range(nshards)
+        ]
+
+    return make
