@@ -14,7 +14,7 @@ import numpy as np
 import PIL.Image
 import pytest
 
-import shardstream.writer as writer_module
+import shardstream.writer.tarwriter as writer_module  # where TarWriter opens its files (_open_file)
 from shardstream.errors import ConfigError, EncodeError, ShardstreamError, WriteError
 from shardstream.tar.writer import RECORDSIZE
 from shardstream.writer import ShardInfo, ShardWriter, TarWriter

@@ -1,0 +1,100 @@
+"""What a writer writes to: compression by name, byte counting, temporary files (internal)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import re
+import warnings
+from typing import Any, BinaryIO, Union
+
+from ..errors import ConfigError, MissingDependencyError
+
+PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+_BYTES = (bytes, bytearray, memoryview)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+# Compression inferred from a path's ending (only when ``compress`` is None).
+_SUFFIXES = {
+    ".gz": "gz", ".tgz": "gz", ".bz2": "bz2", ".tbz": "bz2", ".tbz2": "bz2",
+    ".xz": "xz", ".txz": "xz", ".zst": "zst", ".zstd": "zst", ".tzst": "zst",
+}  # fmt: skip
+_COMPRESSIONS = {"gz": "gz", "gzip": "gz", "bz2": "bz2", "xz": "xz", "zst": "zst", "zstd": "zst"}
+#: Room left for what closing a compressed shard adds (compressed end-of-archive zeros, stream trailer).
+_END_MARGIN = 512
+#: Default levels: gzip 6 (zlib's default: nearly the size of level 9, several times faster), bz2 9, xz 6, zstd 3.
+_LEVELS = {"gz": 6, "bz2": 9, "xz": 6, "zst": 3}
+
+
+def _compression(compress: bool | str | None, path: str | None) -> str | None:
+    """Normalize ``compress`` (None infers from the path's ending, like webdataset infers ``.gz``)."""
+    if compress is None:
+        if path is None:
+            return None
+        lowered = path.lower()
+        return next((kind for suffix, kind in _SUFFIXES.items() if lowered.endswith(suffix)), None)
+    if compress is False or compress == "":
+        return None
+    if compress is True:
+        return "gz"
+    kind = _COMPRESSIONS.get(compress.lower()) if isinstance(compress, str) else None
+    if kind is None:
+        raise ConfigError(f"compress={compress!r} is not one of None, False, True, 'gz', 'bz2', 'xz', 'zst'")
+    return kind
+
+
+class _Counter:
+    """Counts the bytes a compressor writes to the underlying stream (and completes partial raw writes)."""
+
+    def __init__(self, fileobj: Any):
+        self.fileobj, self.count = fileobj, 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            written = self.fileobj.write(view)
+            if written is None:
+                break
+            view = view[written:]
+        self.count += total
+        return total
+
+    def flush(self) -> None:
+        flush = getattr(self.fileobj, "flush", None)
+        if flush is not None:
+            flush()
+
+
+def _compressor(kind: str, sink: _Counter, level: int | None) -> Any:
+    level = _LEVELS[kind] if level is None else level
+    if kind == "gz":  # mtime 0 and no file name: the gzip header is the same on every run
+        return gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=level, mtime=0)  # type: ignore
+    if kind == "bz2":
+        return bz2.BZ2File(sink, "wb", compresslevel=level)  # type: ignore[arg-type]
+    if kind == "xz":
+        return lzma.LZMAFile(sink, "wb", preset=level)  # type: ignore[arg-type]
+    try:
+        import zstandard
+    except ImportError:
+        raise MissingDependencyError("writing .tar.zst", "zstd", "zstandard") from None
+    return zstandard.ZstdCompressor(level=level).stream_writer(sink, closefd=False)
+
+
+def _open_file(fd: int) -> Any:
+    """The file a path TarWriter writes to: unbuffered, since TarStreamWriter buffers (no second copy)."""
+    return os.fdopen(fd, "wb", buffering=0)
+
+
+def _cleanup(raw: Any, tmp: str) -> None:
+    """Finalizer of a path TarWriter that was never closed: drop its temporary file."""
+    try:
+        raw.close()
+    except OSError:
+        pass
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    warnings.warn(f"TarWriter for {tmp!r} was never closed; its temporary file was removed", ResourceWarning, 2)
