@@ -16,7 +16,6 @@ from shardstream.pipeline import (
     detshuffle,
     listed,
     map,
-    rename,
     repeat,
     rsample,
     select,
@@ -105,15 +104,21 @@ def test_training_loader_with_workers(urls, shuffle_mode):
     assert_checkpoint_conformance(make, points=[0, 3, 8])
 
 
-@pytest.mark.parametrize("what", ["training", "webdataset"])
-def test_torchdata_stateful_dataloader_with_workers(urls, what):
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("what", ["training", "stream", "webdataset"])
+def test_torchdata_stateful_dataloader(urls, what, workers):
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
     def make():
-        dataset = TrainingDataset(urls, batch_size=4, decode=True) if what == "training" else webdataset(urls)
-        return stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=2)
+        if what == "webdataset":
+            dataset = webdataset(urls)
+        else:
+            dataset = TrainingDataset(urls, batch_size=4, decode=True, shuffle="global" if what == "training" else what)
+        return stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=workers)
 
-    assert_checkpoint_conformance(make, points=[0, 2, 7], epochs=1)
+    # without workers the dataset object itself moves on to the next epoch, so later epochs are compared too;
+    # with workers they get copies (call set_epoch, as with any DataLoader)
+    assert_checkpoint_conformance(make, points=[0, 2, 7, 8] if workers == 0 else [0, 2, 7], epochs=2 - bool(workers))
 
 
 def test_webloader_resumes_with_stateful_workers_or_none(urls):

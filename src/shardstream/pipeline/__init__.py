@@ -28,12 +28,12 @@ from .split import as_splitter, check_empty, single_node_only, split_by_node, sp
 from .tariterators import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
 
 __all__ = [
-    "REGISTRY",
     "Context",
     "DataPipeline",
     "FluidInterface",
     "IterableDatasetBase",
     "Placement",
+    "REGISTRY",
     "ResampledShards",
     "SimpleShardList",
     "Source",

@@ -7,7 +7,7 @@ worker, say), with a :class:`~shardstream.pipeline.core.Context` that gives ever
 callable can be a stage. With torch installed it is a ``torch.utils.data.IterableDataset``.
 
 Epochs: ``set_epoch(n)`` makes the next iteration epoch ``n``; without it, each iteration of the same object
-uses the next epoch (0, 1, 2...). In a DataLoader worker, where the object is a fresh copy every pass, an
+uses the next epoch (0, 1, 2...; an iteration counts once its iterator yields an item). In a DataLoader worker, where the object is a fresh copy every pass, an
 epoch that was never set is combined with the seed the DataLoader draws for each pass, so orders still change
 between epochs (call ``set_epoch`` every epoch to make them reproducible from the epoch number alone, and
 always in multi-rank training).
@@ -169,7 +169,7 @@ class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,va
             iterator.load_state_dict(pending)
         else:
             iterator._cursors()  # errors in the pipeline's description show up here, as with generators
-        self._epoch = iterator.ctx.epoch + 1
+        self._epoch = iterator.ctx.epoch  # the next epoch once it starts (an unused iterator changes nothing)
         self._live, self._live_serial, self._dropped = weakref.ref(iterator), iterator.serial, None
         return iterator
 

@@ -7,6 +7,9 @@ new *cycle* with fresh shuffles. A repetition that yields nothing ends the strea
 ``with_epoch(n)`` makes one iteration exactly ``n`` items (repeating the data as needed); inside DataLoader
 workers that is ``n`` per worker, as in webdataset. ``with_length(n)`` only declares ``len()``.
 
+In a resumable iteration (:mod:`~shardstream.pipeline.cursors`) ``repeat`` and ``with_epoch`` save the pass
+number, the items so far and the position inside the current pass.
+
 >>> from shardstream.pipeline.datapipeline import DataPipeline
 >>> list(DataPipeline(range(3)).with_epoch(7))
 [0, 1, 2, 0, 1, 2, 0]
@@ -31,6 +34,8 @@ __all__ = ["repeat", "with_epoch", "with_length"]
 
 
 class _Repeat(Counted):
+    """``repeat``/``with_epoch`` as a cursor: each pass is ``restart(cycle)``, a fresh cursor of the stages before."""
+
     fields = ("cycle", "total", "produced", "stopped")
 
     def __init__(self, restart: Restart, passes: int, limit: int | None, name: str):
@@ -78,6 +83,7 @@ class _Repeat(Counted):
 
 
 def repeat_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``repeat`` and ``with_epoch`` (same items as :func:`_repeat`)."""
     a = stage_arguments(stage)
     if restart is None:  # pragma: no cover - restarting stages always get one
         raise ConfigError(f"{name} needs to restart its input")

@@ -107,7 +107,7 @@ class PipelineIterator(Cursor):
         self.pipeline, self.ctx, self.last_split = pipeline, ctx, last_split
         self.serial = next(_SERIAL)
         self._chain: Cursor | None = None
-        self._done = False
+        self._done = self._started = False
 
     def _cursors(self) -> Cursor:
         if self._chain is None:
@@ -115,6 +115,10 @@ class PipelineIterator(Cursor):
         return self._chain
 
     def __next__(self) -> Any:
+        if not self._started:  # the pipeline moves on to the next epoch once this one is being served
+            self._started = True
+            if self.pipeline._epoch == self.ctx.epoch:
+                self.pipeline._epoch = self.ctx.epoch + 1
         chain = self._chain
         if chain is None:
             if self._done:

@@ -6,7 +6,8 @@ them would receive nothing (fewer shards than ranks x workers), :class:`~shardst
 says so and names the fixes, instead of that worker silently yielding nothing (or a collective hanging).
 
 Use them as stages: ``DataPipeline(SimpleShardList(urls), split_by_node, split_by_worker, ...)`` (they are
-ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., workersplitter=...)``.
+ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., workersplitter=...)``. In a
+resumable iteration, splitters of the shard list are replayed, and splitters of samples save their counters.
 
 >>> from shardstream.pipeline.core import Context
 >>> from shardstream.pipeline.placement import Placement
@@ -95,6 +96,8 @@ def _check_empty(source: Iterable[Any]) -> Iterator[Any]:
 
 
 class _Split(Counted):
+    """A splitter (or ``check_empty``) over samples, as a cursor: its counters join its input's position."""
+
     fields = ("total", "mine")
 
     def __init__(self, upstream: Cursor, index: int, count: int, on_empty: Callable[[int], Any], name: str):

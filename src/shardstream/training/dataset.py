@@ -10,7 +10,8 @@ Shuffles (``shuffle=``): ``"global"`` (default; a uniform permutation of all sam
 ``"window"`` (random access within windows of ``window`` shards), ``"stream"`` (no index: ``window`` shards read
 at once, shuffled in blocks of ``buffer`` samples), ``"none"`` (in order).
 
-Epochs: ``set_epoch(n)`` chooses the epoch; each ``iter()`` of the dataset object itself moves on to the next one.
+Epochs: ``set_epoch(n)`` chooses the epoch; each iteration of the dataset object itself moves on to the next one
+(when its iterator yields its first batch: an iterator made and never used changes nothing).
 Inside a plain ``DataLoader`` the workers get copies, so call ``set_epoch`` every epoch (as with torch's
 ``DistributedSampler``), or use :class:`~shardstream.training.TrainingLoader`, which does.
 
@@ -145,8 +146,9 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         current = Placement.current()
         return current.rank, current.world_size
 
-    def plan(self, epoch: int | None = None, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
-        """A fresh plan of ``epoch`` (default: the next one) for ``world_size`` ranks."""
+    def plan(self, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
+        """A fresh epoch's plan for ``world_size`` ranks (default: this process's) and ``num_workers`` workers
+        (the same for every epoch: the epoch only changes the order, see :meth:`order`)."""
         world = self.rank_and_world()[1] if world_size is None else world_size
         return EpochPlan(self.num_samples, world, self.batch_size, self.drop_last, num_workers, self.stream)
 
@@ -169,13 +171,13 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         self._pending = None
         if pending is not None:
             return self._restore(pending, rank, worker, workers, world)
-        return epoch, self.plan(epoch, world_size=world, num_workers=workers), None
+        return epoch, self.plan(world_size=world, num_workers=workers), None
 
     def __iter__(self) -> PlanIterator:
         here = Placement.current()
         rank, world = self.rank_and_world()
         epoch, plan, first = self._start(rank, world, here.worker, here.num_workers)
-        self._epoch = epoch + 1
+        self._epoch = epoch  # the next epoch once this iterator starts (an unused iterator changes nothing)
         self._live = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
         return self._live
 
@@ -210,7 +212,7 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         return state
 
     def _fresh_state(self, epoch: int, rank: int, world: int, worker: int = 0, workers: int = 1) -> dict[str, Any]:
-        plan = self.plan(epoch, world_size=world, num_workers=workers)
+        plan = self.plan(world_size=world, num_workers=workers)
         return self._state(epoch, plan, plan.skip + worker, rank, worker, workers)
 
     def _restore(self, state: Any, rank: int, worker: int, workers: int,
@@ -235,7 +237,10 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
 
     def state_dict(self) -> dict[str, Any]:
         """Where this dataset is: its current iterator's position, a restored state not yet used, or the start
-        of the next epoch. Plain values only (ints, strings, lists, dicts)."""
+        of the next epoch. Plain values only (ints, strings, lists, dicts).
+
+        Under a DataLoader with workers the iterators live in the workers: take the state from the loader
+        (:class:`~shardstream.training.TrainingLoader`, or torchdata's ``StatefulDataLoader``)."""
         if self._live is not None:
             return self._live.state_dict()
         if self._pending is not None:

@@ -129,12 +129,16 @@ class PlanIterator:
         self.rank, self.worker, self.num_workers = rank, worker, num_workers
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
-        self._done = False
+        self._done = self._started = False
 
     def __iter__(self) -> PlanIterator:
         return self
 
     def __next__(self) -> Any:
+        if not self._started:  # the dataset moves on to the next epoch once this one is being served
+            self._started = True
+            if self.dataset._epoch == self.epoch:
+                self.dataset._epoch = self.epoch + 1
         j = self._next
         if j >= self.plan.num_batches:
             self._finish()

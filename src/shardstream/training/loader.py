@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
-from ..pipeline.placement import Placement
 from .dataset import TrainingDataset
 from .plan import EpochPlan
 
@@ -116,16 +115,16 @@ class TrainingLoader:
     def _rank_and_world(self) -> tuple[int, int]:
         return self.dataset.rank_and_world()
 
-    def _plan(self, epoch: int, pending: dict[str, Any] | None) -> EpochPlan:
+    def _plan(self, pending: dict[str, Any] | None) -> EpochPlan:
         rank, world = self._rank_and_world()
         workers = max(1, self.num_workers)
         if pending is not None:
             return self.dataset._restore(pending, rank, 0, workers, world)[1]
-        return self.dataset.plan(epoch, world_size=world, num_workers=workers)
+        return self.dataset.plan(world_size=world, num_workers=workers)
 
     def __iter__(self) -> _Pass:
         epoch, pending = self._epoch, self._pending
-        plan = self._plan(epoch, pending)
+        plan = self._plan(pending)
         dataset = self.dataset
         bound, dataset._placement = dataset._placement, self._rank_and_world()  # workers may not see the ranks
         try:
@@ -152,7 +151,7 @@ class TrainingLoader:
 
     def __len__(self) -> int:
         """Batches the next ``iter()`` yields."""
-        return self._plan(self._epoch, self._pending).remaining_batches
+        return self._plan(self._pending).remaining_batches
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: the current pass's consumed batches, a restored state not yet used, or the start
