@@ -7,6 +7,7 @@ Data goes to ``bench-data/`` at the repository root (git-ignored) and is reused 
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import pathlib
 import random
@@ -93,3 +94,29 @@ def table(title: str, rows: list[tuple[str, float, str]], baseline: str) -> str:
         ratio = f"{rate / base:.2f}x" if base else "-"
         lines.append(f"{name:{width}}  {rate:>10,.0f} {unit:<3}  {ratio:>14}")
     return "\n".join(lines)
+
+
+def jpeg_shards(n_samples: int = 2000, per_shard: int = 500, size: tuple[int, int] = (500, 375)) -> list[str]:
+    """``n_samples`` photo-like JPEGs (``size``, quality 90, ~ImageNet's average) with a ``.cls``, written once."""
+    import numpy as np
+    from PIL import Image
+
+    from shardstream.writer import ShardWriter
+
+    folder = DATA / f"jpeg-{n_samples}-{size[0]}x{size[1]}"
+    done = folder / "DONE"
+    if not done.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        w, h = size
+        y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+        rng = np.random.default_rng(0)
+        with ShardWriter(str(folder / "jpeg-%06d.tar"), maxcount=per_shard) as sink:
+            for i in range(n_samples):
+                a, b, c = rng.uniform(10, 80, 3)
+                rgb = np.stack([128 + 100 * np.sin(x / a + i), 128 + 100 * np.cos(y / b), 255 * (x + y) / (w + h)], -1)
+                rgb += rng.normal(0, 12, rgb.shape)  # texture, so the JPEG is photo-sized
+                buf = io.BytesIO()
+                Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+                sink.write({"__key__": f"j{i:06d}", "jpg": buf.getvalue(), "cls": str(i % 1000)})
+        done.write_text("ok")
+    return sorted(str(p) for p in folder.glob("jpeg-*.tar"))

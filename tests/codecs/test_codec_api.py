@@ -15,6 +15,7 @@ EXPECTED = [
     "ImageHandler",
     "decode_field",
     "decode_image",
+    "decode_resized",
     "encode_field",
     "encode_image",
     "encode_sample",

@@ -74,14 +74,14 @@ def test_file_not_at_position_zero(archive):
 def test_the_one_copy_path_is_taken_for_plain_files(archive, monkeypatch):
     path, members = archive
     calls = []
-    original = tar_reader._Buffer.take_direct
+    original = tar_reader.StreamBuffer.take_direct
 
     def spy(self, *args):
         result = original(self, *args)
         calls.append(result is not None)
         return result
 
-    monkeypatch.setattr(tar_reader._Buffer, "take_direct", spy)
+    monkeypatch.setattr(tar_reader.StreamBuffer, "take_direct", spy)
     for buffering in (-1, 0):
         calls.clear()
         with open(path, "rb", buffering=buffering) as f:

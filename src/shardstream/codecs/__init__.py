@@ -43,7 +43,15 @@ from .decoder import (
     torch_video,
 )
 from .encoder import encode_field, encode_sample
-from .images import IMAGE_EXTENSIONS, IMAGE_SPECS, ImageHandler, decode_image, encode_image, imagehandler
+from .images import (
+    IMAGE_EXTENSIONS,
+    IMAGE_SPECS,
+    ImageHandler,
+    decode_image,
+    decode_resized,
+    encode_image,
+    imagehandler,
+)
 from .table import CODECS, Codec, get_codec
 
 __all__ = [
@@ -57,6 +65,7 @@ __all__ = [
     "ImageHandler",
     "decode_field",
     "decode_image",
+    "decode_resized",
     "encode_field",
     "encode_image",
     "encode_sample",

@@ -43,6 +43,7 @@ __all__ = [
     "IMAGE_SPECS",
     "ImageHandler",
     "decode_image",
+    "decode_resized",
     "encode_image",
     "image_loads",
     "imagehandler",
@@ -157,6 +158,41 @@ def decode_image(data: bytes, spec: str = "rgb") -> Any:
     elif not result.flags.writeable:
         result = result.copy()
     return torch.from_numpy(result)
+
+
+def decode_resized(data: bytes, size: int, *, draft: bool = False) -> np.ndarray:
+    """Image bytes -> a ``size`` x ``size`` RGB ``uint8`` array (HWC): the centred square crop of the image (the
+    side of its shorter edge), resized with Pillow's bilinear filter (antialiased when shrinking).
+
+    Pillow releases the GIL while it decodes and resizes, so ``parallel_map`` threads run this on every core.
+    ``draft=True`` lets a JPEG decode at a reduced scale (1/2, 1/4 or 1/8, chosen so that the crop keeps at least
+    ``size`` pixels; ``PIL.Image.draft``): several times less work for large photos, but not the same pixels.
+    The DCT scaling averages blocks where the exact path decodes every pixel, so values differ by a few levels
+    (tests bound the mean absolute difference by 2 of 255 on natural-looking images; edges differ most). Other
+    formats, and JPEGs already close to ``size``, decode exactly either way.
+
+    >>> jpg = encode_image(np.full((300, 400, 3), 200, dtype=np.uint8), "jpg")
+    >>> decode_resized(jpg, 224).shape, decode_resized(jpg, 224, draft=True).shape
+    ((224, 224, 3), (224, 224, 3))
+    """
+    import PIL.Image
+
+    if not isinstance(size, int) or size < 1:
+        raise ConfigError(f"size must be a positive number of pixels, got {size!r}")
+    with PIL.Image.open(io.BytesIO(data)) as img:
+        width, height = img.size
+        short = min(width, height)
+        if draft and img.format == "JPEG" and short >= 2 * size:
+            # the largest reduction that keeps the shorter side >= size (draft never goes below the request)
+            img.draft("RGB", (-(-width * size // short), -(-height * size // short)))
+        scale = img.size[0] / width  # 1 without draft
+        img.load()
+        if img.mode != "RGB":
+            img = img.convert("RGB")
+        side = short * scale
+        left, top = (img.size[0] - side) / 2, (img.size[1] - side) / 2
+        out = img.resize((size, size), PIL.Image.Resampling.BILINEAR, box=(left, top, left + side, top + side))
+        return np.asarray(out)
 
 
 def _to_pil(value: Any):

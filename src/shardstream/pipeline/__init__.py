@@ -21,6 +21,7 @@ from .epochs import repeat, with_epoch, with_length
 from .fields import extract_keys, rename, rename_keys
 from .filters import decode, getfirst, map, map_dict, map_tuple, rsample, select, slice, to_tuple
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .parallel import parallel_map, tarfile_to_columns
 from .placement import Placement
 from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
 from .shuffle import detshuffle, shuffle
@@ -57,6 +58,7 @@ __all__ = [
     "map",
     "map_dict",
     "map_tuple",
+    "parallel_map",
     "pipelinefilter",
     "rename",
     "rename_keys",
@@ -72,6 +74,7 @@ __all__ = [
     "stage",
     "tar_file_expander",
     "tarfile_samples",
+    "tarfile_to_columns",
     "tarfile_to_samples",
     "to_tuple",
     "unbatched",

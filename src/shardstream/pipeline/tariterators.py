@@ -67,7 +67,7 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     ``name -> (key, ext)``, see :class:`shardstream.samples.KeyRule`). ``opener(url) -> binary stream`` opens
     the shards instead of :func:`shardstream.io.open_url` (e.g. a :class:`shardstream.io.cache.ShardCache`).
     """
-    from ..samples import KeyRule, group_samples
+    from ..samples import KeyRule, group_samples, iter_samples
 
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     stopped = False
@@ -84,8 +84,11 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
         stream = None
         try:
             stream = (opener or open_url)(url)
-            members = _members(stream, url, select_files, rename_files)
-            yield from group_samples(members, url, rule=rule, handler=on_sample_error)
+            if select_files is None and rename_files is None:  # the C walk + grouping, when built
+                yield from iter_samples(stream, url, rule=rule, handler=on_sample_error)
+            else:
+                members = _members(stream, url, select_files, rename_files)
+                yield from group_samples(members, url, rule=rule, handler=on_sample_error)
             if stopped:
                 return
             finish_stream(stream)
@@ -230,7 +233,7 @@ def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise
 def group_by_keys(data: Iterable[dict[str, Any]], keys: Any = None, lcase: bool = True, suffixes: Any = None,
                   handler: Handler | None = None) -> Iterator[dict[str, Any]]:
     """webdataset step 3: group ``{"fname", "data", "__url__"}`` members into samples (per shard)."""
-    from ..samples import KeyRule, group_samples
+    from ..samples import KeyRule, group_samples, iter_samples
 
     rule = KeyRule(keys if keys is not None else "first-dot", lowercase=lcase)
     for url, members in itertools.groupby(data, key=lambda m: m["__url__"]):

@@ -53,22 +53,28 @@ static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
     return 0;
 }
 
-/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces). */
+/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces).
+ * Two plain loops around the field (no branch inside) so that the compiler vectorizes them. */
 static int checksum_ok(const unsigned char *h)
 {
     uint64_t stored;
-    int64_t unsigned_sum = 8 * ' ', signed_sum = 8 * ' ';
+    uint32_t unsigned_sum = 8 * ' ';
+    int32_t signed_sum = 8 * ' ';
     int i;
 
     if (parse_octal(h + 148, 8, &stored) < 0)
         return 0;
-    for (i = 0; i < BLOCK; i++) {
-        if (i == 148)
-            i = 156;
+    for (i = 0; i < 148; i++)
         unsigned_sum += h[i];
+    for (i = 156; i < BLOCK; i++)
+        unsigned_sum += h[i];
+    if (stored == unsigned_sum)
+        return 1;
+    for (i = 0; i < 148; i++)
         signed_sum += (signed char)h[i];
-    }
-    return (int64_t)stored == unsigned_sum || (int64_t)stored == signed_sum;
+    for (i = 156; i < BLOCK; i++)
+        signed_sum += (signed char)h[i];
+    return (int64_t)stored == (int64_t)signed_sum;
 }
 
 static int is_zero_block(const unsigned char *h)
@@ -170,53 +176,52 @@ static int emit(PyObject *members, const unsigned char *buf, span name, Py_ssize
     return 0;
 }
 
-static PyObject *scan(PyObject *self, PyObject *args)
+/* One member as the walk found it: a regular file (name, data position and size), or a no-data type. */
+typedef struct {
+    span name;
+    Py_ssize_t data_pos;
+    uint64_t size;
+    Py_ssize_t next; /* the position after the member (its padded data included) */
+} member;
+
+enum { M_FILE, M_NODATA, M_NEED, M_OTHER };
+
+/* Read the member that starts at ``pos`` (its extended headers first) in buf[0:end].
+ * M_FILE / M_NODATA: *m describes it (name may point into ``joined``). M_NEED: the buffer ends before the
+ * member does; *need is the number of bytes from ``pos`` known to be needed so far. M_OTHER: a header this
+ * walk leaves to Python (see the top of the file). The walk never consumes anything when it stops. */
+static int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char joined[256], member *m,
+                       Py_ssize_t *need)
 {
-    Py_buffer view;
-    Py_ssize_t pos, start, end;
-    long long base;
-    int headers_only = 0;
-    const unsigned char *buf;
-    PyObject *members;
-    /* extended-header state of the member being read, reset at each member start */
+    const Py_ssize_t start = pos;
     span longname = {NULL, 0}, pax_path = {NULL, 0};
     int has_pax_size = 0;
     uint64_t pax_size = 0;
-    char joined[256]; /* ustar prefix "/" name: at most 155 + 1 + 100 bytes */
 
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nL|p", &view, &pos, &base, &headers_only))
-        return NULL;
-    buf = view.buf;
-    end = view.len;
-    if (pos < 0 || pos > end) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan: position outside the buffer");
-        return NULL;
-    }
-    members = PyList_New(0);
-    if (members == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    start = pos; /* the first header of the current member (its extended headers included) */
-    while (end - pos >= BLOCK) {
+    for (;;) {
         const unsigned char *h = buf + pos;
         uint64_t size, padded;
-        unsigned char type = h[156];
+        unsigned char type;
         span name;
 
+        if (end - pos < BLOCK) {
+            *need = pos - start + BLOCK;
+            return M_NEED;
+        }
+        type = h[156];
         if (is_zero_block(h) || !checksum_ok(h) || parse_octal(h + 124, 12, &size) < 0)
-            break;
+            return M_OTHER;
         padded = (size + BLOCK - 1) & ~(uint64_t)(BLOCK - 1);
         if (type == 'L' || type == 'K' || type == 'x') {
-            if (padded > (uint64_t)(end - pos - BLOCK))
-                break;
+            if (padded > (uint64_t)(end - pos - BLOCK)) {
+                *need = padded > (uint64_t)PY_SSIZE_T_MAX / 2 ? PY_SSIZE_T_MAX : pos - start + BLOCK + (Py_ssize_t)padded;
+                return M_NEED;
+            }
             if (type == 'L') {
                 longname.data = h + BLOCK;
                 longname.len = (Py_ssize_t)field_len(h + BLOCK, (size_t)size);
             } else if (type == 'x' && parse_pax(h + BLOCK, (Py_ssize_t)size, &pax_path, &has_pax_size, &pax_size) < 0) {
-                break;
+                return M_OTHER;
             }
             pos += BLOCK + (Py_ssize_t)padded;
             continue;
@@ -244,25 +249,367 @@ static PyObject *scan(PyObject *self, PyObject *args)
             padded = (size + BLOCK - 1) & ~(uint64_t)(BLOCK - 1);
         }
         if (type == '0' || type == 0 || type == '7') {
-            if (padded > (uint64_t)(end - pos - BLOCK))
-                break;
-            if (emit(members, buf, name, pos + BLOCK, size, base, headers_only) < 0) {
+            if (padded > (uint64_t)(end - pos - BLOCK)) {
+                *need = padded > (uint64_t)PY_SSIZE_T_MAX / 2 ? PY_SSIZE_T_MAX : pos - start + BLOCK + (Py_ssize_t)padded;
+                return M_NEED;
+            }
+            m->name = name;
+            m->data_pos = pos + BLOCK;
+            m->size = size;
+            m->next = pos + BLOCK + (Py_ssize_t)padded;
+            return M_FILE;
+        }
+        if (type >= '1' && type <= '6') {
+            m->next = pos + BLOCK; /* no data blocks follow links, devices, directories, fifos */
+            return M_NODATA;
+        }
+        return M_OTHER; /* 'g', sparse, vendor and unknown types: the Python walk decides */
+    }
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, need;
+    long long base;
+    int headers_only = 0;
+    PyObject *members;
+    char joined[256]; /* ustar prefix "/" name: at most 155 + 1 + 100 bytes */
+    member m;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nL|p", &view, &pos, &base, &headers_only))
+        return NULL;
+    if (pos < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: position outside the buffer");
+        return NULL;
+    }
+    members = PyList_New(0);
+    if (members == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    for (;;) {
+        int kind = next_member(view.buf, view.len, pos, joined, &m, &need);
+        if (kind == M_FILE) {
+            if (emit(members, view.buf, m.name, m.data_pos, m.size, base, headers_only) < 0) {
                 Py_DECREF(members);
                 PyBuffer_Release(&view);
                 return NULL;
             }
-            pos += BLOCK + (Py_ssize_t)padded;
-        } else if (type >= '1' && type <= '6') {
-            pos += BLOCK; /* no data blocks follow links, devices, directories, fifos */
-        } else {
-            break; /* 'g', sparse, vendor and unknown types: the Python walk decides */
+        } else if (kind != M_NODATA) {
+            break;
         }
-        start = pos;
-        longname.len = pax_path.len = 0;
-        has_pax_size = 0;
+        pos = m.next;
     }
     PyBuffer_Release(&view);
-    return Py_BuildValue("(Nn)", members, start);
+    return Py_BuildValue("(Nn)", members, pos);
+}
+
+/* ---- grouping members into samples with the default key rule (samples.py is its definition) ----
+ *
+ * The rule, for a name made of ASCII characters: the key is the name up to the first '.' after the last '/',
+ * the extension is the rest, ASCII lower-cased (= str.lower() on ASCII). Names with other bytes go through the
+ * Python splitter the caller passes (DEFAULT_RULE.split), so the rule has one definition for them too.
+ *
+ * Only the clean transitions of samples.group_samples are made here: a new field of the current sample, or a
+ * new sample whose key was not seen before. Anything else (no extension, an empty one, one starting with "__",
+ * a repeated extension, a key seen before) stops the walk before that member, and Python's grouping goes on
+ * from the same state (seen keys, current sample, current key): every error decision is Python's. */
+
+#define EXT_CACHE 8
+
+typedef struct {
+    PyObject *strs[EXT_CACHE]; /* recent extension strings (owned), compared by their ASCII bytes */
+    int n, next;
+} ext_cache;
+
+static PyObject *cached_ext(ext_cache *c, const unsigned char *ext, Py_ssize_t len)
+{
+    unsigned char lower[256];
+    PyObject *s;
+    Py_ssize_t i;
+    int k;
+
+    if (len > (Py_ssize_t)sizeof lower) {
+        s = PyUnicode_New(len, 127);
+        if (s == NULL)
+            return NULL;
+        for (i = 0; i < len; i++)
+            PyUnicode_1BYTE_DATA(s)[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? ext[i] + 32 : ext[i];
+        return s; /* new reference */
+    }
+    for (i = 0; i < len; i++)
+        lower[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? ext[i] + 32 : ext[i];
+    for (k = 0; k < c->n; k++) {
+        s = c->strs[k];
+        if (PyUnicode_GET_LENGTH(s) == len && memcmp(PyUnicode_1BYTE_DATA(s), lower, (size_t)len) == 0) {
+            Py_INCREF(s);
+            return s;
+        }
+    }
+    s = PyUnicode_New(len, 127);
+    if (s == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(s), lower, (size_t)len);
+    if (c->n < EXT_CACHE) {
+        c->strs[c->n++] = s;
+    } else {
+        Py_DECREF(c->strs[c->next]);
+        c->strs[c->next] = s;
+        c->next = (c->next + 1) % EXT_CACHE;
+    }
+    Py_INCREF(s);
+    return s;
+}
+
+static void clear_cache(ext_cache *c)
+{
+    int k;
+    for (k = 0; k < c->n; k++)
+        Py_DECREF(c->strs[k]);
+    c->n = 0;
+}
+
+static int is_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i;
+    unsigned char acc = 0;
+    for (i = 0; i < n; i++)
+        acc |= p[i];
+    return acc < 0x80;
+}
+
+static PyObject *str_key, *str_url; /* "__key__", "__url__" (interned) */
+
+/* Append the fields of a complete sample to the batch ``columns`` ({field: list}). An empty batch takes the
+ * sample's fields (in its order). Returns 1 (added; *full set when the batch reached batch_size rows), 0 when
+ * the sample's fields are not the batch's (nothing added), -1 on error. */
+static int add_columns(PyObject *columns, PyObject *sample, Py_ssize_t batch_size, int *full)
+{
+    Py_ssize_t i = 0, n = PyDict_GET_SIZE(columns);
+    PyObject *k, *v, *column = NULL;
+
+    if (n == 0) {
+        while (PyDict_Next(sample, &i, &k, &v)) {
+            column = PyList_New(1);
+            if (column == NULL)
+                return -1;
+            Py_INCREF(v);
+            PyList_SET_ITEM(column, 0, v);
+            if (PyDict_SetItem(columns, k, column) < 0) {
+                Py_DECREF(column);
+                return -1;
+            }
+            Py_DECREF(column);
+        }
+    } else {
+        if (n != PyDict_GET_SIZE(sample))
+            return 0;
+        while (PyDict_Next(sample, &i, &k, &v)) {
+            column = PyDict_GetItemWithError(columns, k);
+            if (column == NULL)
+                return PyErr_Occurred() ? -1 : 0;
+            if (!PyList_CheckExact(column)) {
+                PyErr_SetString(PyExc_TypeError, "scan_samples: the columns of a batch must be lists");
+                return -1;
+            }
+        }
+        i = 0;
+        while (PyDict_Next(sample, &i, &k, &v)) {
+            column = PyDict_GetItemWithError(columns, k); /* found above */
+            if (column == NULL || PyList_Append(column, v) < 0)
+                return -1;
+        }
+    }
+    *full = column != NULL && PyList_GET_SIZE(column) >= batch_size;
+    return 1;
+}
+
+static PyObject *scan_samples(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, need = 0;
+    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None;
+    Py_ssize_t batch_size = 0;
+    PyObject *samples = NULL, *result = NULL;
+    char joined[256];
+    member m;
+    ext_cache cache = {{NULL}, 0, 0};
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nOO!OOO|On", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
+                          &split, &columns, &batch_size))
+        return NULL;
+    if (columns != Py_None && !PyDict_CheckExact(columns)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "scan_samples: columns must be a dict or None");
+        return NULL;
+    }
+    if (pos < 0 || pos > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan_samples: position outside the buffer");
+        return NULL;
+    }
+    if (current != Py_None && !PyDict_CheckExact(current)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "scan_samples: the current sample must be a dict or None");
+        return NULL;
+    }
+    samples = PyList_New(0);
+    if (samples == NULL)
+        goto done;
+    Py_INCREF(current);
+    Py_INCREF(current_key);
+    for (;;) {
+        const unsigned char *name;
+        Py_ssize_t len, slash, dot, i;
+        PyObject *key = NULL, *ext = NULL, *data;
+        int same, kind = next_member(view.buf, view.len, pos, joined, &m, &need);
+
+        if (kind == M_NODATA) {
+            pos = m.next;
+            continue;
+        }
+        if (kind != M_FILE) {
+            if (kind == M_OTHER)
+                need = 0;
+            break;
+        }
+        name = m.name.data;
+        len = m.name.len;
+        if (is_ascii(name, len)) {
+            for (slash = len - 1; slash >= 0 && name[slash] != '/'; slash--)
+                ;
+            for (dot = slash + 1; dot < len && name[dot] != '.'; dot++)
+                ;
+            /* no extension, an empty one, or one starting with "__": Python's grouping decides */
+            if (dot >= len - 1 || (len - dot > 2 && name[dot + 1] == '_' && name[dot + 2] == '_')) {
+                need = -1;
+                break;
+            }
+            same = current != Py_None && PyUnicode_IS_COMPACT_ASCII(current_key) &&
+                   PyUnicode_GET_LENGTH(current_key) == dot &&
+                   memcmp(PyUnicode_1BYTE_DATA(current_key), name, (size_t)dot) == 0;
+            if (!same && (key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, name, dot)) == NULL)
+                goto fail;
+            if ((ext = cached_ext(&cache, name + dot + 1, len - dot - 1)) == NULL)
+                goto fail_key;
+        } else {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)name, len, "surrogateescape"), *parts;
+            if (text == NULL)
+                goto fail;
+            parts = PyObject_CallOneArg(split, text);
+            Py_DECREF(text);
+            if (parts == NULL)
+                goto fail;
+            if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(parts, 0)) ||
+                !PyUnicode_Check(PyTuple_GET_ITEM(parts, 1)) || PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(parts, 1)) == 0 ||
+                (PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(parts, 1)) >= 2 && PyUnicode_READ_CHAR(PyTuple_GET_ITEM(parts, 1), 0) == '_' &&
+                 PyUnicode_READ_CHAR(PyTuple_GET_ITEM(parts, 1), 1) == '_')) {
+                Py_DECREF(parts); /* no extension, or one Python must see */
+                need = -1;
+                break;
+            }
+            key = PyTuple_GET_ITEM(parts, 0);
+            ext = PyTuple_GET_ITEM(parts, 1);
+            Py_INCREF(key);
+            Py_INCREF(ext);
+            Py_DECREF(parts);
+            same = 0;
+            if (current != Py_None && (same = PyObject_RichCompareBool(key, current_key, Py_EQ)) < 0)
+                goto fail_key;
+            if (same)
+                Py_CLEAR(key);
+        }
+        if (same) {
+            int has = PyDict_Contains(current, ext);
+            if (has < 0)
+                goto fail_key;
+            if (has) { /* the same extension twice in one sample */
+                Py_DECREF(ext);
+                need = -1;
+                break;
+            }
+        } else {
+            int was_seen = PySet_Contains(seen, key);
+            if (was_seen < 0)
+                goto fail_key;
+            if (was_seen) { /* a key that reappears after other keys */
+                Py_DECREF(key);
+                Py_DECREF(ext);
+                need = -1;
+                break;
+            }
+        }
+        if (same) {
+            data = PyBytes_FromStringAndSize((const char *)view.buf + m.data_pos, (Py_ssize_t)m.size);
+            if (data == NULL)
+                goto fail_key;
+            i = PyDict_SetItem(current, ext, data);
+            Py_DECREF(data);
+            Py_DECREF(ext);
+            if (i < 0)
+                goto fail;
+        } else {
+            PyObject *sample;
+            int full = 0;
+            if (current != Py_None) { /* the current sample is complete */
+                if (columns != Py_None) {
+                    int added = add_columns(columns, current, batch_size, &full);
+                    if (added < 0)
+                        goto fail_key;
+                    if (added == 0) { /* other fields than the batch's: the batch ends before this sample */
+                        Py_DECREF(key);
+                        Py_DECREF(ext);
+                        need = -2;
+                        break;
+                    }
+                } else if (PyList_Append(samples, current) < 0) {
+                    goto fail_key;
+                }
+            }
+            data = PyBytes_FromStringAndSize((const char *)view.buf + m.data_pos, (Py_ssize_t)m.size);
+            if (data == NULL)
+                goto fail_key;
+            sample = PyDict_New();
+            if (sample == NULL || PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, url) < 0 ||
+                PyDict_SetItem(sample, ext, data) < 0 || PySet_Add(seen, key) < 0) {
+                Py_XDECREF(sample);
+                Py_DECREF(data);
+                goto fail_key;
+            }
+            Py_DECREF(data);
+            Py_DECREF(ext);
+            Py_DECREF(current);
+            Py_DECREF(current_key);
+            current = sample;
+            current_key = key; /* the reference made above */
+            if (full) { /* the batch is full: Python hands it out */
+                pos = m.next;
+                need = -2;
+                break;
+            }
+        }
+        pos = m.next;
+        continue;
+    fail_key:
+        Py_XDECREF(key);
+        Py_XDECREF(ext);
+        goto fail;
+    }
+    result = Py_BuildValue("(NnNNn)", samples, pos, current, current_key, need);
+    samples = NULL;
+    goto done;
+fail:
+    Py_DECREF(current);
+    Py_DECREF(current_key);
+done:
+    Py_XDECREF(samples);
+    clear_cache(&cache);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -271,18 +618,35 @@ static PyMethodDef methods[] = {
      "Walk plain tar headers in buf from pos; members are (name, data, base + data position) tuples,\n"
      "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
+    {"scan_samples", scan_samples, METH_VARARGS,
+     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0)\n"
+     "    -> (samples, new_pos, current, current_key, need)\n\n"
+     "Walk plain tar headers in buf from pos as scan() does and group the regular members into sample dicts\n"
+     "with the default key rule (split: the Python splitter, used for non-ASCII names). seen (a set of the keys\n"
+     "so far, updated), current (the sample in progress or None) and current_key carry the grouping state across\n"
+     "calls. samples are the samples completed in this call. It stops before the first member it does not handle:\n"
+     "need > 0: the buffer must hold need bytes from new_pos to go on; need == 0: a header the Python walk must\n"
+     "read; need == -1: a member Python's grouping must see (missing, empty or '__' extension, a repeated\n"
+     "extension, a key seen before).\n"
+     "With columns (a dict {field: list}, the batch being filled) and batch_size, complete samples are appended to\n"
+     "the columns instead of returned; need == -2: the batch is full, or the next sample has other fields (the\n"
+     "batch ends before it): Python hands the batch out and calls again with an empty dict."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "shardstream.tar._scan",
-    .m_doc = "C fast path of the tar header walk (see reader.py).",
+    .m_doc = "C fast path of the tar header walk (see reader.py) and of the default sample grouping (samples.py).",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
+    str_key = PyUnicode_InternFromString("__key__");
+    str_url = PyUnicode_InternFromString("__url__");
+    if (str_key == NULL || str_url == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -21,14 +21,15 @@ import gzip
 import io
 import lzma
 import zlib
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, TypeVar
 
 from ..errors import MissingDependencyError, TarFormatError
 from .reader import Member, iter_members
 
-__all__ = ["compression", "iter_tar", "open_tar_stream"]
+__all__ = ["compression", "iter_tar", "open_tar_stream", "read_tar"]
 
+T = TypeVar("T")
 _SNIFF = 10  # bytes needed to recognise every format below
 _ZSTD_INPUT = 1 << 14  # compressed bytes per zstd decompression step (bounds the output of one step)
 _BZ2_BLOCK, _BZ2_END = b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"
@@ -213,14 +214,30 @@ def iter_tar(
     ...
     shardstream.errors.TarFormatError: corrupt or truncated gzip data ...
     """
+    return read_tar(stream, url, lambda tar: iter_members(tar, url, bufsize=bufsize, accelerate=accelerate))
+
+
+def read_tar(stream: BinaryIO, url: str, read: Callable[[BinaryIO], Iterator[T]]) -> Iterator[T]:
+    """``read(tar_stream)`` over the uncompressed tar of ``stream`` (:func:`open_tar_stream`), its decompression
+    errors raised as :class:`~shardstream.errors.TarFormatError` naming ``url`` (what :func:`iter_tar` does for
+    :func:`~shardstream.tar.iter_members`; :func:`shardstream.samples.iter_samples` reads through it too).
+
+    >>> import gzip, io
+    >>> from shardstream.tar.writer import TarStreamWriter
+    >>> raw = io.BytesIO()
+    >>> with TarStreamWriter(raw) as tw:
+    ...     _ = tw.add("a.txt", b"hi")
+    >>> list(read_tar(io.BytesIO(gzip.compress(raw.getvalue())), "a.tar.gz", lambda tar: iter([tar.read(5)])))
+    [b'a.txt']
+    """
     tar_stream, kind, source = _open(stream)
-    members = iter_members(tar_stream, url, bufsize=bufsize, accelerate=accelerate)
-    return members if kind is None else _decompressing(members, kind, source, url)
+    items = read(tar_stream)
+    return items if kind is None else _decompressing(items, kind, source, url)
 
 
-def _decompressing(members: Iterator[Member], kind: str, source: _Source, url: str) -> Iterator[Member]:
+def _decompressing(items: Iterator[T], kind: str, source: _Source, url: str) -> Iterator[T]:
     try:
-        yield from members
+        yield from items
     except _decompression_errors() as e:
         if source.failed:  # the compressed stream itself failed (e.g. a broken connection): not a format error
             raise

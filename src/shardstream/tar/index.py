@@ -2,9 +2,9 @@
 
 :func:`scan_members` walks the headers of an uncompressed tar (a file, memory-mapped, or any bytes-like
 buffer) and returns ``(name, data_offset, size)`` tuples for the regular files, jumping over member data instead of
-reading it. It makes exactly the decisions of the streaming reader (:func:`~shardstream.tar.iter_members`):
-same members, same :class:`~shardstream.errors.TarFormatError` messages, same
-:class:`~shardstream.tar.TruncatedTarWarning`. Runs of small members go through the optional C header walk
+reading it. It makes exactly the decisions of the streaming reader (:func:`~shardstream.tar.iter_members`),
+being the same walk (:func:`shardstream.tar.reader.walk` with ``data=False``): same members, same
+:class:`~shardstream.errors.TarFormatError` messages, same :class:`~shardstream.tar.TruncatedTarWarning`. Runs of small members go through the optional C header walk
 (``shardstream.tar._scan``) one window at a time; members larger than a window, extended headers and every
 error go through the Python code.
 
@@ -31,15 +31,12 @@ from __future__ import annotations
 
 import mmap
 import os
-import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Union
+from typing import Union
 
 from ..errors import ConfigError, SampleFormatError, TarFormatError
 from . import reader
 from .compress import compression
-from .header import BLOCKSIZE, GNU_LONGNAME, GNU_SPARSE, NO_DATA_TYPES, PAX_GLOBAL, PAX_HEADER, REGULAR_TYPES
-from .header import parse_header, parse_pax_records
 
 __all__ = ["DALI_VERSION", "IndexEntry", "format_dali_index", "scan_file", "scan_members"]
 
@@ -54,7 +51,7 @@ IndexEntry = tuple[str, int, int]
 
 
 class _Mapped:
-    """The :class:`~shardstream.tar.reader._Buffer` interface over bytes that are all there (a map or a buffer).
+    """The walk's :class:`~shardstream.tar.reader.Source` over bytes that are all there (a map or a buffer).
 
     Slicing ``buf`` gives ``bytes`` (also for an ``mmap``), which the reader's helpers expect.
     """
@@ -66,6 +63,9 @@ class _Mapped:
 
     def fill(self, need: int) -> bool:
         return len(self.buf) - self.pos >= need
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        return None  # everything is in buf already
 
 
 def scan_members(data: Buffer, url: str = "<buffer>", *, accelerate: bool | None = None) -> list[IndexEntry]:
@@ -109,13 +109,9 @@ def scan_file(
 
 
 def _scan_checked(data: Buffer, url: str, accelerate: bool | None) -> list[IndexEntry]:
-    if accelerate and reader._scan is None:
-        raise ConfigError("accelerate=True, but the C extension shardstream.tar._scan is not built")
+    scan = reader.member_scan(accelerate)
     _refuse_compressed(bytes(data[:10]), url)
-    use_c = reader.accelerated() if accelerate is None else accelerate
-    members: list[IndexEntry] = []
-    _walk(_Mapped(data), url, reader._scan.scan if use_c else None, members)
-    return members
+    return list(reader.walk(_Mapped(data), url, scan, data=False, stacklevel=_STACK))
 
 
 def _refuse_compressed(head: bytes, url: str) -> None:
@@ -125,95 +121,6 @@ def _refuse_compressed(head: bytes, url: str) -> None:
             f"shard {url!r} is {kind}-compressed: a compressed tar cannot be read at random offsets, so it cannot "
             "be indexed; decompress it (e.g. `gunzip -k`, `zstd -d`) and index the plain .tar"
         )
-
-
-def _walk(src: _Mapped, url: str, scan: Any, out: list[IndexEntry]) -> None:
-    """The reader's header walk (:func:`shardstream.tar.reader._walk`), jumping over member data."""
-    pending: reader._Pending | None = None
-    global_pax: dict[str, bytes] = {}
-    active = scan
-    append = out.append
-    view = memoryview(src.buf) if scan is not None else None
-    try:
-        while True:
-            if active is not None and pending is None:
-                pos = src.pos  # C walks the rest of the mapping, headers only, until a header it leaves to Python
-                found, stop = active(view[pos:], 0, pos, True)  # type: ignore[index]
-                for name, size, offset in found:
-                    append((name, offset, size))
-                src.pos = pos + stop
-            offset = src.pos
-            if not src.fill(BLOCKSIZE):
-                warning = reader._end_of_stream(src, url, offset, pending)  # type: ignore[arg-type]
-                warnings.warn(warning, stacklevel=_STACK)
-                return
-            block = src.buf[offset : offset + BLOCKSIZE]
-            if block == reader._ZERO_BLOCK:
-                warning = reader._end_of_archive(src, url, offset, pending)  # type: ignore[arg-type]
-                if warning is not None:
-                    warnings.warn(warning, stacklevel=_STACK)
-                return
-            header = parse_header(block, url=url, offset=offset)  # type: ignore[arg-type]
-            typeflag = header.typeflag
-            if typeflag == PAX_GLOBAL:
-                records = _take(src, header.size, url, offset)
-                global_pax.update(parse_pax_records(records, url=url, offset=offset))
-                active = None if reader._changes_members(global_pax) else scan
-                continue
-            if typeflag in reader._EXTENDED_TYPES:
-                data = _take(src, header.size, url, offset)
-                if pending is None:
-                    pending = reader._Pending(offset)
-                if typeflag == GNU_LONGNAME:
-                    pending.longname = data.split(b"\0", 1)[0]
-                elif typeflag == PAX_HEADER:
-                    pending.pax.update(parse_pax_records(data, url=url, offset=offset))
-                continue
-            name, size = header.name, header.size
-            if pending is not None or global_pax:
-                pax = {**global_pax, **pending.pax} if pending is not None else global_pax
-                name, size = reader._apply_extended(pax, pending, name, size, url, offset)
-                pending = None
-            if typeflag in REGULAR_TYPES:
-                text = name.decode("utf-8", "surrogateescape")
-                _skip(src, size, url, offset, text)
-                append((text, offset + BLOCKSIZE, size))
-            elif typeflag in NO_DATA_TYPES:
-                src.pos += BLOCKSIZE
-            elif typeflag == GNU_SPARSE:
-                raise reader._sparse_error(url, offset, name)
-            else:
-                _skip(src, size, url, offset, name.decode("utf-8", "surrogateescape"))
-    finally:
-        if view is not None:
-            view.release()
-
-
-def _skip(src: _Mapped, size: int, url: str, offset: int, member: str) -> None:
-    """Jump over a header and its padded data."""
-    src.pos += BLOCKSIZE + _check_fits(src, size, url, offset, member)
-
-
-def _take(src: _Mapped, size: int, url: str, offset: int) -> bytes:
-    """The data of an extended header (consumed with its header)."""
-    padded = _check_fits(src, size, url, offset, None)
-    start = src.pos + BLOCKSIZE
-    src.pos = start + padded
-    return src.buf[start : start + size]
-
-
-def _check_fits(src: _Mapped, size: int, url: str, offset: int, member: str | None) -> int:
-    """The padded size of a member's data; raises the streaming reader's error if the archive ends inside it."""
-    padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
-    if not src.fill(BLOCKSIZE + padded):
-        raise TarFormatError(
-            f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
-            f"but the stream ends at offset {len(src.buf)}",
-            url=url,
-            offset=offset,
-            member=member,
-        )
-    return padded
 
 
 def format_dali_index(samples: Iterable[Sequence[tuple[str, int, int, str]]], url: str | None = None) -> str:

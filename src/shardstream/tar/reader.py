@@ -31,7 +31,7 @@ import io
 import os
 import warnings
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from ..config import get_settings
 from ..errors import ConfigError, TarFormatError
@@ -54,14 +54,14 @@ try:
 except ImportError:  # the extension is optional: not built, or no compiler at install time
     _scan = None  # type: ignore[assignment]
 
-__all__ = ["USE_ACCELERATOR", "TruncatedTarWarning", "accelerated", "iter_members"]
+__all__ = ["USE_ACCELERATOR", "StreamBuffer", "TruncatedTarWarning", "accelerated", "iter_members", "walk"]
 
 #: Module switch: use the C header walk when it is built (tests flip it; ``accelerate=`` overrides it per call).
 USE_ACCELERATOR = not get_settings().no_extensions
 
 Member = tuple[str, bytes, int]
-#: The C walk: ``scan(buf, pos, base) -> (members, new_pos)``; see ``_scan.c``.
-Scan = Callable[[bytes, int, int], tuple[list[Member], int]]
+#: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_scan.c``.
+Scan = Callable[..., tuple[list[Any], int]]
 _ZERO_BLOCK = bytes(BLOCKSIZE)
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
@@ -105,14 +105,39 @@ def iter_members(
     """
     if bufsize < 1:
         raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
+    return walk(StreamBuffer(stream, bufsize), url, member_scan(accelerate))
+
+
+def member_scan(accelerate: bool | None) -> Scan | None:
+    """The C header walk for ``accelerate`` (None: :func:`accelerated`), or None for the pure-Python walk.
+
+    Raises :class:`~shardstream.errors.ConfigError` when ``accelerate`` is True and the extension is not built.
+    """
     if accelerate and _scan is None:
         raise ConfigError("accelerate=True, but the C extension shardstream.tar._scan is not built")
     use_c = accelerated() if accelerate is None else accelerate
-    return _walk(_Buffer(stream, bufsize), url, _scan.scan if use_c else None)
+    return _scan.scan if use_c else None
 
 
-class _Buffer:
-    """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``."""
+class Source(Protocol):
+    """What :func:`walk` reads from: ``buf[pos:]`` are the unread bytes, ``buf[0]`` is at offset ``base``."""
+
+    buf: Any
+    pos: int
+    base: int
+    eof: bool
+
+    def fill(self, need: int) -> bool: ...
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None: ...
+
+
+class StreamBuffer:
+    """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``.
+
+    A :class:`Source` for :func:`walk`; other walks (the C sample grouping in :mod:`shardstream.samples`) may
+    consume ``buf`` from ``pos`` and hand the rest to :func:`walk` at a member boundary.
+    """
 
     __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
 
@@ -152,8 +177,13 @@ class _Buffer:
         avail = len(self.buf) - self.pos
         if avail >= need:
             return True
-        parts = [self.buf[self.pos :]]
         self.base += self.pos
+        if avail and self._file is not None and not self.eof:
+            # a plain file: read the unread tail again with what follows (one copy of the data, not two)
+            self._file.seek(-avail, os.SEEK_CUR)
+            parts, avail = [], 0
+        else:
+            parts = [self.buf[self.pos :]] if avail else []
         self.pos = 0
         while avail < need and not self.eof:
             chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
@@ -162,7 +192,7 @@ class _Buffer:
                 avail += len(chunk)
             else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: treated as the end)
                 self.eof = True
-        self.buf = b"".join(parts)
+        self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
         return avail >= need
 
 
@@ -177,24 +207,34 @@ class _Pending:
         self.pax: dict[str, bytes] = {}
 
 
-def _walk(src: _Buffer, url: str, scan: Scan | None) -> Iterator[Member]:
-    """The header walk: C runs between extended headers when ``scan`` is given, Python for one header at a time."""
+def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stacklevel: int = 2) -> Iterator[Any]:
+    """The header walk from ``src.pos`` (a member boundary): C runs between extended headers when ``scan`` is
+    given, Python for one header at a time, and every error and end-of-archive decision.
+
+    ``data=True`` yields ``(name, data, data_offset)``; ``data=False`` yields ``(name, data_offset, size)`` and
+    jumps over member data (the header-only index, :mod:`shardstream.tar.index`). ``stacklevel`` is that of the
+    :class:`TruncatedTarWarning`, as seen from the frame that iterates this generator.
+    """
     pending: _Pending | None = None
     global_pax: dict[str, bytes] = {}
     active = scan  # None while global PAX records change members, which the C walk does not apply
     while True:
         if active is not None and pending is None:
-            members, src.pos = active(src.buf, src.pos, src.base)
-            yield from members
+            found, src.pos = active(src.buf, src.pos, src.base, not data)
+            if data:
+                yield from found
+            else:
+                for name, size, data_offset in found:
+                    yield name, data_offset, size
         offset = src.base + src.pos
         if not src.fill(BLOCKSIZE):
-            warnings.warn(_end_of_stream(src, url, offset, pending), stacklevel=2)
+            warnings.warn(_end_of_stream(src, url, offset, pending), stacklevel=stacklevel)
             return
         block = src.buf[src.pos : src.pos + BLOCKSIZE]
         if block == _ZERO_BLOCK:
             warning = _end_of_archive(src, url, offset, pending)
             if warning is not None:
-                warnings.warn(warning, stacklevel=2)
+                warnings.warn(warning, stacklevel=stacklevel)
             return
         header = parse_header(block, url=url, offset=offset)
         typeflag = header.typeflag
@@ -203,13 +243,13 @@ def _walk(src: _Buffer, url: str, scan: Scan | None) -> Iterator[Member]:
             active = None if _changes_members(global_pax) else scan
             continue
         if typeflag in _EXTENDED_TYPES:
-            data = _take(src, header.size, url, offset)
+            records = _take(src, header.size, url, offset)
             if pending is None:
                 pending = _Pending(offset)
             if typeflag == GNU_LONGNAME:
-                pending.longname = data.split(b"\0", 1)[0]
+                pending.longname = records.split(b"\0", 1)[0]
             elif typeflag == PAX_HEADER:
-                pending.pax.update(parse_pax_records(data, url=url, offset=offset))
+                pending.pax.update(parse_pax_records(records, url=url, offset=offset))
             continue
         name, size = header.name, header.size
         if pending is not None or global_pax:
@@ -218,13 +258,17 @@ def _walk(src: _Buffer, url: str, scan: Scan | None) -> Iterator[Member]:
             pending = None
         if typeflag in REGULAR_TYPES:
             text = name.decode("utf-8", "surrogateescape")
-            yield text, _take(src, size, url, offset, text), offset + BLOCKSIZE
+            if data:
+                yield text, _take(src, size, url, offset, text), offset + BLOCKSIZE
+            else:
+                _take(src, size, url, offset, text, keep=False)
+                yield text, offset + BLOCKSIZE, size
         elif typeflag in NO_DATA_TYPES:  # POSIX: no data blocks follow links, devices, directories, fifos
             src.pos += BLOCKSIZE
         elif typeflag == GNU_SPARSE:
             raise _sparse_error(url, offset, name)
         else:  # unknown or vendor types (GNU 'V' volume label, 'D' dump directory...): skip their data
-            _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"))
+            _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"), keep=False)
 
 
 def _changes_members(pax: dict[str, bytes]) -> bool:
@@ -266,10 +310,11 @@ def _is_plain_file(stream: BinaryIO) -> bool:
         return False
 
 
-def _take(src: _Buffer, size: int, url: str, offset: int, member: str | None = None) -> bytes:
-    """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data."""
+def _take(src: Source, size: int, url: str, offset: int, member: str | None = None, *, keep: bool = True) -> bytes:
+    """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data (``b""``
+    without ``keep``: then the data is only checked to be there, never copied)."""
     padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
-    if size >= _DIRECT_MIN:
+    if keep and size >= _DIRECT_MIN:
         data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
         if data is not None:
             return data
@@ -284,7 +329,7 @@ def _take(src: _Buffer, size: int, url: str, offset: int, member: str | None = N
         )
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
-    return src.buf[start : start + size]
+    return src.buf[start : start + size] if keep else b""
 
 
 def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarning:
@@ -294,7 +339,7 @@ def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarnin
     )
 
 
-def _end_of_stream(src: _Buffer, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning:
+def _end_of_stream(src: Source, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning:
     """The stream ended where a header should start: the warning to give at a member boundary, else raise."""
     partial = len(src.buf) - src.pos
     if partial:
@@ -308,7 +353,7 @@ def _end_of_stream(src: _Buffer, url: str, offset: int, pending: _Pending | None
     return _unterminated(url, offset)
 
 
-def _end_of_archive(src: _Buffer, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning | None:
+def _end_of_archive(src: Source, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning | None:
     """A zero block at ``offset``: the end-of-archive marker (None), its first half at the stream's end (a
     warning, as GNU tar and ``tarfile`` stop at one zero block), or corruption (raise)."""
     if pending is not None:
