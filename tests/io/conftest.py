@@ -5,9 +5,21 @@ from __future__ import annotations
 import os
 
 import pytest
-from remote_servers import CEPH_BINARIES, Nginx, RadosGW, build_shard, free_port, missing, samples_of
+from remote_servers import (
+    CEPH_BINARIES,
+    RGW_KEYS,
+    Nginx,
+    RadosGW,
+    build_shard,
+    free_port,
+    missing,
+    s3_settings_yaml,
+    samples_of,
+    upload,
+)
 
 SHARDS = 4
+BUCKET = "shards"
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +63,20 @@ def radosgw(tmp_path_factory):
     server = RadosGW(str(tmp_path_factory.mktemp("rgw")))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def rgw(radosgw, local_shards):
+    """RadosGW with the four shards in ``s3://shards/data/``."""
+    upload(radosgw.endpoint, RGW_KEYS, BUCKET, {f"data/shard-{i:06d}.tar": p for i, p in enumerate(local_shards)})
+    return radosgw
+
+
+@pytest.fixture
+def rgw_settings(rgw, monkeypatch):
+    """The process settings point ``s3://shards/`` at RadosGW (as a user's storage settings would)."""
+    monkeypatch.setenv("SHARDSTREAM_STORAGE", s3_settings_yaml([(BUCKET, rgw.endpoint, RGW_KEYS)]))
+    return rgw
 
 
 @pytest.fixture(scope="session")

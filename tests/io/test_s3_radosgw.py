@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fault_servers import FaultProxy
+from conftest import BUCKET
 from remote_servers import RGW_KEYS, boto3_client, free_port, s3_settings_yaml, samples_of, upload
 
 from shardstream.errors import OpenError, WriteError
@@ -14,21 +15,6 @@ from shardstream.io import open_url
 from shardstream.io.objectstore import ObjectStream, filesystem_for
 
 pytest.importorskip("s3fs", reason="s3fs is not installed: pip install 'shardstream[s3]'")
-
-BUCKET = "shards"
-
-
-@pytest.fixture(scope="session")
-def rgw(radosgw, local_shards):
-    """RadosGW with the four shards in ``s3://shards/data/``."""
-    upload(radosgw.endpoint, RGW_KEYS, BUCKET, {f"data/shard-{i:06d}.tar": p for i, p in enumerate(local_shards)})
-    return radosgw
-
-
-@pytest.fixture
-def rgw_settings(rgw, monkeypatch):
-    monkeypatch.setenv("SHARDSTREAM_STORAGE", s3_settings_yaml([(BUCKET, rgw.endpoint, RGW_KEYS)]))
-    return rgw
 
 
 def strip(samples):
