@@ -1,5 +1,6 @@
 """config.py is the only reader of the environment; explicit values win."""
 
+import dataclasses
 import pathlib
 
 import pytest
@@ -67,3 +68,10 @@ def test_no_other_module_reads_the_environment():
         if "os.environ" in text or "os.getenv" in text or "environ.get(" in text:
             offenders.append(str(path.relative_to(SRC)))
     assert offenders == [], f"only config.py may read the environment: {offenders}"
+
+
+def test_every_variable_is_documented_in_the_readme():
+    readme = (SRC.parents[1] / "README.md").read_text()
+    for field in dataclasses.fields(Settings):
+        name = Settings._ENV_NAMES.get(field.name, "SHARDSTREAM_" + field.name.upper())
+        assert f"`{name}`" in readme, f"{name} is missing from the README's configuration table"
