@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench bench-peers venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,5 +33,13 @@ bench: $(STAMP)
 	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
 	.venv-bench/bin/python benchmarks/run_all.py
 
+## issue-7 peers side by side (litdata, DALI on CPU, FFCV where it builds), each in its own venv
+bench-peers: $(STAMP)
+	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q "torch==2.13.0"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
+	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
+	.venv-bench/bin/python benchmarks/peers/bench_peers.py
+
 clean:
-	rm -rf $(VENV) .venv-bench build src/*.egg-info
+	rm -rf $(VENV) .venv-bench .venv-peers-* build src/*.egg-info

@@ -77,13 +77,23 @@ def outcome(data: bytes, *, fast: bool, stream: str = "bytes", bufsize: int = 1 
     return samples, error, [str(w.message) for w in caught], stats
 
 
+def as_bytes(sample: dict) -> dict:
+    return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in sample.items()}
+
+
 def same(data: bytes, **kw):
-    """Assert the C pass and the reference agree; return the reference's outcome."""
+    """Assert the C pass, the zero-copy pass (from a file) and the reference agree; return the reference's outcome."""
     want = outcome(data, fast=False, **kw)
     got = outcome(data, fast=True, **kw)
     assert got[1:] == want[1:]
     assert got[0] == want[0]
     assert [list(s) for s in got[0]] == [list(s) for s in want[0]]  # field order too
+    mapped = outcome(data, fast=True, zero_copy=True, **dict(kw, stream="file"))
+    assert mapped[1:] == want[1:]
+    assert [as_bytes(s) for s in mapped[0]] == want[0]
+    assert [list(s) for s in mapped[0]] == [list(s) for s in want[0]]
+    plain = data[:2] != b"\x1f\x8b"
+    assert all(isinstance(v, memoryview) == plain for s in mapped[0] for k, v in s.items() if k[:2] != "__")
     return want
 
 

@@ -64,7 +64,9 @@ class WebDataset(DataPipeline):
     in every rank and worker (pair it with ``.with_epoch(n)``). ``handler`` decides what happens to shards and
     samples that cannot be read. ``select_files``/``rename_files`` filter and rename members before grouping;
     ``keys`` is the key rule (see :class:`shardstream.samples.KeyRule`). ``empty_check`` raises when a
-    worker's shards yield no sample at all.
+    worker's shards yield no sample at all. ``zero_copy=True`` reads uncompressed local shards in place
+    (memory-mapped): fields are read-only ``memoryview`` objects instead of ``bytes`` copies (see
+    :func:`~shardstream.pipeline.tarfile_to_samples`).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class WebDataset(DataPipeline):
         verbose: bool = False,
         seed: int | str | None = None,
         keys: Any = None,
+        zero_copy: bool = False,
     ):
         super().__init__(seed=seed)
         if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
@@ -119,8 +122,9 @@ class WebDataset(DataPipeline):
         cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
                              url_to_name=url_to_name)
         cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
+        options = dict(cached, zero_copy=True) if zero_copy else cached
         self.append(tarfile_to_samples(handler=handler, select_files=select_files, rename_files=rename_files,
-                                       keys=keys, **cached))
+                                       keys=keys, **options))
         if empty_check:
             self.append(check_empty())
 

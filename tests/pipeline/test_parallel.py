@@ -112,3 +112,19 @@ def test_columns_raise_sample_errors(tmp_path):
         tw.add("a.txt", b"2")
     with pytest.raises(DuplicateFieldError):
         list(wds.DataPipeline(wds.SimpleShardList(url), tarfile_to_columns(4)))
+
+
+def test_parallel_stages_are_not_resumable_and_say_so(tmp_path):
+    url = str(tmp_path / "p.tar")
+    with wds.TarWriter(url) as sink:
+        for i in range(4):
+            sink.write({"__key__": f"{i}", "cls": i})
+    pipelines = {
+        "parallel_map": wds.WebDataset(url, shardshuffle=False).compose(parallel_map(lambda s: s)),
+        "tarfile_to_columns": wds.DataPipeline(wds.SimpleShardList(url), tarfile_to_columns(2)),
+    }
+    for name, pipeline in pipelines.items():
+        it = iter(pipeline)
+        next(it)
+        with pytest.raises(ConfigError, match=name):
+            pipeline.state_dict()

@@ -2,7 +2,8 @@
 
 Every reader test takes the ``read`` (or ``members``) fixture, parametrized over the two walks. On the C walk,
 it also runs the pure-Python walk on the same bytes and asserts the outcome is identical (members, error,
-warnings). The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
+warnings). On archives given as bytes, it also reads them in place (``iter_members_mapped``, the zero-copy walk,
+with the same walk) and asserts the same outcome, data compared as bytes. The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from shardstream.errors import TarFormatError
 from shardstream.tar import reader
-from shardstream.tar.reader import TruncatedTarWarning, iter_members
+from shardstream.tar.reader import TruncatedTarWarning, iter_members, iter_members_mapped
 
 WALKS = [
     pytest.param(False, id="python"),
@@ -75,6 +76,23 @@ def run(
     return Outcome(members, error, texts)
 
 
+def run_mapped(data: bytes, *, accelerate: bool, url: str = "test.tar", **_: object) -> Outcome:
+    """``run`` through the zero-copy walk over ``data`` in memory: every member's data must be a memoryview."""
+    members: list[tuple[str, bytes, int]] = []
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for name, view, offset in iter_members_mapped(data, url, accelerate=accelerate):
+                assert isinstance(view, memoryview) and view.readonly
+                members.append((name, bytes(view), offset))
+        except TarFormatError as e:
+            error = e
+    texts = [str(w.message) for w in caught if issubclass(w.category, TruncatedTarWarning)]
+    assert len(texts) == len(caught), [str(w.message) for w in caught]
+    return Outcome(members, error, texts)
+
+
 @pytest.fixture(params=WALKS)
 def accelerate(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Which walk a test uses; also sets the module default, so code calling iter_tar() follows it."""
@@ -90,6 +108,8 @@ def read(accelerate: bool) -> Callable[..., Outcome]:
         got = run(data, accelerate=accelerate, **kw)
         if accelerate:
             assert got.key() == run(data, accelerate=False, **kw).key(), "the C and Python walks disagree"
+        if isinstance(data, bytes):
+            assert got.key() == run_mapped(data, accelerate=accelerate, **kw).key(), "the zero-copy walk disagrees"
         return got
 
     return read_both

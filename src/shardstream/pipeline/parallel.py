@@ -8,6 +8,10 @@ JPEGs, numpy, zlib, I/O. Inside DataLoader workers each worker gets its own pool
 columns ``{field: [value, ...]}`` (:class:`shardstream.samples.ColumnBatches`), without building per-sample
 dicts in Python: the fast path for batches of small fields, e.g. with ``map(Decoder().decode_columns)``.
 
+Neither stage is resumable: ``state_dict()`` of a pipeline holding one raises
+:class:`~shardstream.errors.ConfigError` naming it (``parallel_map`` holds up to ``inflight`` items in its pool;
+``tarfile_to_columns`` a partial batch). Where a checkpoint is needed, use ``map`` and ``tarfile_to_samples``.
+
 >>> import shardstream as wds
 >>> with wds.TarWriter("cols.tar") as sink:
 ...     for i in range(5):

@@ -42,13 +42,17 @@ def url_of(item: Any) -> str:
 
 
 def _members(stream: Any, url: str, select_files: Callable[[str], bool] | None,
-             rename_files: Callable[[str], str] | None) -> Iterator[Member]:
+             rename_files: Callable[[str], str] | None, zero_copy: bool = False) -> Iterator[Member]:
     from ..tar import iter_tar
+    from ..tar.compress import map_tar
+    from ..tar.reader import iter_members_mapped
 
+    mapped = map_tar(stream) if zero_copy else None
+    members = iter_tar(stream, url) if mapped is None else iter_members_mapped(mapped, url)
     if select_files is None and rename_files is None:
-        yield from iter_tar(stream, url)
+        yield from members
         return
-    for name, data, offset in iter_tar(stream, url):
+    for name, data, offset in members:
         if rename_files is not None:
             name = rename_files(name)
         if select_files is not None and not select_files(name):
@@ -59,13 +63,19 @@ def _members(stream: Any, url: str, select_files: Callable[[str], bool] | None,
 def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception,
                      select_files: Callable[[str], bool] | None = None,
                      rename_files: Callable[[str], str] | None = None, keys: Any = None,
-                     opener: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
+                     opener: Callable[[str], Any] | None = None,
+                     zero_copy: bool = False) -> Iterator[dict[str, Any]]:
     """Read each shard of a shard list (``{"url": ...}`` items or URL strings) and yield its samples.
 
     ``select_files(name) -> bool`` keeps only some members, ``rename_files(name) -> name`` renames them before
     grouping; ``keys`` is the key rule (``"first-dot"``, ``"last-dot"``, a regex, or a callable
     ``name -> (key, ext)``, see :class:`shardstream.samples.KeyRule`). ``opener(url) -> binary stream`` opens
     the shards instead of :func:`shardstream.io.open_url` (e.g. a :class:`shardstream.io.cache.ShardCache`).
+
+    ``zero_copy=True`` memory-maps the shards that are uncompressed local files and gives their fields as
+    read-only ``memoryview`` objects into the map instead of ``bytes`` copies (other shards are read as usual): see
+    :func:`shardstream.samples.iter_samples` and docs/performance.md. ``Decoder`` decodes such views; ``bytes(v)``
+    copies one; a view cannot be pickled, so decode or copy fields before they leave a DataLoader worker.
     """
     from ..samples import KeyRule, group_samples, iter_samples
 
@@ -85,9 +95,9 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
         try:
             stream = (opener or open_url)(url)
             if select_files is None and rename_files is None:  # the C walk + grouping, when built
-                yield from iter_samples(stream, url, rule=rule, handler=on_sample_error)
+                yield from iter_samples(stream, url, rule=rule, handler=on_sample_error, zero_copy=zero_copy)
             else:
-                members = _members(stream, url, select_files, rename_files)
+                members = _members(stream, url, select_files, rename_files, zero_copy)
                 yield from group_samples(members, url, rule=rule, handler=on_sample_error)
             if stopped:
                 return

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
 from ..errors import MissingDependencyError, TarFormatError
-from .reader import Member, iter_members
+from .reader import Member, iter_members, map_file
 
-__all__ = ["compression", "iter_tar", "open_tar_stream", "read_tar"]
+__all__ = ["compression", "iter_tar", "map_tar", "open_tar_stream", "read_tar"]
 
 T = TypeVar("T")
 _SNIFF = 10  # bytes needed to recognise every format below
@@ -189,6 +189,23 @@ def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
     if kind == "xz":
         return lzma.LZMAFile(source, "rb"), kind, source  # type: ignore[return-value]
     return _ZstdReader(source), kind, source  # type: ignore[return-value]
+
+
+def map_tar(stream: BinaryIO) -> Any:
+    """The uncompressed tar file behind ``stream`` mapped read-only (an ``mmap``, for
+    :func:`~shardstream.tar.reader.iter_members_mapped`), or None when the shard cannot be read in place: a
+    compressed file, or a stream that is not a plain regular file at its start (see
+    :func:`~shardstream.tar.reader.map_file`).
+
+    >>> import io
+    >>> map_tar(io.BytesIO(b"not a file")) is None
+    True
+    """
+    mapped = map_file(stream)
+    if mapped is not None and compression(mapped[:_SNIFF]) is not None:
+        mapped.close()
+        return None
+    return mapped
 
 
 def _decompression_errors() -> tuple[type[BaseException], ...]:

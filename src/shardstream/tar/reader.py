@@ -28,6 +28,7 @@ that stops inside a header or inside member data (padding included) raises
 from __future__ import annotations
 
 import io
+import mmap
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -54,7 +55,17 @@ try:
 except ImportError:  # the extension is optional: not built, or no compiler at install time
     _scan = None  # type: ignore[assignment]
 
-__all__ = ["USE_ACCELERATOR", "StreamBuffer", "TruncatedTarWarning", "accelerated", "iter_members", "walk"]
+__all__ = [
+    "USE_ACCELERATOR",
+    "MappedBuffer",
+    "StreamBuffer",
+    "TruncatedTarWarning",
+    "accelerated",
+    "iter_members",
+    "iter_members_mapped",
+    "map_file",
+    "walk",
+]
 
 #: Module switch: use the C header walk when it is built (tests flip it; ``accelerate=`` overrides it per call).
 USE_ACCELERATOR = not get_settings().no_extensions
@@ -194,6 +205,71 @@ class StreamBuffer:
                 self.eof = True
         self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
         return avail >= need
+
+
+class MappedBuffer:
+    """A :class:`Source` over a whole tar held in memory (an ``mmap``, ``bytes``...): nothing left to read.
+
+    ``buf`` is the buffer itself; slicing it (headers) copies a block, member data is never touched here.
+    """
+
+    __slots__ = ("buf", "pos", "base", "eof")
+
+    def __init__(self, buffer: Any):
+        self.buf = buffer
+        self.pos = self.base = 0
+        self.eof = True
+
+    def fill(self, need: int) -> bool:
+        return len(self.buf) - self.pos >= need
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        return None
+
+
+def map_file(stream: BinaryIO) -> mmap.mmap | None:
+    """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
+    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty.
+
+    The map stays valid after ``stream`` is closed and lives as long as a reference to it (or to a memoryview
+    of it) does. The file must not be truncated while mapped (reading a page past its new end kills the
+    process with SIGBUS), as for any memory-mapped reader.
+    """
+    if not _is_plain_file(stream):
+        return None
+    try:
+        if stream.tell() != 0:
+            return None
+        fd = stream.fileno()
+        if os.fstat(fd).st_size == 0:
+            return None
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def iter_members_mapped(
+    buffer: Any, url: str = "<buffer>", *, accelerate: bool | None = None
+) -> Iterator[tuple[str, memoryview, int]]:
+    """:func:`iter_members` over an uncompressed tar held in ``buffer`` (an ``mmap``, ``bytes`` or a
+    ``bytearray``), with every member's data a read-only ``memoryview`` into ``buffer``: no data is copied.
+
+    The same names, offsets, errors and warnings as :func:`iter_members` on the same bytes (the header walk is
+    the same; only the data is sliced instead of copied). A view keeps ``buffer`` alive; ``bytes(view)`` copies.
+
+    >>> import io
+    >>> from shardstream.tar.writer import TarStreamWriter
+    >>> out = io.BytesIO()
+    >>> with TarStreamWriter(out) as tw:
+    ...     _ = tw.add("a.txt", b"hello"), tw.add("a.cls", b"7")
+    >>> [(name, bytes(view), offset) for name, view, offset in iter_members_mapped(out.getvalue(), "a.tar")]
+    [('a.txt', b'hello', 512), ('a.cls', b'7', 1536)]
+    """
+    if not isinstance(buffer, (bytes, bytearray, mmap.mmap)):
+        raise ConfigError(f"iter_members_mapped needs bytes, a bytearray or an mmap, not {type(buffer).__name__}")
+    view, src = memoryview(buffer), MappedBuffer(buffer)
+    for name, offset, size in walk(src, url, member_scan(accelerate), data=False, stacklevel=3):
+        yield name, view[offset : offset + size], offset
 
 
 class _Pending:

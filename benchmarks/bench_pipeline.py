@@ -1,0 +1,268 @@
+"""Issue 3 §7: the pipeline against its limit and against webdataset 1.0.2, side by side in one run.
+
+    .venv-bench/bin/python benchmarks/bench_pipeline.py [--quick] [--repeat N]
+
+(a) JPEG -> 224x224 RGB (decode, centre crop, bilinear resize), batches of 64, one process: each library's
+    ``WebDataset(...).map(...).batched(64)`` against a plain loop doing the same PIL work on the JPEG bytes
+    already in memory (goal >= 0.98; webdataset's ``.decode("pil")`` idiom is shown too).
+(b) the same through ``torch.utils.data.DataLoader(num_workers=2)`` against that plain loop run in 2 processes
+    (goal >= 0.97): the limit is the plain loop as the DataLoader's dataset (each worker loops over half of the
+    samples, preloaded), so both sides pay the same transfer of batches to the main process. Steady state:
+    persistent workers, the first epoch is a warm-up, the best of two later epochs counts.
+(c) ``.txt`` + ``.cls`` ``.decode().to_tuple("txt", "cls").batched(256)`` against webdataset (goal >= 15x).
+(d) peak RSS (``VmHWM``) of each DataLoader worker of (b), ours against webdataset's (goal <=).
+
+Each DataLoader run (the limit's too) runs in a fresh interpreter, so that no library's allocations leak
+into the other's forked workers. One-process rows alternate between the contenders and keep each one's best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+from _common import have, jpeg_shards, small_shards, table, warm
+
+SIZE, BATCH = 224, 64
+WD = "webdataset 1.0.2"
+
+
+def pil_work(data: bytes):
+    """The JPEG work every contender does: decode, centre square crop, bilinear resize to SIZE, RGB uint8 HWC."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        img.load()
+        if img.mode != "RGB":
+            img = img.convert("RGB")
+        w, h = img.size
+        side = min(w, h)
+        left, top = (w - side) / 2, (h - side) / 2
+        out = img.resize((SIZE, SIZE), Image.Resampling.BILINEAR, box=(left, top, left + side, top + side))
+        return np.asarray(out)
+
+
+def crop_resize_pil(image):
+    """webdataset's idiom: the same crop and resize on the PIL image its ``.decode("pil")`` made."""
+    import numpy as np
+    from PIL import Image
+
+    image = image.convert("RGB")
+    w, h = image.size
+    side = min(w, h)
+    box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
+    return np.asarray(image.resize((SIZE, SIZE), Image.Resampling.BILINEAR, box=box))
+
+
+def load(sample: dict):
+    return pil_work(sample["jpg"]), int(sample["cls"])
+
+
+def _webdataset():
+    import webdataset
+
+    warnings.simplefilter("ignore")
+    return webdataset
+
+
+def jpeg_dataset(lib: str, paths: list[str], idiom: bool = False):
+    if lib == "ours":
+        import shardstream as wds
+
+        return wds.WebDataset(paths, shardshuffle=False).map(load).batched(BATCH)
+    w = _webdataset()
+    ds = w.WebDataset(paths, shardshuffle=False)
+    if idiom:
+        return ds.decode("pil").map_dict(jpg=crop_resize_pil).to_tuple("jpg", "cls").batched(BATCH)
+    return ds.map(load).batched(BATCH)
+
+
+def preload(paths: list[str]) -> list[tuple[bytes, bytes]]:
+    """(jpg, cls) bytes of every sample, read with the standard library's tarfile (outside any timing)."""
+    import tarfile
+
+    out, fields = [], {}
+    for p in paths:
+        with tarfile.open(p) as tf:
+            for m in tf:
+                key, ext = m.name.split(".", 1)
+                fields.setdefault(key, {})[ext] = tf.extractfile(m).read()
+    for key in sorted(fields):
+        out.append((fields[key]["jpg"], fields[key]["cls"]))
+    return out
+
+
+def plain_loop(items: list[tuple[bytes, bytes]]) -> int:
+    """The limit: the same PIL work and the same batches, straight from bytes in memory."""
+    import numpy as np
+
+    n = 0
+    for start in range(0, len(items), BATCH):
+        chunk = items[start : start + BATCH]
+        images = np.stack([pil_work(jpg) for jpg, _ in chunk])
+        labels = np.array([int(cls) for _, cls in chunk])
+        n += len(images) + 0 * len(labels)
+    return n
+
+
+def count(batches) -> int:
+    return sum(len(b[0]) for b in batches)
+
+
+def alternate(contenders: dict, repeat: int) -> dict[str, list[float]]:
+    """The rates (samples/s) of each contender in each of ``repeat`` rounds; a round runs them all in turn."""
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            n = fn()
+            rates[name].append(n / (time.perf_counter() - start))
+    return rates
+
+
+def report(title: str, rates: dict[str, list[float]]) -> None:
+    """The table of best rates, then each row's ratio to the first row round by round (min-max): the ratio
+    of two neighbours in time is steadier than the ratio of two bests on a shared machine."""
+    rows = [(name, max(r), "s") for name, r in rates.items()]
+    print(table(title, rows, rows[0][0]))
+    base = rates[rows[0][0]]
+    for name, r in list(rates.items())[1:]:
+        ratios = sorted(x / b for x, b in zip(r, base))
+        print(f"  {name}: ratio per round {ratios[0]:.3f}-{ratios[-1]:.3f} (median {ratios[len(ratios) // 2]:.3f})")
+
+
+def one_process(paths: list[str], repeat: int) -> dict[str, list[float]]:
+    items = preload(paths)
+    contenders = {"plain loop on bytes in memory (limit)": lambda: plain_loop(items)}
+    if have("webdataset"):
+        contenders[f"{WD} .map(pil_work).batched(64)"] = lambda: count(jpeg_dataset("webdataset", paths))
+        contenders[f"{WD} .decode('pil').map_dict(crop)"] = lambda: count(jpeg_dataset("webdataset", paths, True))
+    contenders["shardstream .map(pil_work).batched(64)"] = lambda: count(jpeg_dataset("ours", paths))
+    rates = alternate(contenders, repeat)
+    report("(a) JPEG -> 224x224, batches of 64, one process (samples/s)", rates)
+    return rates
+
+
+# -- (b), (d): each in its own interpreter --------------------------------------------------------------------
+
+
+def preloaded_dataset(paths: list[str]):
+    """The limit of (b) as a DataLoader dataset: each worker runs the plain loop over its half of the shards'
+    samples, preloaded (before the workers fork), so the two sides move batches to the main process alike."""
+    import torch.utils.data
+
+    halves = [preload(paths[0::2]), preload(paths[1::2])]
+
+    class Preloaded(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            import numpy as np
+
+            info = torch.utils.data.get_worker_info()
+            items = halves[info.id if info is not None else 0]
+            for start in range(0, len(items), BATCH):
+                chunk = items[start : start + BATCH]
+                yield np.stack([pil_work(jpg) for jpg, _ in chunk]), np.array([int(cls) for _, cls in chunk])
+
+    return Preloaded()
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def child_loader(lib: str, paths: list[str], repeat: int) -> dict:
+    """DataLoader(num_workers=2, persistent): epoch 1 warms up, the best of ``repeat`` later epochs counts; then
+    the peak RSS of each worker (they are still alive, being persistent)."""
+    import torch.utils.data
+
+    dataset = preloaded_dataset(paths) if lib == "limit" else jpeg_dataset(lib, paths)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, persistent_workers=True)
+    count(loader)
+    best = 0.0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        n = count(loader)
+        best = max(best, n / (time.perf_counter() - start))
+    workers = loader._iterator._workers  # private, but the only handle on the worker processes
+    return {"rate": best, "hwm_kib": [_vm_hwm_kib(w.pid) for w in workers], "parent_kib": _vm_hwm_kib(os.getpid())}
+
+
+def run_child(kind: str, lib: str, quick: bool, repeat: int) -> dict:
+    args = [sys.executable, __file__, "--child", kind, "--lib", lib, "--repeat", str(repeat)] + (["--quick"] if quick else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def loaders(quick: bool, repeat: int) -> dict:
+    """(b) and (d): rounds of [limit, webdataset, ours], each a fresh interpreter, so neighbours share the load."""
+    if not have("torch"):
+        print("(b), (d): torch is not installed; skipped")
+        return {}
+    names = {"limit": "plain loop on bytes in memory, DataLoader(num_workers=2) (limit)", "webdataset": f"{WD} DataLoader(num_workers=2)",
+             "ours": "shardstream DataLoader(num_workers=2)"}
+    libs = ["limit"] + (["webdataset"] if have("webdataset") else []) + ["ours"]
+    rates: dict[str, list[float]] = {names[lib]: [] for lib in libs}
+    last: dict[str, dict] = {}
+    for _ in range(repeat):
+        for lib in libs:
+            last[lib] = run_child("loader", lib, quick, 2)
+            rates[names[lib]].append(last[lib]["rate"])
+    report("(b) JPEG -> 224x224, batches of 64, 2 workers, steady state (samples/s)", rates)
+    print()
+    print("## (d) peak RSS per DataLoader worker (VmHWM, MiB), workload (b)")
+    for lib in libs[1:]:
+        r = last[lib]
+        workers = ", ".join(f"{k / 1024:.0f}" for k in r["hwm_kib"])
+        print(f"{WD if lib == 'webdataset' else 'shardstream':<18}  workers {workers}   (main process {r['parent_kib'] / 1024:.0f})")
+    return last
+
+
+def decode_batches(paths: list[str], repeat: int) -> dict[str, list[float]]:
+    import shardstream as wds
+
+    contenders = {}
+    if have("webdataset"):
+        w = _webdataset()
+        contenders[f"{WD} .decode().to_tuple().batched(256)"] = lambda: count(
+            w.WebDataset(paths, shardshuffle=False).decode().to_tuple("txt", "cls").batched(256))
+    contenders["shardstream .decode().to_tuple().batched(256)"] = lambda: count(
+        wds.WebDataset(paths, shardshuffle=False).decode().to_tuple("txt", "cls").batched(256))
+    rates = alternate(contenders, repeat)
+    report("(c) decode .txt + .cls, batches of 256 (samples/s)", rates)
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller data (a smoke run)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--child", choices=["loader"], help=argparse.SUPPRESS)
+    parser.add_argument("--lib", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    images = jpeg_shards(400 if args.quick else 2000, per_shard=100 if args.quick else 500)
+    if args.child == "loader":
+        print(json.dumps(child_loader(args.lib, images, args.repeat)))
+        return
+    warm(images)
+    one_process(images, args.repeat)
+    print()
+    loaders(args.quick, args.repeat)
+    print()
+    small = small_shards(20_000 if args.quick else 200_000)
+    warm(small)
+    decode_batches(small, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

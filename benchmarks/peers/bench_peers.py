@@ -1,0 +1,308 @@
+"""Issue 7's workloads in every peer library that is installed, one table of ratios against webdataset 1.0.2.
+
+    benchmarks/peers/setup.sh                           # once: .venv-peers-{litdata,dali,ffcv} (make bench-peers)
+    .venv-bench/bin/python benchmarks/peers/bench_peers.py [--quick] [--only WORKLOAD ...]
+
+Every contender runs in its own interpreter (its own venv), one workload at a time, on the same generated data
+(``bench-data/``: the shards of benchmarks/_common.py; peers that need their own format convert those shards
+once into ``bench-data/peers/<peer>/``, untimed). webdataset and shardstream run in ``.venv-bench``; a peer whose
+venv is missing, or that fails, shows ``n/a`` (the reason is printed under the table). Rates are samples/s
+(MB/s for 4 MiB samples); each cell is the best of ``--repeat`` passes after one warm-up pass of the data.
+
+Workloads (the rows): raw iteration of 200k x ~250 B .txt+.cls as per-sample records; decode txt+cls in batches
+of 256; JPEG -> 224x224 RGB (decode, centre crop, bilinear resize) in batches of 64 in one process, and with 2
+workers or threads; raw iteration of 4 MiB samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import warnings
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))  # benchmarks/_common.py (which puts src/ on the path)
+
+from _common import DATA, big_shards, jpeg_shards, small_shards, warm  # noqa: E402
+
+SIZE = 224
+WORKLOADS = {
+    "raw": "raw iteration, 200k x ~250 B .txt+.cls (samples/s)",
+    "decode": "decode txt+cls, batches of 256 (samples/s)",
+    "jpeg1": "JPEG -> 224x224 RGB, batches of 64, one process (samples/s)",
+    "jpeg2": "the same, 2 workers or threads (samples/s)",
+    "big": "raw iteration, 4 MiB samples (MB/s)",
+}
+CONTENDERS = {  # name -> venv
+    "webdataset 1.0.2": ".venv-bench",
+    "shardstream": ".venv-bench",
+    "litdata": ".venv-peers-litdata",
+    "DALI (CPU)": ".venv-peers-dali",
+    "FFCV": ".venv-peers-ffcv",
+}
+
+
+def data(workload: str, quick: bool) -> list[str]:
+    if workload in ("raw", "decode"):
+        return small_shards(20_000 if quick else 200_000)
+    if workload == "big":
+        return big_shards(32 if quick else 128)
+    return jpeg_shards(200 if quick else 2000)
+
+
+def pil_work(jpg) -> object:
+    """The JPEG work of every Python-side contender (benchmarks/bench_pipeline.py's, repeated to stay standalone)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(jpg)) as img:
+        img.load()
+        img = img.convert("RGB") if img.mode != "RGB" else img
+        w, h = img.size
+        side = min(w, h)
+        box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
+        return np.asarray(img.resize((SIZE, SIZE), Image.Resampling.BILINEAR, box=box))
+
+
+def pil_load(sample: dict) -> tuple:
+    return pil_work(sample["jpg"]), int(sample["cls"])
+
+
+def rows(batches) -> int:
+    n = 0
+    for b in batches:
+        first = b[0] if isinstance(b, (list, tuple)) else next(iter(b.values()))
+        n += len(first)
+    return n
+
+
+# -- one function per (contender, workload): returns the count (samples, or bytes for "big") -----------------------
+
+
+def run_webdataset(workload: str, paths: list[str]):
+    import webdataset as w
+
+    warnings.simplefilter("ignore")
+    ds = w.WebDataset(paths, shardshuffle=False)
+    if workload == "raw":
+        return lambda: sum(1 for _ in ds)
+    if workload == "big":
+        return lambda: sum(len(s["bin"]) for s in ds)
+    if workload == "decode":
+        return lambda: rows(ds.decode().to_tuple("txt", "cls").batched(256))
+    if workload == "jpeg1":
+        return lambda: rows(ds.map(pil_load).batched(64))
+    return _loader(ds.map(pil_load).batched(64))
+
+
+def run_shardstream(workload: str, paths: list[str]):
+    import shardstream as wds
+    from shardstream.codecs import Decoder
+    from shardstream.pipeline.parallel import parallel_map, tarfile_to_columns
+
+    if workload == "raw":
+        return lambda: sum(1 for _ in wds.WebDataset(paths, shardshuffle=False))
+    if workload == "big":
+        return lambda: sum(len(s["bin"]) for s in wds.WebDataset(paths, shardshuffle=False, zero_copy=True))
+    if workload == "decode":
+        decoder = Decoder()
+        return lambda: rows(wds.DataPipeline(wds.SimpleShardList(paths), tarfile_to_columns(256),
+                                             wds.map(decoder.decode_columns)))
+    ds = wds.WebDataset(paths, shardshuffle=False)
+    if workload == "jpeg1":
+        return lambda: rows(ds.map(pil_load).batched(64))
+    return lambda: rows(ds.compose(parallel_map(pil_load, workers=2)).batched(64))  # 2 threads, one process
+
+
+def _loader(dataset):
+    import torch.utils.data
+
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, persistent_workers=True)
+    return lambda: rows(loader)
+
+
+def litdata_dir(workload: str, paths: list[str]) -> str:
+    """The shards converted once with ``litdata.optimize`` (untimed): same samples, litdata's chunk format."""
+    import litdata
+
+    out = DATA / "peers" / "litdata" / pathlib.Path(paths[0]).parent.name
+    if not (out / "DONE").exists():
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
+        litdata.optimize(fn=_litdata_samples, inputs=list(paths), output_dir=str(out), chunk_bytes="64MB",
+                         num_workers=1, mode="overwrite")
+        (out / "DONE").write_text("ok")
+    return str(out)
+
+
+def _litdata_samples(path: str):
+    from shardstream.samples import iter_samples
+
+    with open(path, "rb") as f:
+        for s in iter_samples(f, path):
+            if "bin" in s:
+                yield {"bin": s["bin"]}
+            elif "jpg" in s:
+                yield {"jpg": s["jpg"], "cls": int(s["cls"])}
+            else:
+                yield {"txt": s["txt"].decode(), "cls": int(s["cls"])}
+
+
+def run_litdata(workload: str, paths: list[str]):
+    import litdata
+
+    ds = litdata.StreamingDataset(litdata_dir(workload, paths))
+    if workload == "raw":
+        return lambda: sum(1 for _ in ds)
+    if workload == "big":
+        return lambda: sum(len(s["bin"]) for s in ds)
+    if workload == "decode":
+        loader = litdata.StreamingDataLoader(ds, batch_size=256, num_workers=0)
+        return lambda: sum(len(b["cls"]) for b in loader)
+    if workload == "jpeg1":
+        loader = litdata.StreamingDataLoader(ds, batch_size=64, num_workers=0, collate_fn=_collate_jpeg)
+        return lambda: rows(loader)
+    loader = litdata.StreamingDataLoader(ds, batch_size=64, num_workers=2, collate_fn=_collate_jpeg,
+                                         persistent_workers=True)
+    return lambda: rows(loader)
+
+
+def _collate_jpeg(samples: list[dict]):
+    import numpy as np
+
+    return np.stack([pil_work(s["jpg"]) for s in samples]), np.array([s["cls"] for s in samples])
+
+
+def run_dali(workload: str, paths: list[str]):
+    """DALI's webdataset reader on the CPU (device_id=None); JPEG work with DALI's own CPU decoder and resize."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    threads = 2 if workload == "jpeg2" else 1
+    batch = {"raw": 256, "decode": 256, "big": 4, "jpeg1": 64, "jpeg2": 64}[workload]
+    ext = {"raw": ["txt", "cls"], "decode": ["txt", "cls"], "big": ["bin"]}.get(workload, ["jpg", "cls"])
+
+    @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, exec_dynamic=True)
+    def pipe():
+        fields = fn.readers.webdataset(paths=paths, ext=ext, missing_component_behavior="error", name="reader",
+                                       dtypes=[types.UINT8] * len(ext))
+        fields = fields if isinstance(fields, (list, tuple)) else [fields]  # one extension: one DataNode
+        if workload in ("jpeg1", "jpeg2"):
+            image = fn.decoders.image(fields[0], device="cpu", output_type=types.RGB)
+            image = fn.resize(image, resize_shorter=SIZE, interp_type=types.INTERP_LINEAR, antialias=True)
+            return fn.crop(image, crop=(SIZE, SIZE)), fields[1]
+        return tuple(fields)
+
+    p = pipe()
+    p.build()
+    total = p.reader_meta("reader")["epoch_size"]
+
+    def epoch() -> int:
+        n = nbytes = 0
+        while n < total:
+            out = p.run()
+            size = len(out[0])
+            if workload == "big":
+                nbytes += sum(int(out[0][i].shape()[0]) for i in range(size))
+            n += size
+        return nbytes if workload == "big" else min(n, total)
+
+    return epoch
+
+
+def run_ffcv(workload: str, paths: list[str]):
+    raise RuntimeError("FFCV workloads need a .beton conversion that is not written yet (see docs/performance.md)")
+
+
+RUNNERS = {"webdataset 1.0.2": run_webdataset, "shardstream": run_shardstream, "litdata": run_litdata,
+           "DALI (CPU)": run_dali, "FFCV": run_ffcv}
+
+
+def worker(contender: str, workload: str, quick: bool, repeat: int) -> None:
+    """In the contender's venv: one warm-up pass, then the best of ``repeat``; prints a JSON line."""
+    paths = data(workload, quick)
+    warm(paths)
+    fn = RUNNERS[contender](workload, paths)
+    fn()
+    best = 0.0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        n = fn()
+        best = max(best, n / (time.perf_counter() - start))
+    print(json.dumps({"rate": best / 1e6 if workload == "big" else best}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller data (a smoke run)")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="some workloads only")
+    parser.add_argument("--worker", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per contender and workload")
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker, args.quick, args.repeat)
+        return 0
+    workloads = args.only or list(WORKLOADS)
+    for w in workloads:
+        data(w, args.quick)  # generate once, before any contender runs
+    results: dict[str, dict[str, float | None]] = {w: {} for w in workloads}
+    notes: list[str] = []
+    for w in workloads:
+        for name, venv in CONTENDERS.items():
+            python = ROOT / venv / "bin" / "python"
+            if not python.exists():
+                results[w][name] = None
+                note = f"{name}: {venv} is missing (benchmarks/peers/setup.sh)"
+                if note not in notes:
+                    notes.append(note)
+                continue
+            cmd = [str(python), __file__, "--worker", name, w, "--repeat", str(args.repeat)]
+            try:
+                done = subprocess.run(cmd + (["--quick"] if args.quick else []), capture_output=True, text=True,
+                                      timeout=args.timeout, cwd=ROOT, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+            except subprocess.TimeoutExpired:
+                results[w][name] = None
+                notes.append(f"{name}, {w}: over {args.timeout:.0f} s")
+                continue
+            if done.returncode == 0:
+                results[w][name] = json.loads(done.stdout.strip().splitlines()[-1])["rate"]
+            else:
+                results[w][name] = None
+                last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+                notes.append(f"{name}, {w}: failed: {last[:200]}")
+            print(f"  {w:7} {name:17} {results[w][name] or 'n/a'}", file=sys.stderr, flush=True)
+    print(table(results))
+    for note in notes:
+        print(f"- {note}")
+    return 0
+
+
+def table(results: dict[str, dict[str, float | None]]) -> str:
+    names = list(CONTENDERS)
+    lines = ["| workload | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for w, rates in results.items():
+        base = rates.get("webdataset 1.0.2")
+        cells = []
+        for name in names:
+            rate = rates.get(name)
+            if rate is None:
+                cells.append("n/a")
+            elif name == "webdataset 1.0.2" or not base:
+                cells.append(f"{rate:,.0f}")
+            else:
+                cells.append(f"{rate:,.0f} ({rate / base:.2f}x)")
+        lines.append(f"| {WORKLOADS[w]} | " + " | ".join(cells) + " |")
+    return "## issue-7 workloads, ratios against webdataset 1.0.2 (same data, one run)\n" + "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

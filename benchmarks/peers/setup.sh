@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Create one virtual environment per peer library for benchmarks/peers/bench_peers.py (make bench-peers):
+#   .venv-peers-litdata  litdata (PyPI)
+#   .venv-peers-dali     nvidia-dali-cuda130 (runs on the CPU with device_id=None)
+#   .venv-peers-ffcv     ffcv (compiles; needs Debian libopencv-dev libturbojpeg0-dev pkg-config)
+# torch==2.13.0 (CPU wheel) is installed FIRST in each, so that no peer pulls a CUDA build of torch.
+# A peer that cannot be installed here is reported with the reason, and the others go on.
+# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv]     (default: all three)
+set -u
+cd "$(dirname "$0")/../.."
+PYTHON="${PYTHON:-python3}"
+TORCH="torch==2.13.0"
+TORCH_INDEX="${TORCH_INDEX:-}"  # e.g. https://download.pytorch.org/whl/cpu; default: pip's configured index, as the Makefile
+peers=("$@")
+[ ${#peers[@]} -eq 0 ] && peers=(litdata dali ffcv)
+status=()
+
+make_venv() {  # make_venv NAME: create .venv-peers-NAME with pip and CPU torch; 0 on success
+    local venv=".venv-peers-$1"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$PYTHON" -m venv "$venv" || return 1
+    fi
+    "$venv/bin/python" -m pip install -q --upgrade pip || return 1
+    "$venv/bin/python" -c "import torch" 2>/dev/null && return 0
+    if [ -n "$TORCH_INDEX" ]; then
+        "$venv/bin/python" -m pip install -q "$TORCH" --index-url "$TORCH_INDEX"
+    else
+        "$venv/bin/python" -m pip install -q "$TORCH"
+    fi
+}
+
+install_peer() {  # install_peer NAME PIP-ARGS... ; also installs numpy and Pillow for the shared workloads
+    local name=$1; shift
+    local venv=".venv-peers-$name" log="/tmp/shardstream-peers-$name.log"
+    echo "== $name -> $venv (log: $log)"
+    if ! make_venv "$name" >"$log" 2>&1; then
+        echo "   SKIPPED $name: could not create the venv with $TORCH (see $log)"; status+=("$name: skipped"); return
+    fi
+    # the constraint keeps torch at the version installed above, whatever the peer asks for
+    echo "$TORCH" >"$venv/constraints.txt"
+    if ! "$venv/bin/python" -m pip install -q -c "$venv/constraints.txt" numpy Pillow "$@" >>"$log" 2>&1; then
+        echo "   SKIPPED $name: pip install $* failed; last lines of $log:"
+        tail -n 5 "$log" | sed 's/^/     /'
+        status+=("$name: skipped"); return
+    fi
+    echo "   ok"; status+=("$name: ok")
+}
+
+for peer in "${peers[@]}"; do
+    case "$peer" in
+        litdata) install_peer litdata litdata ;;
+        dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
+        ffcv)
+            missing=()
+            for pkg in libopencv-dev libturbojpeg0-dev pkg-config; do
+                dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+            done
+            if [ ${#missing[@]} -gt 0 ]; then
+                echo "== ffcv"
+                echo "   SKIPPED ffcv: it compiles against Debian packages that are missing: ${missing[*]}"
+                echo "   (install them with: sudo apt-get install ${missing[*]}; then run $0 ffcv)"
+                status+=("ffcv: skipped"); continue
+            fi
+            install_peer ffcv numba opencv-python-headless ffcv ;;
+        *) echo "unknown peer $peer (litdata, dali, ffcv)"; exit 2 ;;
+    esac
+done
+echo "== peers: ${status[*]}"
+exit 0
