@@ -13,6 +13,7 @@ EXPECTED = [
     "IMAGE_EXTENSIONS",
     "IMAGE_SPECS",
     "ImageHandler",
+    "as_decoder",
     "decode_field",
     "decode_image",
     "decode_resized",

@@ -34,6 +34,7 @@ from .arrays import npy_dumps as numpy_dumps
 from .arrays import torch_dumps, torch_loads
 from .decoder import (
     Continue,
+    as_decoder,
     Decoder,
     ExtensionHandler,
     decode_field,
@@ -63,6 +64,7 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "IMAGE_SPECS",
     "ImageHandler",
+    "as_decoder",
     "decode_field",
     "decode_image",
     "decode_resized",

@@ -483,6 +483,26 @@ def _decoder_for(imagespec: str | None, allow_unsafe: bool) -> Decoder:
     return Decoder(*([imagespec] if imagespec else []), allow_unsafe=allow_unsafe)
 
 
+def as_decoder(decode: Any) -> Callable[[dict], Any] | None:
+    """What a ``decode=`` argument means: None/False no decoding, True the default :class:`Decoder`, an image
+    spec or a list of specs and handlers a :class:`Decoder` of them, a callable itself.
+
+    >>> as_decoder(None) is None, type(as_decoder("rgb")).__name__, as_decoder(len) is len
+    (True, 'Decoder', True)
+    """
+    if decode is None or decode is False:
+        return None
+    if decode is True:
+        return Decoder()
+    if isinstance(decode, str):
+        return Decoder(decode)
+    if isinstance(decode, (list, tuple)):
+        return Decoder(*decode)
+    if callable(decode):
+        return decode
+    raise ConfigError(f"decode must be None, True, an image spec, a list of specs, or a callable, not {decode!r}")
+
+
 def decode_field(extension: str, data: bytes, *, imagespec: str | None = None, allow_unsafe: bool = False) -> Any:
     """Decode one field's bytes by its extension, exactly as ``Decoder(imagespec)`` would.
 

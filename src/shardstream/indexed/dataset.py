@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
-from ..codecs import Decoder
+from ..codecs import Decoder, as_decoder
 from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .dataset_index import DatasetIndex, ShardEntry
@@ -73,20 +73,6 @@ class _Handles:
         for shard in self.open.values():
             shard.source.close()
         self.open.clear()
-
-
-def _as_stage(decode: Any) -> Stage | None:
-    if decode is None or decode is False:
-        return None
-    if decode is True:
-        return Decoder()
-    if isinstance(decode, str):
-        return Decoder(decode)
-    if isinstance(decode, (list, tuple)):
-        return Decoder(*decode)
-    if callable(decode):
-        return decode
-    raise ConfigError(f"decode must be None, True, an image spec, a list of specs, or a callable, not {decode!r}")
 
 
 def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[int, ShardIndex], str | None]:
@@ -138,7 +124,7 @@ class IndexedDataset:
         self._ends = list(accumulate(shard.samples for shard in shards))
         self._rows = range(self._ends[-1] if self._ends else 0)
         self._origin = origin
-        self._stages = tuple(s for s in (_as_stage(decode), transform) if s is not None)
+        self._stages = tuple(s for s in (as_decoder(decode), transform) if s is not None)
         self._zero_copy, self._verify = bool(zero_copy), bool(verify)
         self._handles = _Handles(loaded)
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..codecs import as_decoder
 from ..errors import ConfigError
 from ..pipeline.batching import default_collation_fn
 from ..pipeline.datapipeline import IterableDatasetBase
@@ -48,22 +49,6 @@ from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, pl
 __all__ = ["TrainingDataset"]
 
 SHUFFLES = ("global", "window", "stream", "none")
-
-
-def _decoder(decode: Any) -> Callable[[dict], Any] | None:
-    if decode is None or decode is False:
-        return None
-    from ..codecs import Decoder
-
-    if decode is True:
-        return Decoder()
-    if isinstance(decode, str):
-        return Decoder(decode)
-    if isinstance(decode, (list, tuple)):
-        return Decoder(*decode)
-    if callable(decode):
-        return decode
-    raise ConfigError(f"decode must be None, True, an image spec, a list of specs, or a callable, not {decode!r}")
 
 
 class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
@@ -106,7 +91,7 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         self.window, self.buffer = int(window), int(buffer)
         self.stream = shuffle == "stream"
         self._keys, self._collate = keys, collate
-        self._finishers = tuple(f for f in (_decoder(decode), map) if f is not None)
+        self._finishers = tuple(f for f in (as_decoder(decode), map) if f is not None)
         opener = None
         if self.stream and cache_dir is not None:
             from ..io.cache import cache_opener
