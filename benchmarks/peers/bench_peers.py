@@ -34,7 +34,8 @@ from _common import DATA, big_shards, jpeg_shards, small_shards, warm  # noqa: E
 SIZE = 224
 WORKLOADS = {
     "raw": "raw iteration, 200k x ~250 B .txt+.cls (samples/s)",
-    "decode": "decode txt+cls, batches of 256 (samples/s)",
+    "decode": "decode txt+cls, batches of 256 (samples/s); shardstream: indexed shards, `IndexedDataset.columns`",
+    "decode-stream": "the same, shardstream streaming the tar: `tarfile_to_columns` + `decode_columns`",
     "jpeg1": "JPEG -> 224x224 RGB, batches of 64, one process (samples/s)",
     "jpeg2": "the same, 2 workers or threads (samples/s)",
     "big": "raw iteration, 4 MiB samples (MB/s)",
@@ -49,7 +50,7 @@ CONTENDERS = {  # name -> venv
 
 
 def data(workload: str, quick: bool) -> list[str]:
-    if workload in ("raw", "decode"):
+    if workload in ("raw", "decode", "decode-stream"):
         return small_shards(20_000 if quick else 200_000)
     if workload == "big":
         return big_shards(32 if quick else 128)
@@ -96,7 +97,7 @@ def run_webdataset(workload: str, paths: list[str]):
         return lambda: sum(1 for _ in ds)
     if workload == "big":
         return lambda: sum(len(s["bin"]) for s in ds)
-    if workload == "decode":
+    if workload in ("decode", "decode-stream"):
         return lambda: rows(ds.decode().to_tuple("txt", "cls").batched(256))
     if workload == "jpeg1":
         return lambda: rows(ds.map(pil_load).batched(64))
@@ -112,7 +113,15 @@ def run_shardstream(workload: str, paths: list[str]):
         return lambda: sum(1 for _ in wds.WebDataset(paths, shardshuffle=False))
     if workload == "big":
         return lambda: sum(len(s["bin"]) for s in wds.WebDataset(paths, shardshuffle=False, zero_copy=True))
-    if workload == "decode":
+    if workload == "decode":  # the shards' sidecar indexes (built once, untimed, as the peers' conversions)
+        from shardstream.indexed import IndexedDataset, index_shard, sidecar_path
+
+        for p in paths:
+            if not os.path.exists(sidecar_path(p)):
+                index_shard(p)
+        ds = IndexedDataset(paths, decode=Decoder())
+        return lambda: rows(ds.columns(256))
+    if workload == "decode-stream":
         decoder = Decoder()
         return lambda: rows(wds.DataPipeline(wds.SimpleShardList(paths), tarfile_to_columns(256),
                                              wds.map(decoder.decode_columns)))
@@ -218,8 +227,83 @@ def run_dali(workload: str, paths: list[str]):
     return epoch
 
 
+def ffcv_file(workload: str, paths: list[str]) -> str:
+    """The shards converted once to FFCV's ``.beton`` with ``DatasetWriter`` (untimed). txt: ``BytesField`` (UTF-8),
+    cls: ``IntField``, 4 MiB bin: ``BytesField``, jpg: ``RGBImageField(write_mode="jpg", jpeg_quality=90)``, which
+    takes decoded pixels only, so FFCV re-encodes each JPEG (at the quality of the source JPEGs)."""
+    from ffcv.fields import BytesField, IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    out = DATA / "peers" / "ffcv" / (pathlib.Path(paths[0]).parent.name + ".beton")
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        samples = _ffcv_samples(paths)
+        first = samples.ds[0]
+        if "bin" in first:
+            fields = {"bin": BytesField()}
+        elif "jpg" in first:
+            fields = {"jpg": RGBImageField(write_mode="jpg", jpeg_quality=90), "cls": IntField()}
+        else:
+            fields = {"txt": BytesField(), "cls": IntField()}
+        tmp = out.with_suffix(".tmp")
+        DatasetWriter(str(tmp), fields, num_workers=2).from_indexed_dataset(samples)
+        tmp.rename(out)
+    return str(out)
+
+
+class _ffcv_samples:
+    """The samples of the shards as FFCV's writer wants them: a map-style dataset of tuples in field order."""
+
+    def __init__(self, paths: list[str]):
+        from shardstream.indexed import IndexedDataset, index_shard, sidecar_path
+
+        for p in paths:
+            if not os.path.exists(sidecar_path(p)):
+                index_shard(p)
+        self.ds = IndexedDataset(paths)
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: int):
+        import io
+
+        import numpy as np
+        from PIL import Image
+
+        s = self.ds[i]
+        if "bin" in s:
+            return (np.frombuffer(s["bin"], np.uint8),)
+        if "jpg" in s:
+            with Image.open(io.BytesIO(s["jpg"])) as img:
+                return np.asarray(img.convert("RGB")), int(s["cls"])
+        return np.frombuffer(s["txt"], np.uint8), int(s["cls"])
+
+
 def run_ffcv(workload: str, paths: list[str]):
-    raise RuntimeError("FFCV workloads need a .beton conversion that is not written yet (see docs/performance.md)")
+    """FFCV's Loader on the .beton (sequential order, OS page cache); JPEG work with FFCV's own decoder,
+    ``CenterCropRGBImageDecoder((224, 224), ratio=1)`` (centre square of the shorter side, resized by OpenCV);
+    workers are FFCV's threads (1, or 2 for jpeg2). FFCV hands out batches only: raw iteration walks the rows."""
+    from ffcv.fields.basics import IntDecoder
+    from ffcv.fields.bytes import BytesDecoder
+    from ffcv.fields.rgb_image import CenterCropRGBImageDecoder
+    from ffcv.loader import Loader, OrderOption
+
+    path = ffcv_file(workload, paths)
+    batch = {"raw": 256, "decode": 256, "big": 4, "jpeg1": 64, "jpeg2": 64}[workload]
+    if workload in ("jpeg1", "jpeg2"):
+        pipelines = {"jpg": [CenterCropRGBImageDecoder((SIZE, SIZE), ratio=1.0)], "cls": [IntDecoder()]}
+    elif workload == "big":
+        pipelines = {"bin": [BytesDecoder()]}
+    else:
+        pipelines = {"txt": [BytesDecoder()], "cls": [IntDecoder()]}
+    loader = Loader(path, batch_size=batch, num_workers=2 if workload == "jpeg2" else 1, os_cache=True,
+                    order=OrderOption.SEQUENTIAL, drop_last=False, pipelines=pipelines)
+    if workload == "raw":
+        return lambda: sum(sum(1 for _ in zip(*b)) for b in loader)
+    if workload == "big":
+        return lambda: sum(int(b[0].shape[0]) * int(b[0].shape[1]) for b in loader)
+    return lambda: sum(len(b[0]) for b in loader)
 
 
 RUNNERS = {"webdataset 1.0.2": run_webdataset, "shardstream": run_shardstream, "litdata": run_litdata,
@@ -258,6 +342,9 @@ def main() -> int:
     notes: list[str] = []
     for w in workloads:
         for name, venv in CONTENDERS.items():
+            if w == "decode-stream" and name not in ("webdataset 1.0.2", "shardstream"):
+                results[w][name] = None  # a shardstream-only row: its streaming path next to the indexed one
+                continue
             python = ROOT / venv / "bin" / "python"
             if not python.exists():
                 results[w][name] = None

@@ -427,6 +427,24 @@ class Decoder:
         except Exception as e:
             raise _with_context(e, None, None, field) from _cause(e)
 
+    def table_codec(self, field: str) -> str | None:
+        """How this decoder decodes ``field``, when that is the codec table's doing alone: the
+        :class:`~shardstream.codecs.Codec` name (``"text"``, ``"int"``, ``"json"``...), ``""`` when the field stays
+        bytes, ``None`` otherwise (a handler or image spec in front, a wrapper such as ``.gz``, a ``__`` field).
+        Native fast paths decode only what this names, and are tested equal to the table's codec.
+
+        >>> d = Decoder()
+        >>> d.table_codec("txt"), d.table_codec("cls"), d.table_codec("jpg"), d.table_codec("x.json.gz")
+        ('text', 'int', '', None)
+        """
+        fn = self._fields.get(field) or self._resolve(field)
+        if fn is _keep or fn is _identity:
+            return ""
+        found = lookup(field)
+        if found is not None and found[1].kind == "data" and fn is found[1].decode:
+            return found[1].name
+        return None
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_fields"], state["_plans"] = {}, {}

@@ -612,6 +612,107 @@ done:
     return result;
 }
 
+/* slice_column(buf, offsets, sizes, start, stop, mode) -> list | None
+ *
+ * The column of rows start..stop of one field whose row i lies at buf[offsets[i] : offsets[i] + sizes[i]]
+ * (offsets, sizes: contiguous 1-D buffers of 8-byte integers, e.g. int64 numpy arrays). mode 0: bytes;
+ * 1: str, strict UTF-8 (= bytes.decode); 2: str, UTF-8 with surrogateescape (keys); 3: int from ASCII
+ * decimal, only [+-]?[0-9]{1,18} (= int(bytes) on those). Modes 1 and 3 return None when a row is not of
+ * that simple form (invalid UTF-8; spaces, underscores, long or non-numeric text): the caller then decodes
+ * the column with the Python codec, which gives the value or the error. */
+static PyObject *slice_column(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj, *offobj, *sizeobj, *list = NULL;
+    Py_ssize_t start, stop;
+    int mode;
+    Py_buffer buf, off, size;
+    if (!PyArg_ParseTuple(args, "OOOnni", &bufobj, &offobj, &sizeobj, &start, &stop, &mode))
+        return NULL;
+    if (mode < 0 || mode > 3) {
+        PyErr_SetString(PyExc_ValueError, "slice_column: mode must be 0, 1, 2 or 3");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(bufobj, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(offobj, &off, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(sizeobj, &size, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&off);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (off.itemsize != 8 || size.itemsize != 8 || off.len != size.len || start < 0 || stop < start ||
+        stop > off.len / 8) {
+        PyErr_SetString(PyExc_ValueError, "slice_column: offsets and sizes must be equal-length buffers of "
+                                          "8-byte integers holding rows start..stop");
+        goto done;
+    }
+    const int64_t *offsets = (const int64_t *)off.buf, *sizes = (const int64_t *)size.buf;
+    const char *data = (const char *)buf.buf;
+    list = PyList_New(stop - start);
+    if (list == NULL)
+        goto done;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        int64_t o = offsets[i], n = sizes[i];
+        if (o < 0 || n < 0 || o > buf.len || n > buf.len - o) {
+            PyErr_Format(PyExc_ValueError, "slice_column: row %zd (offset %lld, size %lld) is outside the buffer",
+                         i, (long long)o, (long long)n);
+            goto fail;
+        }
+        const char *p = data + o;
+        PyObject *item;
+        if (mode == 0) {
+            item = PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
+        } else if (mode == 1 || mode == 2) {
+            item = PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, mode == 2 ? "surrogateescape" : NULL);
+            if (item == NULL && mode == 1 && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                Py_CLEAR(list);
+                Py_INCREF(Py_None);
+                list = Py_None;
+                goto done;
+            }
+        } else {
+            int64_t k = 0, value = 0;
+            int negative = 0;
+            if (n > 0 && (p[0] == '-' || p[0] == '+')) {
+                negative = p[0] == '-';
+                k = 1;
+            }
+            if (n - k < 1 || n - k > 18) {
+                Py_CLEAR(list);
+                Py_INCREF(Py_None);
+                list = Py_None;
+                goto done;
+            }
+            for (; k < n; k++) {
+                unsigned d = (unsigned char)p[k] - '0';
+                if (d > 9) {
+                    Py_CLEAR(list);
+                    Py_INCREF(Py_None);
+                list = Py_None;
+                    goto done;
+                }
+                value = value * 10 + d;
+            }
+            item = PyLong_FromLongLong(negative ? -value : value);
+        }
+        if (item == NULL)
+            goto fail;
+        PyList_SET_ITEM(list, i - start, item);
+    }
+    goto done;
+fail:
+    Py_CLEAR(list);
+done:
+    PyBuffer_Release(&size);
+    PyBuffer_Release(&off);
+    PyBuffer_Release(&buf);
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, pos, base, headers_only=False) -> (members, new_pos)\n\n"
@@ -631,6 +732,11 @@ static PyMethodDef methods[] = {
      "With columns (a dict {field: list}, the batch being filled) and batch_size, complete samples are appended to\n"
      "the columns instead of returned; need == -2: the batch is full, or the next sample has other fields (the\n"
      "batch ends before it): Python hands the batch out and calls again with an empty dict."},
+    {"slice_column", slice_column, METH_VARARGS,
+     "slice_column(buf, offsets, sizes, start, stop, mode) -> list | None\n\n"
+     "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
+     "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
+     "return None when a row is not of that simple form: decode the column in Python then."},
     {NULL, NULL, 0, NULL},
 };
 
