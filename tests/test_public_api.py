@@ -26,7 +26,7 @@ WEBDATASET_NAMES = """
     tarfile_to_samples shuffle decode to_tuple map map_dict map_tuple select rename rename_keys batched unbatched
     slice rsample repeat with_epoch with_length split_by_node split_by_worker single_node_only
     reraise_exception warn_and_continue ignore_and_continue warn_and_stop ignore_and_stop handle_extension
-    imagehandler pipelinefilter Processor extract_keys torch_video torch_audio DecodingError
+    imagehandler pipelinefilter Processor extract_keys torch_video torch_audio DecodingError RandomMix RoundRobin
 """.split()
 
 

@@ -6,8 +6,10 @@ import os
 
 import pytest
 from remote_servers import (
+    BUCKET,
     CEPH_BINARIES,
     RGW_KEYS,
+    SHARDS,
     Nginx,
     RadosGW,
     build_shard,
@@ -17,9 +19,6 @@ from remote_servers import (
     samples_of,
     upload,
 )
-
-SHARDS = 4
-BUCKET = "shards"
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,11 @@ RGW_KEYS = ("AKTEST", "SKTEST")
 CEPH_BINARIES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "ceph-authtool", "monmaptool")
 
 
+#: the shards the io tests' fixtures build, and the bucket they are uploaded to
+SHARDS = 4
+BUCKET = "shards"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))

@@ -7,7 +7,7 @@ import os
 import tarfile
 
 import pytest
-from conftest import BUCKET, SHARDS
+from remote_servers import BUCKET, SHARDS
 
 from shardstream.cli import main
 

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import pytest
 from fault_servers import FaultProxy
-from conftest import BUCKET
-from remote_servers import RGW_KEYS, boto3_client, free_port, s3_settings_yaml, samples_of, upload
+from remote_servers import (
+    BUCKET,
+    RGW_KEYS,
+    boto3_client,
+    free_port,
+    s3_settings_yaml,
+    samples_of,
+    upload,
+)
 
 from shardstream.errors import OpenError, WriteError
 from shardstream.io import open_url

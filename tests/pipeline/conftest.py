@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-import io
-import tarfile
-
 import pytest
-
-
-def write_tar(path, members):
-    """Write ``[(name, bytes), ...]`` as a plain tar file at ``path``; return its path as a string."""
-    with tarfile.open(path, "w") as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return str(path)
+from pipeline_data import write_tar
 
 
 def sample_members(shard: int, count: int):

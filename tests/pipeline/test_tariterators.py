@@ -24,7 +24,7 @@ from shardstream.pipeline import (
 )
 from shardstream.pipeline.handlers import PipelineWarning
 
-from conftest import write_tar
+from pipeline_data import write_tar
 
 
 def keys(samples):

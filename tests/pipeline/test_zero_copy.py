@@ -21,7 +21,7 @@ from shardstream.codecs import Decoder
 from shardstream.errors import TarFormatError
 from shardstream.testing import assert_checkpoint_conformance
 
-from conftest import write_tar
+from pipeline_data import write_tar
 
 
 def as_bytes(sample):

@@ -130,6 +130,12 @@ def test_webloader_resumes_with_stateful_workers_or_none(urls):
                                   .unbatched().batched(3, collation_fn=None))
 
 
+def test_a_pipeline_as_the_source_of_another(urls):
+    # the inner pipeline's iterator is a cursor: restored in place, so a shuffle after it can save its buffer
+    assert_checkpoint_conformance(lambda: DataPipeline(wds.WebDataset(urls, shardshuffle=True).to_tuple("__key__"),
+                                                       shuffle(5), batched(3, collation_fn=None)))
+
+
 def test_the_helper_catches_a_resume_that_repeats_an_item():
     class OffByOne(DataPipeline):
         def load_state_dict(self, state):

@@ -21,6 +21,7 @@ from .epochs import repeat, with_epoch, with_length
 from .fields import extract_keys, rename, rename_keys
 from .filters import decode, getfirst, map, map_dict, map_tuple, rsample, select, slice, to_tuple
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .mix import RandomMix, RoundRobin
 from .parallel import parallel_map, tarfile_to_columns
 from .placement import Placement
 from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
@@ -35,7 +36,9 @@ __all__ = [
     "IterableDatasetBase",
     "Placement",
     "REGISTRY",
+    "RandomMix",
     "ResampledShards",
+    "RoundRobin",
     "SimpleShardList",
     "Source",
     "Stage",

@@ -167,6 +167,12 @@ class Source:
     def iterate(self, ctx: Context) -> Iterator[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def cursor(self, ctx: Context) -> Any:
+        """A cursor over the items of ``iterate(ctx)`` that saves its own position (see
+        :mod:`~shardstream.pipeline.cursors`), or None (the default): a resumable pipeline then replays
+        ``iterate(ctx)`` up to its position, which suits sources of cheap items such as URLs."""
+        return None
+
     def __iter__(self) -> Iterator[Any]:
         return self.iterate(Context.current(seed=self.seed))
 

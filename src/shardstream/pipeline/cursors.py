@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from .core import Context, Source
 
-__all__ = ["Cursor", "DelegateCursor", "IndexCursor", "PassCursor", "ReplayCursor", "UnsupportedCursor",
-           "require"]
+__all__ = ["Cursor", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor", "ReplayCursor",
+           "UnsupportedCursor", "require", "source_cursor"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -247,16 +248,66 @@ class DelegateCursor(Cursor):
         self._it = None
 
 
+class NestedCursor(Cursor):
+    """Another pipeline as the source (a WebDataset, a RandomMix...): its own iterator is a chain of cursors, so
+    its state is saved under ``"source"`` and restored in place, and going back is as cheap as inside it.
+    ``epoch`` (the outer pipeline's, when it means something) is handed to the inner pipeline before it starts.
+
+    >>> from shardstream.pipeline import DataPipeline
+    >>> c = NestedCursor(DataPipeline(range(5)), "inner"); _ = next(c); c.state_dict()["source"]["chain"]
+    {'items': 1}
+    """
+
+    def __init__(self, pipeline: Iterable[Any], name: str, epoch: int | None = None):
+        self.pipeline, self.name, self.epoch = pipeline, name, epoch
+        self._it: Cursor | None = None
+
+    def _iter(self) -> Cursor:
+        if self._it is None:
+            if self.epoch is not None:
+                self.pipeline.set_epoch(self.epoch)  # type: ignore[attr-defined]
+            self._it = iter(self.pipeline)  # type: ignore[assignment]
+        return self._it  # type: ignore[return-value]
+
+    @property  # type: ignore[override]
+    def restorable(self) -> bool:
+        return self._iter().restorable
+
+    def __next__(self) -> Any:
+        return next(self._iter())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"source": self._iter().state_dict()}
+
+    def mark(self) -> Any:
+        return self._iter().mark()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return {"source": self._iter().state_at(mark)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._iter().load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
+
+
 def _is_dataloader(source: Any) -> bool:
     data = sys.modules.get("torch.utils.data")
     return data is not None and isinstance(source, data.DataLoader)
 
 
-def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]]) -> Cursor:
-    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does)."""
+def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Context | None = None) -> Cursor:
+    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does, with ``ctx``)."""
+    from .datapipeline import DataPipeline  # the floor above: loaded by the time anything iterates
+
     name = getattr(source, "__name__", None) or type(source).__name__
+    if ctx is not None and isinstance(source, Source):
+        cursor = source.cursor(ctx)
+        if cursor is not None:
+            return cursor
     if isinstance(source, (list, tuple, range)):
         return IndexCursor(source)
+    if isinstance(source, DataPipeline):  # its epoch follows ours, unless ours is the DataLoader's (see DataPipeline)
+        meaningful = ctx is not None and ctx.loader_seed is None
+        return NestedCursor(source, name, ctx.epoch if meaningful else None)  # type: ignore[union-attr]
     if callable(getattr(source, "state_dict", None)) and callable(getattr(source, "load_state_dict", None)):
         return DelegateCursor(source, source, name)
     if _is_dataloader(source):

@@ -35,6 +35,7 @@ __all__ = ["FORMAT", "VERSION", "PipelineIterator", "build_chain", "stage_names"
 FORMAT = "shardstream.pipeline"
 VERSION = 1
 _SERIAL = itertools.count()
+_ENDED = ("the iteration is over",)  # the mark of a finished iteration
 
 
 def stage_names(stages: list[Any]) -> list[str]:
@@ -64,7 +65,7 @@ def build_chain(pipeline: DataPipeline, stages: list[Any], ctx: Context, last_sp
                      and getattr(s.spec.state, "reads_shards", False)), None)
     if boundary is None:
         first, here = stages[0], ctx.replace(stage=0, shared=0 < last_split)
-        cursor, start = source_cursor(first, lambda: _open_source(first, here)), 1
+        cursor, start = source_cursor(first, lambda: _open_source(first, here), here), 1
     else:
         head = stages[:boundary]
         upstream = ReplayCursor(lambda: pipeline._chain(head, ctx, last_split), "the shard list")
@@ -110,9 +111,17 @@ class PipelineIterator(Cursor):
         self._done = self._started = False
 
     def _cursors(self) -> Cursor:
-        if self._chain is None:
-            self._chain = build_chain(self.pipeline, list(self.pipeline.pipeline), self.ctx, self.last_split)
-        return self._chain
+        """The chain of cursors (a finished iteration keeps none: it gets a throwaway one to describe states)."""
+        if self._chain is not None:
+            return self._chain
+        chain = build_chain(self.pipeline, list(self.pipeline.pipeline), self.ctx, self.last_split)
+        if not self._done:
+            self._chain = chain
+        return chain
+
+    @property  # type: ignore[override]
+    def restorable(self) -> bool:
+        return self._cursors().restorable
 
     def __next__(self) -> Any:
         if not self._started:  # the pipeline moves on to the next epoch once this one is being served
@@ -155,15 +164,25 @@ class PipelineIterator(Cursor):
 
     def state_dict(self) -> dict[str, Any]:
         """Where this iteration is; once it is over, the start of the next epoch."""
-        if self._done:
+        return self.state_at(self.mark())
+
+    def mark(self) -> Any:
+        """A cheap position (this pipeline under another one: a shuffle buffer keeps one per item)."""
+        return _ENDED if self._done else self._cursors().mark()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        if mark is _ENDED:
             return {**self.head(self.ctx.epoch + 1), "loader_seed": None, "chain": None}
-        return {**self.head(), "chain": self._cursors().state_dict()}
+        return {**self.head(), "chain": self._cursors().state_at(mark)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state`` (checked against this pipeline: see :func:`check`)."""
+        """Continue from ``state`` (checked against this pipeline: see :func:`check`). A state of the same epoch
+        is restored into the live chain of cursors (a shard being read stays open where that is enough)."""
         check(state, self.head(), "this pipeline")
-        self.ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=state["loader_seed"])
-        self._chain, self._done = None, False
+        ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=state["loader_seed"])
+        if ctx != self.ctx or state["chain"] is None:
+            self._chain, self._started = None, self._started and ctx == self.ctx
+        self.ctx, self._done = ctx, False
         if state["chain"] is not None:
             self._cursors().load_state_dict(state["chain"])
 
