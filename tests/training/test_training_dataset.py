@@ -176,3 +176,22 @@ def test_invalid_arguments(shards):
         TrainingDataset(shards, batch_size=4, rank=2, world_size=2)
     with pytest.raises(ConfigError, match="random access"):
         TrainingDataset(IndexedDataset(shards), batch_size=4, shuffle="stream")
+
+
+def test_state_after_set_epoch_is_the_start_of_that_epoch(shards):
+    """A checkpoint taken between epochs (after set_epoch, before iterating) resumes the epoch asked for."""
+    ds = TrainingDataset(shards, batch_size=8)
+    list(ds)  # epoch 0, finished
+    ds.set_epoch(5)
+    state = ds.state_dict()
+    assert state["epoch"] == 5
+    resumed = TrainingDataset(shards, batch_size=8)
+    resumed.load_state_dict(state)
+    assert keys_of(list(resumed)) == run(TrainingDataset(shards, batch_size=8), 5)
+    # mid-epoch, set_epoch with the same epoch keeps the live position
+    ds = TrainingDataset(shards, batch_size=8)
+    ds.set_epoch(2)
+    it = iter(ds)
+    next(it)
+    ds.set_epoch(2)
+    assert ds.state_dict() == it.state_dict()

@@ -149,6 +149,8 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         self._epoch = int(epoch)
         if self._pending is not None and self._pending["epoch"] != self._epoch:
             self._pending = None
+        if self._live is not None and self._live.epoch != self._epoch:
+            self._live = None  # state_dict() now describes the start of the epoch asked for, not the old iterator
 
     def _start(self, rank: int, world: int, worker: int, workers: int) -> tuple[int, EpochPlan, int | None]:
         """The epoch, plan and first batch of an iteration starting now (consumes a restored state)."""
