@@ -31,12 +31,11 @@ import concurrent.futures
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..errors import ConfigError, SampleFormatError
-from ..io import finish_stream, open_url
+from ..errors import ConfigError
 from ..samples import ColumnBatches
 from .core import stage
 from .handlers import annotate, reraise_exception
-from .tariterators import url_of
+from .tariterators import ShardReading
 
 __all__ = ["parallel_map", "tarfile_to_columns"]
 
@@ -108,34 +107,9 @@ def _tarfile_to_columns(
     The samples and the errors are those of ``tarfile_to_samples(handler=..., keys=...)``. A sample whose fields
     differ from its batch's ends the batch early. ``partial=False`` drops the last, short batch.
     """
-    stopped = False
-
-    def on_sample_error(exn: BaseException) -> bool:
-        nonlocal stopped
-        if handler(exn):
-            return True
-        stopped = True
-        return False
-
-    batches = ColumnBatches(batch_size, rule=keys, handler=on_sample_error)
-    for item in source:
-        url = url_of(item)
-        stream = None
-        try:
-            stream = (opener or open_url)(url)
-            yield from batches.read(stream, url)
-            if stopped:
-                break
-            finish_stream(stream)
-        except SampleFormatError:
-            raise  # the grouping already gave it to the handler, which raised it
-        except Exception as exn:
-            annotate(exn, url=url)
-            if not handler(exn):
-                break
-        finally:
-            if stream is not None:
-                stream.close()
+    reading = ShardReading(handler)
+    batches = ColumnBatches(batch_size, rule=keys, handler=reading.on_sample_error)
+    yield from reading.run(source, batches.read, opener)
     last = batches.flush()
     if last is not None and partial:
         yield last

@@ -80,37 +80,51 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     from ..samples import KeyRule, group_samples, iter_samples
 
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
-    stopped = False
+    reading = ShardReading(handler)
 
-    def on_sample_error(exn: BaseException) -> bool:
-        nonlocal stopped
-        if handler(exn):
+    def read(stream: Any, url: str) -> Iterator[dict[str, Any]]:
+        if select_files is None and rename_files is None:  # the C walk + grouping, when built
+            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy)
+        members = _members(stream, url, select_files, rename_files, zero_copy)
+        return group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+
+    yield from reading.run(source, read, opener)
+
+
+class ShardReading:
+    """The one loop over the shards of a shard list: open each, yield what ``read(stream, url)`` yields, and
+    give errors (with the shard's URL attached) to ``handler``. A handler that returns False stops the whole
+    iteration, whether it saw a shard error or a sample error (``on_sample_error``, passed to the grouping)."""
+
+    def __init__(self, handler: Handler):
+        self.handler, self.stopped = handler, False
+
+    def on_sample_error(self, exn: BaseException) -> bool:
+        if self.handler(exn):
             return True
-        stopped = True
+        self.stopped = True
         return False
 
-    for item in source:
-        url = url_of(item)
-        stream = None
-        try:
-            stream = (opener or open_url)(url)
-            if select_files is None and rename_files is None:  # the C walk + grouping, when built
-                yield from iter_samples(stream, url, rule=rule, handler=on_sample_error, zero_copy=zero_copy)
-            else:
-                members = _members(stream, url, select_files, rename_files, zero_copy)
-                yield from group_samples(members, url, rule=rule, handler=on_sample_error)
-            if stopped:
-                return
-            finish_stream(stream)
-        except SampleFormatError:
-            raise  # group_samples already gave it to the handler, which raised it
-        except Exception as exn:
-            annotate(exn, url=url)
-            if not handler(exn):
-                return
-        finally:
-            if stream is not None:
-                stream.close()
+    def run(self, source: Iterable[Any], read: Callable[[Any, str], Iterator[Any]],
+            opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
+        for item in source:
+            url = url_of(item)
+            stream = None
+            try:
+                stream = (opener or open_url)(url)
+                yield from read(stream, url)
+                if self.stopped:
+                    return
+                finish_stream(stream)
+            except SampleFormatError:
+                raise  # the grouping already gave it to the handler, which raised it
+            except Exception as exn:
+                annotate(exn, url=url)
+                if not self.handler(exn):
+                    return
+            finally:
+                if stream is not None:
+                    stream.close()
 
 
 class ReaderCursor(Cursor):
@@ -243,7 +257,7 @@ def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise
 def group_by_keys(data: Iterable[dict[str, Any]], keys: Any = None, lcase: bool = True, suffixes: Any = None,
                   handler: Handler | None = None) -> Iterator[dict[str, Any]]:
     """webdataset step 3: group ``{"fname", "data", "__url__"}`` members into samples (per shard)."""
-    from ..samples import KeyRule, group_samples, iter_samples
+    from ..samples import KeyRule, group_samples
 
     rule = KeyRule(keys if keys is not None else "first-dot", lowercase=lcase)
     for url, members in itertools.groupby(data, key=lambda m: m["__url__"]):
