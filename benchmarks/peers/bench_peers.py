@@ -38,6 +38,8 @@ WORKLOADS = {
     "decode-stream": "the same, shardstream streaming the tar: `tarfile_to_columns` + `decode_columns`",
     "jpeg1": "JPEG -> 224x224 RGB, batches of 64, one process (samples/s)",
     "jpeg2": "the same, 2 workers or threads (samples/s)",
+    "jpeg1s": "JPEG, one process; shardstream: opt-in `decode_resized(scaled=True)` (others as in jpeg1)",
+    "jpeg2s": "the same, 2 threads: `parallel_map(workers=2)` (others as in jpeg2)",
     "big": "raw iteration, 4 MiB samples (MB/s)",
 }
 CONTENDERS = {  # name -> venv
@@ -126,6 +128,15 @@ def run_shardstream(workload: str, paths: list[str]):
         return lambda: rows(wds.DataPipeline(wds.SimpleShardList(paths), tarfile_to_columns(256),
                                              wds.map(decoder.decode_columns)))
     ds = wds.WebDataset(paths, shardshuffle=False)
+    if workload in ("jpeg1s", "jpeg2s"):  # libjpeg-turbo's M/8 scaled decode + OpenCV resize (the `jpeg` extra)
+        from shardstream.codecs import decode_resized
+
+        def scaled_load(sample: dict) -> tuple:
+            return decode_resized(sample["jpg"], SIZE, scaled=True), int(sample["cls"])
+
+        if workload == "jpeg1s":
+            return lambda: rows(ds.map(scaled_load).batched(64))
+        return lambda: rows(ds.compose(parallel_map(scaled_load, workers=2)).batched(64))
     if workload == "jpeg1":
         return lambda: rows(ds.map(pil_load).batched(64))
     return lambda: rows(ds.compose(parallel_map(pil_load, workers=2)).batched(64))  # 2 threads, one process
@@ -314,6 +325,8 @@ def worker(contender: str, workload: str, quick: bool, repeat: int) -> None:
     """In the contender's venv: one warm-up pass, then the best of ``repeat``; prints a JSON line."""
     paths = data(workload, quick)
     warm(paths)
+    if contender != "shardstream":  # the scaled rows are shardstream's variant; the others run their JPEG work
+        workload = {"jpeg1s": "jpeg1", "jpeg2s": "jpeg2"}.get(workload, workload)
     fn = RUNNERS[contender](workload, paths)
     fn()
     best = 0.0
@@ -344,6 +357,9 @@ def main() -> int:
         for name, venv in CONTENDERS.items():
             if w == "decode-stream" and name not in ("webdataset 1.0.2", "shardstream"):
                 results[w][name] = None  # a shardstream-only row: its streaming path next to the indexed one
+                continue
+            if w in ("jpeg1s", "jpeg2s") and name not in ("webdataset 1.0.2", "shardstream", "FFCV"):
+                results[w][name] = None  # shardstream's opt-in variant, next to the baseline and FFCV
                 continue
             python = ROOT / venv / "bin" / "python"
             if not python.exists():

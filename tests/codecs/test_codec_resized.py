@@ -57,3 +57,83 @@ def test_grayscale_and_bad_size():
     assert decode_resized(gray, 10).tolist() == np.full((10, 10, 3), 7).tolist()
     with pytest.raises(ConfigError):
         decode_resized(gray, 0)
+
+
+# -- scaled=True: libjpeg-turbo's M/8 scaled decode + OpenCV bilinear resize (the `jpeg` extra) ----------------------
+
+
+def _scaled_libs():
+    for name in ("simplejpeg", "cv2"):
+        pytest.importorskip(name, reason=f"{name} is not installed (pip install 'shardstream[jpeg]')")
+
+
+@pytest.mark.parametrize("shape", [(375, 500), (500, 375), (900, 1200), (224, 224), (100, 150)])
+def test_scaled_is_close_to_the_exact_path(shape):
+    _scaled_libs()
+    data = encode_image(photo(shape[1], shape[0]), "jpg", quality=90)
+    exact, fast = decode_resized(data, 224), decode_resized(data, 224, scaled=True)
+    assert fast.shape == exact.shape == (224, 224, 3) and fast.dtype == exact.dtype == np.uint8
+    assert fast.flags.writeable and fast.flags.c_contiguous
+    assert np.abs(fast.astype(int) - exact.astype(int)).mean() < 3.0  # measured: 0-1.5 here, 2.4 (max 3.0) on the benchmark photos
+
+
+def test_scaled_decodes_at_a_reduced_scale():
+    _scaled_libs()
+    import simplejpeg
+
+    data = encode_image(photo(500, 375), "jpg")
+    assert simplejpeg.decode_jpeg(data, "RGB", min_height=224, min_width=224).shape == (235, 313, 3)  # 5/8
+
+
+def test_scaled_other_formats_take_the_exact_path():
+    _scaled_libs()
+    for ext in ("png", "webp"):
+        data = encode_image(photo(400, 300), ext)
+        assert np.array_equal(decode_resized(data, 64, scaled=True), decode_resized(data, 64))
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK", "progressive"])
+def test_scaled_grayscale_cmyk_progressive(mode):
+    _scaled_libs()
+    img = PIL.Image.fromarray(photo(500, 375))
+    buf = io.BytesIO()
+    if mode == "progressive":
+        img.save(buf, "JPEG", quality=90, progressive=True)
+    else:
+        img.convert(mode).save(buf, "JPEG", quality=90)
+    data = buf.getvalue()
+    exact, fast = decode_resized(data, 224), decode_resized(data, 224, scaled=True)
+    assert fast.shape == exact.shape == (224, 224, 3)
+    assert np.abs(fast.astype(int) - exact.astype(int)).mean() < 3.0  # libjpeg-turbo converts L and CMYK too
+
+
+@pytest.mark.parametrize("data", [b"\xff\xd8\xff\xe0" + b"garbage" * 20, b"not an image at all"])
+def test_scaled_corrupt_data_raises_like_the_exact_path(data):
+    _scaled_libs()
+    with pytest.raises(OSError) as exact:
+        decode_resized(data, 64)
+    with pytest.raises(OSError) as fast:
+        decode_resized(data, 64, scaled=True)
+    assert type(fast.value) is type(exact.value)
+
+
+def test_scaled_truncated_jpeg_matches_the_exact_path():
+    _scaled_libs()
+    data = encode_image(photo(500, 375), "jpg")[:3000]
+    try:
+        want = decode_resized(data, 64)
+    except OSError as e:
+        with pytest.raises(type(e)):
+            decode_resized(data, 64, scaled=True)
+    else:  # Pillow decodes what it can; so does the fallback
+        assert np.array_equal(decode_resized(data, 64, scaled=True), want)
+
+
+def test_scaled_without_the_extra_names_it(monkeypatch):
+    import sys
+
+    from shardstream.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "simplejpeg", None)
+    with pytest.raises(MissingDependencyError, match=r"shardstream\[jpeg\]"):
+        decode_resized(encode_image(photo(50, 40), "jpg"), 16, scaled=True)
