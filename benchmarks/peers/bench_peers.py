@@ -11,7 +11,9 @@ venv is missing, or that fails, shows ``n/a`` (the reason is printed under the t
 
 Workloads (the rows): raw iteration of 200k x ~250 B .txt+.cls as per-sample records; decode txt+cls in batches
 of 256; JPEG -> 224x224 RGB (decode, centre crop, bilinear resize) in batches of 64 in one process, and with 2
-workers or threads; raw iteration of 4 MiB samples.
+workers or threads; raw iteration of 4 MiB samples; ``write``: seconds to write all four generated datasets
+(200k x ~250 B txt+cls, 2,000 JPEGs, 128 x 4 MiB, 40k x 8 KiB) in each library's own format, and the output
+size against the minimal tar size (see ``run_write``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ WORKLOADS = {
     "jpeg1s": "JPEG, one process; shardstream: opt-in `decode_resized(scaled=True)` (others as in jpeg1)",
     "jpeg2s": "the same, 2 threads: `parallel_map(workers=2)` (others as in jpeg2)",
     "big": "raw iteration, 4 MiB samples (MB/s)",
+    "write": "writing all four datasets in the library's format (s, lower is better; x = webdataset s / own s)",
 }
 CONTENDERS = {  # name -> venv
     "webdataset 1.0.2": ".venv-bench",
@@ -56,6 +59,8 @@ def data(workload: str, quick: bool) -> list[str]:
         return small_shards(20_000 if quick else 200_000)
     if workload == "big":
         return big_shards(32 if quick else 128)
+    if workload == "write":
+        return [p for group in write_sets(quick) for p in group[1]]
     return jpeg_shards(200 if quick else 2000)
 
 
@@ -317,12 +322,146 @@ def run_ffcv(workload: str, paths: list[str]):
     return lambda: sum(len(b[0]) for b in loader)
 
 
+# -- the write workload ---------------------------------------------------------------------------------------------
+
+
+def write_sets(quick: bool) -> list[tuple[str, list[str], int]]:
+    """(name, source shards, samples per shard) of the four datasets the harness generates."""
+    n_med = 4000 if quick else 40_000
+    return [("small", small_shards(20_000 if quick else 200_000), 10_000),
+            ("jpeg", jpeg_shards(200 if quick else 2000), 500),
+            ("big", big_shards(32 if quick else 128), 32),
+            ("medium", big_shards(n_med, 8192, 10_000), 10_000)]
+
+
+def load_samples(paths: list[str]) -> list[dict]:
+    """The source shards' samples in memory, fields as ``bytes`` (untimed: every writer gets the same input)."""
+    from shardstream.samples import iter_samples
+
+    out = []
+    for path in paths:
+        with open(path, "rb") as f:
+            for s in iter_samples(f, path):
+                out.append({k: (v if k.startswith("__") else bytes(v)) for k, v in s.items() if k != "__url__"})
+    return out
+
+
+def minimal_tar_size(samples: list[dict], shards: int) -> int:
+    """A 512-byte header per member plus its data padded to 512, and the 1,024-byte end record per shard."""
+    size = 1024 * shards
+    for sample in samples:
+        for name, value in sample.items():
+            if not name.startswith("__"):
+                size += 512 + len(value) + (-len(value) % 512)
+    return size
+
+
+def write_tar(module, folder: str, samples: list[dict], per_shard: int) -> None:
+    kwargs = {"verbose": 0} if module.__name__ == "webdataset" else {}
+    with module.ShardWriter(os.path.join(folder, "shard-%06d.tar"), maxcount=per_shard, maxsize=1 << 40,
+                            **kwargs) as sink:
+        for sample in samples:
+            sink.write(sample)
+
+
+def write_litdata(folder: str, samples: list[dict], per_shard: int) -> None:
+    """litdata's writer API (what ``optimize`` runs in each worker), in process, 64 MB chunks; bytes as-is."""
+    from litdata.streaming.writer import BinaryWriter
+
+    writer = BinaryWriter(folder, chunk_bytes="64MB")
+    for i, sample in enumerate(samples):
+        writer.add_item(i, {k: v for k, v in sample.items() if not k.startswith("__")})
+    writer.done()
+    writer.merge()
+
+
+class _ffcv_memory:
+    """In-memory samples as FFCV's writer wants them (tuples in field order); JPEGs decoded to pixels."""
+
+    def __init__(self, samples: list[dict]):
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        import io
+
+        import numpy as np
+        from PIL import Image
+
+        s = self.samples[i]
+        if "bin" in s:
+            return (np.frombuffer(s["bin"], np.uint8),)
+        if "jpg" in s:
+            with Image.open(io.BytesIO(s["jpg"])) as img:
+                return np.asarray(img.convert("RGB")), int(s["cls"])
+        return np.frombuffer(s["txt"], np.uint8), int(s["cls"])
+
+
+def write_ffcv(folder: str, samples: list[dict], per_shard: int) -> None:
+    """One ``.beton`` per dataset, fields as in ``ffcv_file`` (jpg re-encoded by RGBImageField), 2 workers."""
+    from ffcv.fields import BytesField, IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    first = samples[0]
+    if "bin" in first:
+        fields = {"bin": BytesField()}
+    elif "jpg" in first:
+        fields = {"jpg": RGBImageField(write_mode="jpg", jpeg_quality=90), "cls": IntField()}
+    else:
+        fields = {"txt": BytesField(), "cls": IntField()}
+    DatasetWriter(os.path.join(folder, "data.beton"), fields, num_workers=2).from_indexed_dataset(
+        _ffcv_memory(samples))
+
+
+def run_write(contender: str, quick: bool) -> dict:
+    """Times ``contender`` writing the four datasets (held in memory) into a fresh folder under bench-data/;
+    returns total seconds, seconds per dataset, and output bytes / minimal tar bytes (all four together)."""
+    import shutil
+    import tempfile
+
+    if contender == "webdataset 1.0.2":
+        import webdataset
+
+        write = lambda *a: write_tar(webdataset, *a)  # noqa: E731
+    elif contender == "shardstream":
+        import shardstream
+
+        write = lambda *a: write_tar(shardstream, *a)  # noqa: E731
+    elif contender == "litdata":
+        write = write_litdata
+    elif contender == "FFCV":
+        write = write_ffcv
+    else:
+        raise RuntimeError(f"{contender} has no writer")
+    warnings.simplefilter("ignore")
+    per, total, out_bytes, min_bytes = {}, 0.0, 0, 0
+    for name, paths, per_shard in write_sets(quick):
+        samples = load_samples(paths)
+        folder = tempfile.mkdtemp(dir=DATA, prefix=f"write-{name}-")
+        try:
+            start = time.perf_counter()
+            write(folder, samples, per_shard)
+            per[name] = time.perf_counter() - start
+            total += per[name]
+            out_bytes += sum(f.stat().st_size for f in pathlib.Path(folder).rglob("*") if f.is_file())
+            min_bytes += minimal_tar_size(samples, len(paths))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        del samples
+    return {"rate": total, "per": per, "size": out_bytes / min_bytes}
+
+
 RUNNERS = {"webdataset 1.0.2": run_webdataset, "shardstream": run_shardstream, "litdata": run_litdata,
            "DALI (CPU)": run_dali, "FFCV": run_ffcv}
 
 
 def worker(contender: str, workload: str, quick: bool, repeat: int) -> None:
     """In the contender's venv: one warm-up pass, then the best of ``repeat``; prints a JSON line."""
+    if workload == "write":  # one pass: seconds, not a rate
+        print(json.dumps(run_write(contender, quick)))
+        return
     paths = data(workload, quick)
     warm(paths)
     if contender != "shardstream":  # the scaled rows are shardstream's variant; the others run their JPEG work
@@ -353,10 +492,14 @@ def main() -> int:
         data(w, args.quick)  # generate once, before any contender runs
     results: dict[str, dict[str, float | None]] = {w: {} for w in workloads}
     notes: list[str] = []
+    details: dict[str, dict] = {}
     for w in workloads:
         for name, venv in CONTENDERS.items():
             if w == "decode-stream" and name not in ("webdataset 1.0.2", "shardstream"):
                 results[w][name] = None  # a shardstream-only row: its streaming path next to the indexed one
+                continue
+            if w == "write" and name == "DALI (CPU)":
+                results[w][name] = None  # DALI reads datasets, it writes none
                 continue
             if w in ("jpeg1s", "jpeg2s") and name not in ("webdataset 1.0.2", "shardstream", "FFCV"):
                 results[w][name] = None  # shardstream's opt-in variant, next to the baseline and FFCV
@@ -377,13 +520,19 @@ def main() -> int:
                 notes.append(f"{name}, {w}: over {args.timeout:.0f} s")
                 continue
             if done.returncode == 0:
-                results[w][name] = json.loads(done.stdout.strip().splitlines()[-1])["rate"]
+                line = json.loads(done.stdout.strip().splitlines()[-1])
+                results[w][name] = line["rate"]
+                if w == "write":
+                    details[name] = line
             else:
                 results[w][name] = None
                 last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
                 notes.append(f"{name}, {w}: failed: {last[:200]}")
             print(f"  {w:7} {name:17} {results[w][name] or 'n/a'}", file=sys.stderr, flush=True)
     print(table(results))
+    for name, d in details.items():
+        per = ", ".join(f"{k} {v:.2f} s" for k, v in d["per"].items())
+        print(f"- write, {name}: {d['rate']:.2f} s ({per}); output {d['size']:.4f}x the minimal tar size")
     for note in notes:
         print(f"- {note}")
     return 0
@@ -399,6 +548,8 @@ def table(results: dict[str, dict[str, float | None]]) -> str:
             rate = rates.get(name)
             if rate is None:
                 cells.append("n/a")
+            elif w == "write":
+                cells.append(f"{rate:.2f} s" + (f" ({base / rate:.2f}x)" if base and name != "webdataset 1.0.2" else ""))
             elif name == "webdataset 1.0.2" or not base:
                 cells.append(f"{rate:,.0f}")
             else:
