@@ -16,29 +16,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import SampleFormatError, TarFormatError
-from shardstream.samples import ColumnBatches, KeyRule, SampleStats, group_samples, iter_samples
+from shardstream.samples import (
+    ColumnBatches,
+    KeyRule,
+    SampleStats,
+    group_samples,
+    iter_samples,
+)
 from shardstream.tar import iter_tar, reader
 from shardstream.tar.writer import TarStreamWriter
+from shardstream.testing import ShortReads
 
 needs_c = pytest.mark.skipif(
     not hasattr(reader._scan, "scan_samples"), reason="C extension not built (setup.py build_ext)"
 )
 
-
-class ShortReads(io.RawIOBase):
-    """A non-seekable stream returning at most ``step`` bytes per read (a pipe)."""
-
-    def __init__(self, data: bytes, step: int = 700):
-        self._data, self._pos, self._step = data, 0, step
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        chunk = self._data[self._pos : self._pos + min(self._step, len(buffer))]
-        buffer[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
 
 
 def skip(exc: BaseException) -> bool:

@@ -267,6 +267,21 @@ def ffcv_file(workload: str, paths: list[str]) -> str:
     return str(out)
 
 
+
+def _as_arrays(s: dict) -> tuple:
+    """A sample as the arrays a loader hands on: bytes as uint8, JPEGs decoded to RGB, labels as int."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    if "bin" in s:
+        return (np.frombuffer(s["bin"], np.uint8),)
+    if "jpg" in s:
+        with Image.open(io.BytesIO(s["jpg"])) as img:
+            return np.asarray(img.convert("RGB")), int(s["cls"])
+    return np.frombuffer(s["txt"], np.uint8), int(s["cls"])
+
 class _ffcv_samples:
     """The samples of the shards as FFCV's writer wants them: a map-style dataset of tuples in field order."""
 
@@ -282,18 +297,7 @@ class _ffcv_samples:
         return len(self.ds)
 
     def __getitem__(self, i: int):
-        import io
-
-        import numpy as np
-        from PIL import Image
-
-        s = self.ds[i]
-        if "bin" in s:
-            return (np.frombuffer(s["bin"], np.uint8),)
-        if "jpg" in s:
-            with Image.open(io.BytesIO(s["jpg"])) as img:
-                return np.asarray(img.convert("RGB")), int(s["cls"])
-        return np.frombuffer(s["txt"], np.uint8), int(s["cls"])
+        return _as_arrays(self.ds[i])
 
 
 def run_ffcv(workload: str, paths: list[str]):
@@ -385,18 +389,7 @@ class _ffcv_memory:
         return len(self.samples)
 
     def __getitem__(self, i: int):
-        import io
-
-        import numpy as np
-        from PIL import Image
-
-        s = self.samples[i]
-        if "bin" in s:
-            return (np.frombuffer(s["bin"], np.uint8),)
-        if "jpg" in s:
-            with Image.open(io.BytesIO(s["jpg"])) as img:
-                return np.asarray(img.convert("RGB")), int(s["cls"])
-        return np.frombuffer(s["txt"], np.uint8), int(s["cls"])
+        return _as_arrays(self.samples[i])
 
 
 def write_ffcv(folder: str, samples: list[dict], per_shard: int) -> None:

@@ -19,6 +19,7 @@ continue from ``load_state_dict(state)``, and each ``iter()`` of it must be the 
 
 from __future__ import annotations
 
+import io
 import pickle
 import sys
 from collections.abc import Callable, Iterable
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["assert_checkpoint_conformance", "assert_same"]
+__all__ = ["ShortReads", "assert_checkpoint_conformance", "assert_same"]
 
 
 def assert_same(a: Any, b: Any, where: str = "item") -> None:
@@ -130,3 +131,25 @@ def _compare(expected: list[Any], actual: list[Any], same: Callable[[Any, Any, s
             raise AssertionError(f"{when}: {e}") from None
     if len(expected) != len(actual):
         raise AssertionError(f"{when}: {len(actual)} items follow, the uninterrupted run has {len(expected)}")
+
+
+class ShortReads(io.RawIOBase):
+    """A non-seekable stream that returns at most ``step`` bytes per read, like a pipe or a socket: for testing
+    that a reader of shards copes with short reads.
+
+    >>> stream = ShortReads(b"abcdefgh", step=3)
+    >>> stream.read(8), stream.read(8), stream.read(8), stream.read(8)
+    (b'abc', b'def', b'gh', b'')
+    """
+
+    def __init__(self, data: bytes, step: int = 7):
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._data[self._pos : self._pos + min(self._step, len(buffer))]
+        buffer[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)

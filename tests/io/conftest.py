@@ -13,8 +13,8 @@ from remote_servers import (
     Nginx,
     RadosGW,
     build_shard,
-    free_port,
     missing,
+    moto_server,
     s3_settings_yaml,
     samples_of,
     upload,
@@ -81,12 +81,9 @@ def rgw_settings(rgw, monkeypatch):
 @pytest.fixture(scope="session")
 def moto_s3():
     """A moto S3 server on loopback (a fast mock; never the only S3 of the suite). Yields its endpoint."""
-    moto_server = pytest.importorskip("moto.server")
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    pytest.importorskip("moto.server")
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

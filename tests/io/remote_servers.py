@@ -269,3 +269,17 @@ def upload(endpoint: str, keys: tuple[str, str], bucket: str, files: dict[str, s
         pass
     for key, path in files.items():
         client.upload_file(path, bucket, key)
+
+
+@contextlib.contextmanager
+def moto_server():
+    """A moto S3 server on a free loopback port (a fast mock, never the only S3 of the suite); yields its endpoint."""
+    import moto.server
+
+    port = free_port()
+    server = moto.server.ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://{LOOPBACK}:{port}"
+    finally:
+        server.stop()

@@ -16,14 +16,11 @@ KEYS = ("moto-key", "moto-secret")
 @pytest.fixture(scope="session")
 def second_moto():
     """A second, independent moto server: another S3 service."""
-    moto_server = pytest.importorskip("moto.server")
-    from remote_servers import free_port
+    pytest.importorskip("moto.server")
+    from remote_servers import moto_server
 
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

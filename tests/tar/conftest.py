@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import types
 import tarfile
+import types
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -19,7 +19,12 @@ import pytest
 
 from shardstream.errors import TarFormatError
 from shardstream.tar import reader
-from shardstream.tar.reader import TruncatedTarWarning, iter_members, iter_members_mapped
+from shardstream.tar.reader import (
+    TruncatedTarWarning,
+    iter_members,
+    iter_members_mapped,
+)
+from shardstream.testing import ShortReads
 
 WALKS = [
     pytest.param(False, id="python"),
@@ -41,21 +46,6 @@ class Outcome:
         error = None if self.error is None else (str(self.error), self.error.offset, self.error.member)
         return self.members, error, self.warnings
 
-
-class ShortReads(io.RawIOBase):
-    """A non-seekable stream that returns at most ``step`` bytes per read (a pipe or socket)."""
-
-    def __init__(self, data: bytes, step: int = 7):
-        self._data, self._pos, self._step = data, 0, step
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        chunk = self._data[self._pos : self._pos + min(self._step, len(buffer))]
-        buffer[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
 
 
 def run(
