@@ -21,7 +21,8 @@ from typing import Any, BinaryIO
 
 from .errors import ConfigError
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
-from .tar import compress, reader
+from .tar import compress, native, reader
+from .tar.buffers import StreamBuffer
 
 __all__ = ["ColumnBatches", "iter_samples"]
 
@@ -35,19 +36,19 @@ def _is_default(rule: KeyRule) -> bool:
 
 
 def _c_scan(accelerate: bool | None, rule: KeyRule) -> Any:
-    """The member scan to resume in Python after the C grouping, or None when the C grouping cannot run."""
-    scan = reader.member_scan(accelerate)
-    if scan is None or not _is_default(rule) or not hasattr(reader._scan, "scan_samples"):
+    """``(C grouping, member scan to resume with in Python)``, or None when the C grouping cannot run."""
+    grouper = native.sample_grouper(accelerate)
+    if grouper is None or not _is_default(rule):
         return None
-    return scan
+    return grouper, native.member_scan(accelerate)
 
 
 def _scanned(
-    src: Any, url: str, scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None
+    src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None
 ) -> Iterator[Any]:
     """The ONE driver of the C ``scan_samples``: samples (or, with ``batches``, full column batches) grouped in C
     while it can; then the Python walk and grouping from the state the C code reached."""
-    scan_samples, split = reader._scan.scan_samples, DEFAULT_RULE.split  # type: ignore[union-attr]
+    (scan_samples, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
     current: dict[str, Any] | None = None
     current_key: str | None = None
@@ -119,12 +120,12 @@ def iter_samples(
     if mapped is not None:
         members = reader.iter_members_mapped(mapped, url, accelerate=accelerate)
         return _group(members, url, key_rule.split, on_error, stats)
-    scan = _c_scan(accelerate, key_rule)
-    if scan is None:
+    c_scan = _c_scan(accelerate, key_rule)
+    if c_scan is None:
         members = compress.iter_tar(stream, url, bufsize=bufsize, accelerate=accelerate)
         return _group(members, url, key_rule.split, on_error, stats)
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(reader.StreamBuffer(tar, bufsize), url, scan, on_error, stats)
+        stream, url, lambda tar: _scanned(StreamBuffer(tar, bufsize), url, c_scan, on_error, stats)
     )
 
 
@@ -170,14 +171,14 @@ class ColumnBatches:
 
     def read(self, stream: BinaryIO, url: str = "<stream>") -> Iterator[dict[str, list[Any]]]:
         """Read one shard; yield the batches it completes (the last, partial one stays for the next shard)."""
-        scan = _c_scan(self.accelerate, self.rule)
-        if scan is None:
+        c_scan = _c_scan(self.accelerate, self.rule)
+        if c_scan is None:
             samples = iter_samples(stream, url, rule=self.rule, handler=self.handler, stats=self.stats,
                                    bufsize=self.bufsize, accelerate=self.accelerate)
             return self._add_all(samples)
         on_error = self.handler or _reraise
         return compress.read_tar(
-            stream, url, lambda tar: _scanned(reader.StreamBuffer(tar, self.bufsize), url, scan, on_error,
+            stream, url, lambda tar: _scanned(StreamBuffer(tar, self.bufsize), url, c_scan, on_error,
                                               self.stats, self)
         )
 
