@@ -544,7 +544,7 @@ def test_progress_bar(tmp_path, capsys):
         for sample in samples(3):
             sink.write(sample)
     err = capsys.readouterr().err
-    assert "3" in err and "# writing" in err and "# finished" in err
+    assert "3" in err and "INFO: writing" in err and "INFO: finished" in err
 
 
 @pytest.mark.parametrize(
