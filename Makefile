@@ -6,6 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 # The dev setup pins torch (CPU); the package itself asks only for a range (pyproject's `torch` extra).
 TORCH  := torch==2.13.0
+WEBDATASET := webdataset==1.0.2
 
 .PHONY: demo test docs test-pythons bench bench-peers venv clean
 
@@ -51,14 +52,14 @@ bench: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q --upgrade pip
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	.venv-bench/bin/python benchmarks/run_all.py
 
 ## issue-7 peers side by side (litdata, DALI on CPU, FFCV where it builds), each in its own venv
 bench-peers: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py
 
