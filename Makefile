@@ -37,7 +37,7 @@ docs: $(STAMP)
 ## installed from a wheel (not editable: the tests import the installed copy, src/ is not on the path)
 PYTHONS    ?= 3.10 3.11 3.12 3.13
 CORE_TESTS ?= tests/tar tests/codecs tests/pipeline tests/indexed tests/test_samples.py tests/test_writer.py \
-              tests/test_config.py tests/test_errors.py tests/test_no_torch.py tests/test_layers.py
+              tests/test_config.py tests/test_errors.py tests/test_no_torch.py tests/test_layers.py tests/test_logging.py
 test-pythons:
 	set -e; unset PYTHONPATH; for v in $(PYTHONS); do \
 	  py=$$(scripts/find-python.sh $$v); \

@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                 sink.write({"__key__": f"{i:04d}", "cls": i, "txt": f"sample {i}", "json": {"i": i}})
         samples = list(shardstream.WebDataset(shard, shardshuffle=False).decode().to_tuple("cls", "txt", "json"))
     accelerated = shardstream.tar.accelerated()
-    print(json.dumps({"version": shardstream.__version__, "file": shardstream.__file__, "python": sys.version.split()[0],
-                      "accelerated": accelerated, "samples": len(samples)}))
+    print(json.dumps({"version": shardstream.__version__, "file": shardstream.__file__,
+                      "python": sys.version.split()[0], "accelerated": accelerated, "samples": len(samples)}))
     expected = [(i, f"sample {i}", {"i": i}) for i in range(20)]
     if samples != expected:
         print(f"smoke test: read back {samples[:3]}..., expected {expected[:3]}...", file=sys.stderr)

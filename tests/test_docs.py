@@ -99,11 +99,10 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
     # the API reference is generated from the docstrings of the public surface
     reference = "".join((site / "api" / page / "index.html").read_text() for page in (
         "shardstream", "writer", "pipeline", "tar", "codecs", "io", "indexed", "training", "cli"))
-    for name in ("shardstream.errors.ShardstreamError", "shardstream.config.Settings", "shardstream.logs.log_to_stderr",
-                 "shardstream.writer.ShardWriter", "shardstream.dataset.WebDataset", "shardstream.pipeline.DataPipeline",
-                 "shardstream.loader.WebLoader", "shardstream.tar.iter_members", "shardstream.codecs.Decoder",
-                 "shardstream.io.gopen", "shardstream.indexed.IndexedDataset", "shardstream.training.TrainingLoader",
-                 "shardstream.cli.main"):
+    for name in ("errors.ShardstreamError", "config.Settings", "logs.log_to_stderr", "writer.ShardWriter",
+                 "dataset.WebDataset", "pipeline.DataPipeline", "loader.WebLoader", "tar.iter_members",
+                 "codecs.Decoder", "io.gopen", "indexed.IndexedDataset", "training.TrainingLoader", "cli.main"):
+        name = f"shardstream.{name}"
         assert f'id="{name}"' in reference, f"{name} is missing from the API reference"
     assert "language-pycon" in reference or 'class="gp">&gt;&gt;&gt;' in reference  # examples shown as code
     # the README became the home page; its links to docs/*.md point at the pages
