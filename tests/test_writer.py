@@ -563,3 +563,16 @@ def test_shardwriter_bad_arguments(tmp_path, monkeypatch, args, kw):
     with pytest.raises(ConfigError):
         ShardWriter(*args, **kw)
     assert listdir(tmp_path) == []
+
+
+def test_an_aborted_compressed_shard_gets_no_bytes_later():
+    import gc
+
+    stream = io.BytesIO()
+    sink = TarWriter(stream, compress="gz")
+    sink.write({"__key__": "a", "txt": "x" * 10_000})
+    sink.abort()
+    before = stream.getvalue()
+    del sink
+    gc.collect()
+    assert stream.getvalue() == before  # no gzip trailer written into the caller's stream at garbage collection
