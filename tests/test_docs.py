@@ -26,13 +26,29 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 SETUP_COMMANDS = {"make demo", "make test"}
+#: fenced blocks that are shown, not run: program output and file contents
+SHOWN = {"text"}
 
 
 def blocks(path: pathlib.Path, lang: str) -> list[str]:
     return [body for kind, body in FENCE.findall(path.read_text()) if kind == lang]
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def with_blocks(lang: str) -> list[pathlib.Path]:
+    return [path for path in DOCS if blocks(path, lang)]
+
+
+def test_every_example_is_python_or_console():
+    """A fenced block of another kind, or without one, would not run: every opening fence names python, console
+    or text."""
+    other = []
+    for path in DOCS:
+        fences = [line[3:].strip() for line in path.read_text().splitlines() if line.startswith("```")]
+        other += [(path.name, kind or "(none)") for kind in fences[::2] if kind not in {"python", "console", *SHOWN}]
+    assert other == []
+
+
+@pytest.mark.parametrize("path", with_blocks("python"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_examples_run(path, tmp_path, monkeypatch):
     code = blocks(path, "python")
     if not code:
@@ -46,7 +62,7 @@ def test_python_examples_run(path, tmp_path, monkeypatch):
             raise AssertionError(f"{path.name} python block {i} failed:\n{body}") from e
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", with_blocks("console"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_console_examples_run(path, tmp_path):
     commands = [
         line[2:]
