@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._common import Progress, describe, examples, key_rule, local_path, message, opened
-from ._output import SampleOutput, add_output_options, is_pattern, shard_name
+from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
 
 __all__ = ["register", "run"]
@@ -30,6 +30,7 @@ EXAMPLES = examples(
     "shardstream create images/ --imagefolder --shuffle --seed 0 -o 'train/train-%06d.tar' --maxcount 10",
     "shardstream create recipe.txt -o recipe.tar",
     "shardstream create samples.jsonl -o 'captions-%06d.tar' --maxsize 1M",
+    "shardstream create images/ --imagefolder --dry-run --json -o preview.tar",
     "printf 'x.txt text:hello\\nx.cls text:1\\n' | shardstream create - -o hello.tar",
     note="Directory: files sharing a key (path up to the first dot of the name) form a sample; member names are\n"
     "the relative paths. --imagefolder: ROOT/<class>/<file>, adds .cls (classes sorted, numbered from 0) and\n"
@@ -118,16 +119,19 @@ def _write_planned(args: argparse.Namespace, planned: list[Planned], classes: li
 
 def _write(args: argparse.Namespace, samples: Iterable[dict[str, Any]], total: int | None, classes: list[str]) -> int:
     class_list = _class_list_path(args) if classes else None
-    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize,
-                      duplicates=args.duplicate_keys) as out, Progress(args, desc="create", total=total) as bar:
+    if class_list and os.path.exists(class_list) and not args.overwrite:
+        raise ConfigError(f"the class list {class_list!r} exists; pass --overwrite to replace it "
+                          "(or --class-list PATH)")
+    with SampleOutput(args.output, **output_options(args)) as out, Progress(args, desc="create", total=total) as bar:
         for sample in samples:
             out.write(sample)
             bar.update()
-    if class_list:
+    if class_list and not args.dry_run:
         with open(class_list, "w", encoding="utf-8") as f:
             f.write("".join(f"{name}\n" for name in classes))
-    message(args, out.summary() + (f"; {len(classes)} classes in {class_list}" if class_list else ""))
-    return 0
+    result = {**out.result(), "classes": classes, "class_list": class_list}
+    return finish(args, "create", result, out.summary() + (f"; {len(classes)} classes in {class_list}"
+                                                           if class_list else ""))
 
 
 def _class_list_path(args: argparse.Namespace) -> str | None:

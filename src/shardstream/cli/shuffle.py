@@ -35,12 +35,11 @@ from ._common import (
     expand_inputs,
     key_rule,
     local_path,
-    message,
     parse_size,
     positive_int,
     shard_samples,
 )
-from ._output import SampleOutput, add_output_options
+from ._output import SampleOutput, add_output_options, finish, output_options
 
 __all__ = ["register", "run", "shuffled"]
 
@@ -48,6 +47,7 @@ EXAMPLES = examples(
     "shardstream shuffle dataset.tar --seed 0 -o shuffled.tar",
     "shardstream shuffle shards-*.tar --seed 7 --memory 64K -o 'shuffled-%06d.tar' --maxcount 10",
     "cat dataset.tar | shardstream shuffle - --memory 16K --buckets 4 -o from-stdin.tar",
+    "shardstream shuffle dataset.tar --seed 1 -o shuffled.tar --overwrite --json --quiet",
 )
 
 _SPAN = 1 << 64
@@ -178,10 +178,9 @@ def run(args: argparse.Namespace) -> int:
     inputs = expand_inputs(args.inputs)
     buckets = args.buckets or _auto_buckets(inputs, args.memory)
     samples = dataset_samples(inputs, key_rule(args, lowercase=False))
-    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize, duplicates=args.duplicate_keys,
-                      inputs=inputs) as out, Progress(args, desc="shuffle") as bar:
+    with SampleOutput(args.output, inputs=inputs, **output_options(args)) as out, \
+            Progress(args, desc="shuffle") as bar:
         for sample in shuffled(samples, args.seed, memory=args.memory, buckets=buckets, tmpdir=args.tmpdir):
             out.write(sample)
             bar.update()
-    message(args, out.summary())
-    return 0
+    return finish(args, "shuffle", out.result(), out.summary())
