@@ -8,6 +8,9 @@ A sample is never split across shards, and bytes are copied as they are.
   sample ``i`` goes to shard ``i mod N`` (shard sizes differ by at most one sample; shards beyond the number of
   samples are valid empty tars). N shards are open at once. To keep the samples in order, use ``--maxcount``.
 
+``-j N`` with ``--maxcount`` (no ``--maxsize``) counts the samples of each input shard, then writes the output
+shards on N processes (the inputs are read twice; the bytes are the same as with one process).
+
 Note: tarproc's ``tarsplit -n`` meant samples per shard; that is ``--maxcount`` here.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 from typing import Any
 
 from ..errors import ConfigError
@@ -30,6 +34,8 @@ from ._common import (
     positive_int,
 )
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
+from ._parallel import (add_workers_option, can_write_in_parallel, count_pieces, count_samples, ordered_map,
+                        read_segments, segments, summary, write_parallel)
 from ._replace import OutputPlan
 
 __all__ = ["register", "run"]
@@ -40,6 +46,7 @@ EXAMPLES = examples(
     "shardstream split dataset.tar --maxsize 64K -o 'sized-{shard:04d}.tar'",
     "shardstream split dataset.tar --maxcount 3 -o 'sized-{shard:04d}.tar' --overwrite --dry-run --json",
     "cat dataset.tar | shardstream split - --maxcount 7 -o 'stdin-%06d.tar'",
+    "shardstream split shards-*.tar --maxcount 6 -j 2 -o 'parallel/part-%06d.tar'",
 )
 
 #: -n above this many shards is refused when the open-file limit cannot be read
@@ -56,6 +63,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     add_output_options(p)
     p.add_argument("-n", "--shards", type=positive_int, metavar="N",
                    help="exactly N shards: sample i goes to shard i mod N (one pass, works on streams)")
+    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -78,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
     inputs = expand_inputs(args.inputs)
     options = output_options(args)
     samples = dataset_samples(inputs, key_rule(args, lowercase=False))
+    if args.shards is None and can_write_in_parallel(args):
+        rule = key_rule(args, lowercase=False)
+        counts = list(ordered_map(count_samples, [(url, rule) for url in inputs], workers=args.workers))
+        pieces = [segments(counts, a, b) for a, b in count_pieces(sum(counts), args.maxcount)]
+        result = write_parallel(args, "split", functools.partial(read_segments, inputs, rule), pieces, inputs)
+        return finish(args, "split", result, summary(result))
     if args.shards is None:
         with SampleOutput(args.output, inputs=inputs, **options) as out, Progress(args, desc="split") as bar:
             for sample in samples:
