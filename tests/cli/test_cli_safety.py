@@ -147,3 +147,15 @@ def test_ls_fields_table(inputs, capsys):
     assert lines[0] == "key\tcls\ttxt\tjson:i\tnope" and lines[3] == "d000002\t2\tsample d2\t2\t" and len(lines) == 21
     assert run_cli("ls", "dataset.tar", "--fields", "key,json:i", "--json") == 0
     assert json.loads(capsys.readouterr().out.splitlines()[1]) == {"key": "d000001", "json:i": 1}
+
+
+def test_dry_run_of_extract_index_and_cache_clear(inputs, capsys):
+    assert run_cli("extract", "dataset.tar", "-C", "x", "--limit", "1", "--dry-run") == 0
+    assert sorted(capsys.readouterr().out.split()) == [f"x/d000000.{e}" for e in ("cls", "json", "png", "txt")]
+    assert not os.path.exists("x")
+    assert run_cli("index", "a.tar", "b.tar", "--dali", "--dry-run") == 0
+    assert capsys.readouterr().out.split() == ["a.tar.ssidx", "b.tar.ssidx", "a.idx", "b.idx"]
+    assert not [n for n in os.listdir(".") if n.endswith((".ssidx", ".idx"))]
+    assert run_cli("cache", "clear", "--cache-dir", "shard-cache", "--max-size", "2K", "--dry-run") == 0
+    assert capsys.readouterr().out.split() == ["http_host_a.0123456789abcdef.tar"]  # the least recently used
+    assert len(os.listdir("shard-cache")) == 2
