@@ -201,9 +201,11 @@ class ViewerData:
         k = rng.randrange(total)
         return k if rows is None else int(rows[k])
 
-    def listing(self, offset: int = 0, limit: int = 48, ext: str | None = None) -> dict[str, Any]:
-        """A page of samples: ``{"total", "offset", "limit", "items": [summary, ...]}`` (see :meth:`summary`)."""
-        rows = self.matching(ext)
+    def listing(self, offset: int = 0, limit: int = 48, ext: str | None = None, rows: np.ndarray | None = None
+                ) -> dict[str, Any]:
+        """A page of samples: ``{"total", "offset", "limit", "items": [summary, ...]}`` (see :meth:`summary`);
+        only samples with field ``ext``, or only the sample numbers ``rows``, when given."""
+        rows = self.matching(ext) if rows is None else rows
         total = len(self) if rows is None else len(rows)
         offset = max(0, min(offset, total))
         numbers = range(offset, min(total, offset + max(0, limit)))
