@@ -255,8 +255,18 @@ class Catalog:
             "fields": fields,
             "image_sizes": [{"width": w, "height": h, "count": c} for (w, h), c in shapes.most_common(20)],
             "problems": [{"problem": p, "count": c} for p, c in
-                         Counter(re.sub(r"\d+", "N", p) for ps in self._problems for p in ps).most_common(12)],
+                         Counter(_problem_kind(p) for ps in self._problems for p in ps).most_common(12)],
         }
+
+
+def _problem_kind(problem: str) -> str:
+    """The kind of a problem, for counting: ``.json does not decode``, ``missing .png``, ``odd .png size``..."""
+    if problem.startswith("image is "):
+        return "odd image size"
+    match = re.match(r"(\.\S+) is \d+ bytes", problem)
+    if match:
+        return f"odd {match.group(1)} size"
+    return re.split(r":| \(", problem, maxsplit=1)[0]
 
 
 def _sortable(value: Any) -> tuple[int, Any]:

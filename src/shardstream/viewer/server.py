@@ -1,6 +1,6 @@
 """The viewer's web server: the page, its static files and a JSON API, on the standard library's HTTP server.
 
-Paths: ``/`` (the page, static/index.html), ``/static/app.js``, ``/static/style.css``,
+Paths: ``/`` (the page, static/index.html), ``/static/sample.js``, ``/static/app.js``, ``/static/style.css``,
 ``/api/field/N/EXT`` (a field's bytes: images, audio and video with their type and Range support, else a
 download), and the JSON API of :mod:`.routes` under ``/api/``.
 
@@ -45,6 +45,7 @@ from .transform import TransformedView
 __all__ = ["ViewerServer", "self_test"]
 
 _STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+           "sample.js": "text/javascript; charset=utf-8",
            "style.css": "text/css; charset=utf-8"}  # fmt: skip
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")  # fmt: skip

@@ -9,7 +9,8 @@ user on the command line: nothing in the data ever names code to run.
 
 Each part of the result is described for the page: arrays and tensors with shape, dtype, value range, mean and
 standard deviation, and as an image when they are one (HxW, HxWx3, CHW...: stretched from min to max, so a
-normalised tensor shows its pixels and the range tells the scale) or as a heat map (other 2-D arrays);
+normalised tensor shows its pixels and the range tells the scale) or as a heat map (one channel of numbers
+that are not 8-bit pixels: masks, depth or feature maps);
 numbers and strings as text.
 
 >>> import numpy as np
@@ -127,11 +128,12 @@ class TransformedView:
         stats = {"min": float(finite.min()) if finite.size else None, "max": float(finite.max()) if finite.size else None,
                  "mean": float(finite.mean()) if finite.size else None, "std": float(finite.std()) if finite.size else None,
                  "nonfinite": int(data.size - finite.size)}
-        image = array_image(array) is not None
         squeezed = np.squeeze(array)
+        # one channel of numbers (a mask, a depth map, a feature map): a heat map says more than gray levels
+        heat = squeezed.ndim == 2 and array.dtype != np.uint8 and squeezed.size <= 16_000_000
         return {"name": name, "kind": "array", "type": type(value).__name__, "shape": list(array.shape),
-                "dtype": str(array.dtype), **stats, "image": image,
-                "heatmap": not image and squeezed.ndim == 2 and squeezed.size <= 16_000_000}
+                "dtype": str(array.dtype), **stats, "image": not heat and array_image(array) is not None,
+                "heatmap": heat}
 
     @staticmethod
     def render_part(value: Any, as_heatmap: bool) -> bytes:
