@@ -121,10 +121,7 @@ async function loadStats() {
 
 async function refresh(push = true) {
   say("");
-  for (const view of ["grid", "table", "stats"]) {
-    $(`tab-${view}`).classList.toggle("active", state.view === view);
-    $(`tab-${view}`).href = "#" + hashFor({ view, offset: 0 });
-  }
+  for (const view of ["grid", "table", "stats"]) $(`tab-${view}`).classList.toggle("active", state.view === view);
   $("grid").hidden = state.view !== "grid";
   $("table-view").hidden = state.view !== "table";
   $("stats-view").hidden = state.view !== "stats";
@@ -153,6 +150,8 @@ function hashFor(over) {
 }
 
 function writeHash(push) {
+  // the tabs are links to the same state in another view (so they open in a new tab, too)
+  for (const view of ["grid", "table", "stats"]) $(`tab-${view}`).href = "#" + hashFor({ view, offset: 0 });
   const hash = "#" + hashFor({});
   if (location.hash === hash) return;
   if (push) history.pushState(null, "", hash);
