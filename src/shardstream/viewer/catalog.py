@@ -95,6 +95,11 @@ class Catalog:
         self._lock = threading.Lock()
         self._built = False
 
+    @property
+    def built(self) -> bool:
+        """Whether the samples were read already."""
+        return self._built
+
     # -- the scan ---------------------------------------------------------------------------------------------
 
     def build(self) -> Catalog:
