@@ -3,7 +3,6 @@ dataset, and the ``view`` command's --decode/--transform options."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import shapes

@@ -28,7 +28,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import Progress, dataset_samples, describe, examples, expand_inputs, key_rule
+from ._common import (
+    Progress,
+    dataset_samples,
+    describe,
+    examples,
+    expand_inputs,
+    key_rule,
+)
 from ._output import SampleOutput, add_output_options, finish, output_options
 
 __all__ = ["mix", "parse_slice", "register", "run"]

@@ -21,6 +21,7 @@ import argparse
 import functools
 import heapq
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -29,8 +30,17 @@ from typing import Any
 from ..errors import ConfigError
 from ..samples import KeyRule
 from ..writer import TarWriter
-from ._common import (CommandError, Progress, dataset_samples, describe, examples, expand_inputs, key_rule,
-                      parse_size, shard_samples)
+from ._common import (
+    CommandError,
+    Progress,
+    dataset_samples,
+    describe,
+    examples,
+    expand_inputs,
+    key_rule,
+    parse_size,
+    shard_samples,
+)
 from ._output import SampleOutput, add_output_options, finish, output_options
 
 __all__ = ["register", "run", "sort_value", "sorted_samples"]
@@ -69,7 +79,7 @@ def _number(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return value if value == value else None  # NaN sorts as text
+    return None if math.isnan(value) else value  # NaN sorts as text
 
 
 def sort_value(sample: dict[str, Any], field: str, path: list[str] | None) -> Value:

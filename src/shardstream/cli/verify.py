@@ -27,11 +27,27 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..codecs import decode_field, get_codec
-from ..errors import (DecodeError, MissingDependencyError, OpenError, SampleFormatError, TarFormatError,
-                      UnsafeDecodeError)
+from ..errors import (
+    DecodeError,
+    MissingDependencyError,
+    OpenError,
+    SampleFormatError,
+    TarFormatError,
+    UnsafeDecodeError,
+)
 from ..samples import KeyRule, group_samples
 from ..tar import TruncatedTarWarning, iter_tar
-from ._common import EXIT_PROBLEMS, describe, examples, expand_inputs, fields, key_rule, opened, plural, progress
+from ._common import (
+    EXIT_PROBLEMS,
+    describe,
+    examples,
+    expand_inputs,
+    fields,
+    key_rule,
+    opened,
+    plural,
+    progress,
+)
 from ._parallel import add_workers_option, ordered_map
 
 __all__ = ["Problem", "ShardReport", "register", "run", "verify_shard"]

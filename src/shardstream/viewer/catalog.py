@@ -31,7 +31,6 @@ match filters: broken only, key substring, class, ``name OP value`` on a column)
 from __future__ import annotations
 
 import io
-import json
 import re
 import threading
 from collections import Counter
@@ -248,7 +247,7 @@ class Catalog:
         fields = []
         for ext in sorted({e for r in self.rows for e in r["sizes"]}):
             sizes = np.array([r["sizes"][ext] for r in self.rows if ext in r["sizes"]], dtype=np.int64)
-            fields.append({"ext": ext, "present": int(len(sizes)), "min": int(sizes.min()),
+            fields.append({"ext": ext, "present": len(sizes), "min": int(sizes.min()),
                            "median": float(np.median(sizes)), "max": int(sizes.max()), "histogram": _histogram(sizes)})
         shapes = Counter((r["width"], r["height"]) for r in self.rows if "width" in r)
         return {

@@ -118,7 +118,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return decoded, {name: values[0] for name, values in query.items()}
 
     def _route(self, path: list[str], query: dict[str, str]) -> None:
-        data = self.server.data
         if not path or path == ["index.html"]:
             return self._static("index.html")
         head, rest = path[0], path[1:]
