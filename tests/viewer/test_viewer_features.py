@@ -95,6 +95,11 @@ def test_broken_samples_are_marked_and_filtered(page):
     page.check("#broken")
     page.wait_for_function("() => document.querySelectorAll('.tile').length === 4")
     assert tiles(page) == broken and "broken=1" in page.url
+    page.click('.tile[data-index="9"]')  # beside the grid: what is wrong, and what the pipeline makes of it
+    page.wait_for_selector("#transformed .error")
+    assert page.text_content("#detail-problems").startswith(".json does not decode: DecodeError")
+    assert page.text_content("#transformed .error").startswith("the transform failed: DecodeError")
+    assert page.text_content('.field[data-ext="json"] .error').startswith("does not decode")
     shoot(page, "broken")
     assert not page.errors
 
