@@ -159,3 +159,15 @@ def test_dry_run_of_extract_index_and_cache_clear(inputs, capsys):
     assert run_cli("cache", "clear", "--cache-dir", "shard-cache", "--max-size", "2K", "--dry-run") == 0
     assert capsys.readouterr().out.split() == ["http_host_a.0123456789abcdef.tar"]  # the least recently used
     assert len(os.listdir("shard-cache")) == 2
+
+
+@pytest.mark.parametrize("memory", ["1G", "2K"])  # in memory, and through temporary shards in every worker
+def test_parallel_shuffle_gives_the_same_bytes(inputs, memory):
+    shards = [f"shards-00000{i}.tar" for i in range(4)]
+    for n in ("1", "3"):
+        assert run_cli("shuffle", *shards, "--seed", "4", "-j", n, "--memory", memory, "--buckets", "3",
+                       "-o", f"p{n}/s-%02d.tar", "--maxcount", "6") == 0
+    one, three = inputs / "p1", inputs / "p3"
+    assert sorted(os.listdir(one)) == sorted(os.listdir(three)) == [f"s-{k:02d}.tar" for k in range(4)]
+    assert all((one / n).read_bytes() == (three / n).read_bytes() for n in os.listdir(one))
+    assert sorted(k for n in sorted(os.listdir(three)) for k in keys(three / n)) == [f"s{i:06d}" for i in range(20)]
