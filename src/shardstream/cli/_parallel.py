@@ -53,8 +53,15 @@ def can_write_in_parallel(args: argparse.Namespace) -> bool:
     """Whether a writing command's output can be cut into shards in advance (see the module docstring)."""
     from ._replace import is_pattern
 
-    return (getattr(args, "workers", 1) > 1 and not args.dry_run and is_pattern(args.output)
-            and args.maxcount is not None and args.maxsize is None)
+    if getattr(args, "workers", 1) <= 1 or args.dry_run:
+        return False
+    if is_pattern(args.output) and args.maxcount is not None and args.maxsize is None:
+        return True
+    from ._common import message
+
+    message(args, f"-j {args.workers}: writing on one process (parallel writing needs a shard pattern with "
+                  "--maxcount and no --maxsize, so that the shards are known in advance)")
+    return False
 
 
 def _write_piece(final: str, temp: str, make: Callable[..., Iterable[dict[str, Any]]], piece: Any,
