@@ -30,6 +30,7 @@ from ._common import (
     examples,
     expand_inputs,
     key_rule,
+    message,
     plural,
     positive_int,
 )
@@ -98,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                 out.write(sample)
                 bar.update()
         return finish(args, "split", out.result(), out.summary())
+    if args.workers > 1:
+        message(args, f"-j {args.workers}: split -n writes on one process (one pass, sample i to shard i mod N)")
     if args.shards > _open_limit():
         raise CommandError(f"-n {args.shards} would open more files than allowed at once ({_open_limit()}); "
                            "use --maxcount or --maxsize instead", code=2)
