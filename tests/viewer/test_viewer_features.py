@@ -51,6 +51,7 @@ def visit(page, fragment: str) -> None:
 
 
 def settled(page) -> None:
+    page.wait_for_function("() => document.querySelector('#grid').hidden || document.body.dataset.marks")
     page.wait_for_function("() => [...document.images].every(i => i.complete)")
     page.wait_for_function("() => !document.querySelector('#detail:not([hidden])') || "
                            "!!document.querySelector('#transformed:not([hidden])') || !state.sample.transformed")
@@ -85,6 +86,7 @@ def tiles(page) -> list[int]:
 
 def test_broken_samples_are_marked_and_filtered(page):
     visit(page, "#view=grid&limit=24")
+    page.wait_for_selector("body[data-marks]")  # the scan for the marks runs in the background
     settled(page)
     broken = [int(n) for n in page.eval_on_selector_all(".tile.broken", "ts => ts.map(t => t.dataset.index)")]
     assert broken == sorted(shapes.BROKEN)

@@ -93,16 +93,25 @@ class Catalog:
         self._problems: list[list[str]] = []
         self._lock = threading.Lock()
         self._built = False
+        self._thread: threading.Thread | None = None
 
     @property
     def built(self) -> bool:
         """Whether the samples were read already."""
         return self._built
 
+    def start(self) -> None:
+        """Read the samples in a background thread (once), so that pages need not wait for it."""
+        with self._lock:
+            if self._built or self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self.build, name="viewer-catalog", daemon=True)
+            self._thread.start()
+
     # -- the scan ---------------------------------------------------------------------------------------------
 
     def build(self) -> Catalog:
-        """Read the samples (once; later calls return at once)."""
+        """Read the samples (once; later calls return at once, or wait for the reading under way)."""
         with self._lock:
             if not self._built:
                 self.rows = [self._scan(i) for i in range(self.count)]

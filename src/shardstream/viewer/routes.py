@@ -97,11 +97,15 @@ class Api:
         offset = number(query.get("offset", "0"), "offset")
         limit = min(number(query.get("limit", "48"), "limit"), _MAX_LIMIT)
         page = self.data.listing(offset, limit, rows=self.rows(query))
-        # marks need the scan of the dataset: done at once for local shards; for remote ones (ranged reads) only
-        # once the statistics, the table or a filter asked for it
-        marks = self.catalog.built or not any(s.remote for s in self.data.shards)
+        # the marks need the scan of the dataset: started in the background by the first page of local shards
+        # ("scanning": the page asks again later); for remote shards (ranged reads) only once the statistics,
+        # the table or a filter asked for it
+        if not self.catalog.built and not any(s.remote for s in self.data.shards):
+            self.catalog.start()
+        page["marks"] = self.catalog.built
+        page["scanning"] = not page["marks"] and not any(s.remote for s in self.data.shards)
         for item in page["items"]:
-            item["problems"] = self.catalog.problems(item["index"]) if marks else []
+            item["problems"] = self.catalog.problems(item["index"]) if page["marks"] else []
         return page
 
     def _find(self, args: list[str], query: dict[str, str]) -> Any:

@@ -17,6 +17,11 @@ async function loadGrid() {
   state.total = page.total; state.offset = page.offset; state.items = page.items;
   $("grid").replaceChildren(...state.items.map(tile));
   if (!state.items.length) $("grid").append(el("p", { class: "muted", text: "no sample passes the filters" }));
+  if (page.marks) document.body.dataset.marks = "1";
+  if (page.scanning) {  // the server is still reading the dataset for the problem marks: ask again soon
+    const asked = hashFor({ sample: null });
+    setTimeout(() => { if (hashFor({ sample: null }) === asked && state.view === "grid") refresh(false); }, 1000);
+  }
 }
 
 function tile(item) {
