@@ -94,6 +94,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._built = False
         self._thread: threading.Thread | None = None
+        self.error: str | None = None  #: what stopped a background scan
 
     @property
     def built(self) -> bool:
@@ -105,8 +106,14 @@ class Catalog:
         with self._lock:
             if self._built or self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self.build, name="viewer-catalog", daemon=True)
+            self._thread = threading.Thread(target=self._background, name="viewer-catalog", daemon=True)
             self._thread.start()
+
+    def _background(self) -> None:
+        try:
+            self.build()
+        except Exception as e:  # e.g. the viewer stopped and closed the dataset under the scan
+            self.error = f"{type(e).__name__}: {e}"
 
     # -- the scan ---------------------------------------------------------------------------------------------
 
