@@ -173,10 +173,7 @@ function readHash() {
   state.desc = params.get("desc") === "1";
   for (const name of Object.keys(state.filters)) state.filters[name] = params.get(name) || "";
   if (!state.info.extensions.includes(state.filters.ext)) state.filters.ext = "";
-  for (const name of Object.keys(state.filters)) {
-    const input = $(name);
-    if (input.type === "checkbox") input.checked = !!state.filters[name]; else input.value = state.filters[name];
-  }
+  showFilters();
   $("limit").value = String(state.limit);
   return number("sample", null);
 }
@@ -220,7 +217,8 @@ async function start() {
   document.title = `shardstream view: ${info.inputs.join(" ")}`;
   for (const ext of info.extensions) $("ext").append(el("option", { value: ext, text: "." + ext }));
   (info.classes || []).forEach((name, k) => $("label").append(el("option", { value: String(k), text: `${name} (${k})` })));
-  if (!info.classes) for (let k = 0; k < 10; k++) $("label").append(el("option", { value: String(k), text: String(k) }));
+  if (!info.classes) $("label").addEventListener("focus", labelsFromStats, { once: true });
+  if (!info.classes && new URLSearchParams(location.hash.slice(1)).get("label")) await labelsFromStats();
   if (info.problems.length) {
     $("problems").textContent = "Problems met while opening the dataset:\n" + info.problems.join("\n");
     $("problems").hidden = false;
@@ -236,7 +234,7 @@ async function start() {
   $("broken").addEventListener("change", () => setFilter("broken", $("broken").checked ? "1" : ""));
   $("clear").addEventListener("click", () => {
     for (const name of Object.keys(state.filters)) state.filters[name] = "";
-    readHashInputs(); state.offset = 0; refresh();
+    showFilters(); state.offset = 0; refresh();
   });
   $("filters").addEventListener("submit", (e) => e.preventDefault());
   $("go").addEventListener("click", jump);
@@ -256,7 +254,17 @@ async function start() {
   document.body.dataset.ready = "1";
 }
 
-function readHashInputs() {
+async function labelsFromStats() {
+  // no classes.txt: the labels the dataset has (from the statistics, read once)
+  try {
+    const s = await api("/api/stats");
+    $("label").replaceChildren(el("option", { value: "", text: "any" }),
+                               ...s.labels.map((l) => el("option", { value: String(l.label), text: String(l.label) })));
+    $("label").value = state.filters.label;
+  } catch (e) { say(e.message); }
+}
+
+function showFilters() {
   for (const name of Object.keys(state.filters)) {
     const input = $(name);
     if (input.type === "checkbox") input.checked = !!state.filters[name]; else input.value = state.filters[name];
