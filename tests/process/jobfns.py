@@ -22,6 +22,12 @@ def keep_even(sample):
     return sample if int(sample["cls"]) % 2 == 0 else None
 
 
+def tag_pid(sample):
+    """Which process handled the sample (slowly enough that every worker gets tasks)."""
+    time.sleep(0.01)
+    return {**sample, "pid.txt": str(os.getpid())}
+
+
 def first_of_shard(samples):
     """per="shard": the first sample of each shard only."""
     for sample in samples:

@@ -188,7 +188,7 @@ class DaskEngine(Engine):
         if self.client is None:
             if self.address is None:
                 cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)  # fmt: skip
+                                       dashboard_address=":0")  # fmt: skip
                 self._own.append(cluster)
                 self.client = Client(cluster)
             else:
