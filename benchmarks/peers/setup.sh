@@ -51,7 +51,9 @@ install_peer() {  # install_peer NAME PIP-ARGS... ; also installs numpy and Pill
 for peer in "${peers[@]}"; do
     case "$peer" in
         litdata) install_peer litdata litdata ;;
-        streaming) install_peer streaming mosaicml-streaming ;;
+        streaming)  # no torchvision build matches torch 2.13: remove what pip pulled in (bench_convert.py stubs it)
+            install_peer streaming mosaicml-streaming
+            .venv-peers-streaming/bin/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 ;;
         webdataset) install_peer webdataset webdataset==1.0.2 ;;
         dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
         ffcv)

@@ -21,6 +21,7 @@ column to the field name you want (``{"image": "jpg"}``). Bytes are kept exactly
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -62,6 +63,7 @@ def safe_key(key: str) -> str:
 _GENERIC = {"image", "img", "id", "index", "count", "class"}
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_extension(name: str) -> bool:
     return (name.lower() in CODECS and name.lower() not in _GENERIC) or name.lower().rsplit(".", 1)[-1] in ("bin", "mp3", "wav", "flac", "ogg")
 
@@ -91,6 +93,13 @@ def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = 
     """``(field name, bytes)`` for the value of ``column`` (see the module docstring); None for a missing value."""
     if value is None:
         return None
+    kind = type(value)
+    if kind is str:
+        return _name(column, "txt", rename), value.encode("utf-8")
+    if kind is int or kind is bool:
+        return _name(column, "cls", rename), str(int(value)).encode("ascii")
+    if kind is bytes:
+        return _name(column, sniff_extension(value), rename), value
     if isinstance(value, Mapping) and "bytes" in value and set(value) <= {"bytes", "path", "sampling_rate"}:
         data, path = value.get("bytes"), value.get("path")
         if data is None:
