@@ -60,7 +60,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--rename", metavar="COL=FIELD", action="append", default=[],
                    help="name the field of a column (e.g. image=jpg); repeatable")
     p.add_argument("--split", help="the split of a Hugging Face DatasetDict (default: every split into DEST/SPLIT)")
-    p.add_argument("--per-task", type=positive_int, help="rows or files per task (default 10000; 64 MiB of files)")
+    p.add_argument("--per-task", type=positive_int, help="rows or files per task (default: about 32 tasks, 1,000-100,000 rows or 16-256 MiB of files each)")
     add_job_options(p)
     p.set_defaults(run=run)
 

@@ -69,9 +69,25 @@ _SUFFIXES = {
     ".ndjson": "jsonl", ".tar": "shards", ".tar.gz": "shards", ".tgz": "shards", ".tar.zst": "shards",
     ".arrow": "hf",
 }  # fmt: skip
-#: rows (CSV, JSON Lines, Parquet, Arrow) per task, and for ImageFolders files and bytes per task
-ROWS_PER_TASK = 10000
-BYTES_PER_TASK = 64 << 20
+#: without ``per_task``, an input is cut into about TASKS tasks (enough to keep every worker of a small cluster busy
+#: to the end), of ROWS rows (CSV, JSON Lines, Parquet) or BYTES bytes of files (ImageFolder) within these bounds;
+#: the cut depends only on the input, so output names stay the same whatever the engine
+TASKS = 32
+ROWS = (1000, 100_000)
+BYTES = (16 << 20, 256 << 20)
+
+
+def _per_task(total: int, bounds: tuple[int, int]) -> int:
+    return min(max(total // TASKS, bounds[0]), bounds[1])
+
+
+def _lines(paths: list[str]) -> int:
+    count = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                count += block.count(b"\n")
+    return count
 
 
 def _files(src: str | list[str]) -> list[str]:
@@ -160,7 +176,6 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
     """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring)."""
     kind = detect(src) if kind == "auto" else kind
     renamed = tuple(sorted((rename or {}).items()))
-    rows = per_task or ROWS_PER_TASK
     if kind == "shards":
         return [ShardSource(url, rule) for url in _files(src)]
     if kind == "tfrecord":
@@ -170,8 +185,11 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         import pyarrow.parquet as pq
 
         out: list[TaskSource] = []
-        for url in _folder_files(src, (".parquet",)):
-            count = pq.ParquetFile(url).metadata.num_rows if os.path.exists(url) else None
+        files = _folder_files(src, (".parquet",))
+        counts = {url: pq.ParquetFile(url).metadata.num_rows for url in files if os.path.exists(url)}
+        rows = per_task or _per_task(sum(counts.values()), ROWS)
+        for url in files:
+            count = counts.get(url)
             starts = range(0, count, rows) if count else [0]
             out += [ParquetSource(url, a, a + rows if count else None, key, renamed) for a in starts]
         return out
@@ -183,18 +201,23 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         return out
     if kind in ("csv", "tsv", "jsonl"):
         out = []
-        for url in _folder_files(src, (".csv", ".tsv", ".jsonl", ".ndjson")):
+        files = _folder_files(src, (".csv", ".tsv", ".jsonl", ".ndjson"))
+        rows = per_task or _per_task(_lines(files), ROWS)
+        for url in files:
             for a, b, first in csv_chunks(url, rows, jsonl=kind == "jsonl"):
                 out.append(CsvSource(url, key, None if paths is None else tuple(paths), renamed, kind == "jsonl",
                                      "\t" if kind == "tsv" else ",", a, b, first))  # fmt: skip
         return out
     if kind == "imagefolder":
         listing = list_imagefolder(src)
+        sizes = [os.path.getsize(os.path.join(src, rel)) for rel, _ in listing.files]
+        budget = _per_task(sum(sizes), BYTES)
+        files_per_task = per_task or ROWS[1]
         chunks, current, size = [], [], 0
-        for rel, number in listing.files:
+        for (rel, number), nbytes in zip(listing.files, sizes):
             current.append((rel, number))
-            size += os.path.getsize(os.path.join(src, rel))
-            if len(current) >= rows or size >= BYTES_PER_TASK:
+            size += nbytes
+            if len(current) >= files_per_task or size >= budget:
                 chunks.append(current)
                 current, size = [], 0
         if current:

@@ -54,6 +54,8 @@ def safe_key(key: str) -> str:
     >>> safe_key("img.0001"), safe_key("train/cat.7")
     ('img_0001', 'train/cat_7')
     """
+    if "." not in key and "\\" not in key and "\0" not in key and key[:1] != "/" and key[-1:] not in ("/", ""):
+        return key
     head, _, tail = key.rpartition("/")
     key = (head + "/" if head else "") + tail.replace(".", "_")
     return key.replace("\0", "_").replace("\\", "_").strip("/") or "_"

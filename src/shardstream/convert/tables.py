@@ -78,11 +78,10 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
                rename: Mapping[str, str] | None = None) -> Item:
     """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong."""
     sample: dict[str, Any] = {"__key__": key}
-    paths = set(paths)
     for column, value in row.items():
         if column == "__key__":
             continue
-        if column in paths:
+        if paths and column in paths:
             got = _path_field(column, value, base)
             if isinstance(got, str):
                 return Skip(key, got)
@@ -256,7 +255,13 @@ class CsvSource:
         stem, base = _stem(self.url), os.path.dirname(os.path.abspath(self.url))
         rename = dict(self.rename)
         number = self.first
+        known: dict[tuple[str, ...], tuple[str, ...]] = {}  # the path columns of each set of columns
         for row in self._rows():
-            paths = default_path_columns(row) if self.paths is None else self.paths
+            paths = self.paths
+            if paths is None:
+                columns = tuple(row)
+                paths = known.get(columns)
+                if paths is None:
+                    paths = known[columns] = default_path_columns(columns)
             yield row_sample(row, _key(row, self.key, f"{stem}-{number:08d}"), paths=paths, base=base, rename=rename)
             number += 1

@@ -87,6 +87,13 @@ def _put(samples: int) -> None:
         pass
 
 
+def _run_pickled(payload: bytes) -> TaskResult:
+    """A task pickled by cloudpickle (functions defined in ``__main__``, a notebook or a doc run too)."""
+    import pickle
+
+    return run_task(pickle.loads(payload))
+
+
 def _init_worker(progress: Any) -> None:
     global _queue
     _queue = progress
@@ -97,7 +104,9 @@ class LocalEngine(Engine):
     """A pool of ``workers`` processes on this machine (default: the number of CPUs).
 
     A worker that dies (killed, out of memory) breaks the pool: the pool is restarted and the tasks it held are
-    retried like failed ones. ``start_method`` is multiprocessing's (default: the platform's).
+    retried like failed ones. ``start_method`` is multiprocessing's (default: the platform's). Tasks are sent
+    with cloudpickle where it is installed (it comes with ``shardstream[dask]``), so functions defined in
+    ``__main__`` or a notebook work; without it, the function must be importable by name.
     """
 
     name = "local"
@@ -117,7 +126,11 @@ class LocalEngine(Engine):
 
     def submit(self, task: Task) -> Any:
         assert self._pool is not None, "start() the engine first"
-        return self._pool.submit(run_task, task)
+        try:  # by value where needed (cloudpickle comes with the dask extra), as Dask sends tasks
+            import cloudpickle
+        except ImportError:  # pragma: no cover - without it, functions must be importable by name
+            return self._pool.submit(run_task, task)
+        return self._pool.submit(_run_pickled, cloudpickle.dumps(task))
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
         done, _ = cf.wait(handles, timeout=timeout, return_when=cf.FIRST_COMPLETED)
