@@ -14,7 +14,8 @@ label; caption, label) into ``bench-data/convert/out/`` (removed after each run)
 conversion, process pools and clusters started inside it. Rows:
 
 - shardstream: ``convert(src, dst, engine="local", workers=1 | 2)``; ``engine="dask", workers=2`` (a
-  ``LocalCluster``, its start included); indexes (sidecar, DALI, dataset.json) are written too;
+  ``LocalCluster``, its start included); indexes (sidecar, DALI, dataset.json) are written too, except in the
+  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's);
 - litdata: ``optimize(fn, inputs, output_dir, num_workers=2, chunk_bytes="64MB")``;
 - Streaming: a ``MDSWriter`` loop (one process, as its documentation shows);
 - webdataset 1.0.2: a ``ShardWriter`` loop (one process).
@@ -46,6 +47,7 @@ CONTENDERS = {  # row -> (venv or None for this interpreter, function name)
     "shardstream local x1": (None, "shardstream_local1"),
     "shardstream local x2": (None, "shardstream_local2"),
     "shardstream dask x2": (None, "shardstream_dask2"),
+    "shardstream x2 no index": (None, "shardstream_noindex2"),
     "litdata optimize x2": (".venv-peers-litdata", "litdata2"),
     "Streaming MDSWriter": (".venv-peers-streaming", "mds"),
     "webdataset ShardWriter": (".venv-peers-webdataset", "webdataset"),
@@ -116,12 +118,16 @@ def json_lines(path: str):
 # -- contenders (each runs inside its own interpreter) -----------------------------------------------------------
 
 
-def _shardstream(kind: str, src: str, out: str, engine: str, workers: int) -> int:
+def _shardstream(kind: str, src: str, out: str, engine: str, workers: int, index: bool = True) -> int:
     sys.path.insert(0, str(ROOT / "src"))
     from shardstream.convert import convert
 
-    result = convert(src, out, engine=engine, workers=workers, maxsize=CHUNK, progress=False)
+    result = convert(src, out, engine=engine, workers=workers, maxsize=CHUNK, progress=False, index=index)
     return result.samples
+
+
+def shardstream_noindex2(kind: str, src: str, out: str) -> int:
+    return _shardstream(kind, src, out, "local", 2, index=False)
 
 
 def shardstream_local1(kind: str, src: str, out: str) -> int:
@@ -214,9 +220,13 @@ def _stub_torchvision() -> None:
 
     if importlib.util.find_spec("torchvision") is not None:
         return
+    import importlib.machinery
+
     tv = types.ModuleType("torchvision")
     datasets, transforms, functional = (types.ModuleType(f"torchvision.{n}") for n in
                                         ("datasets", "transforms", "transforms.functional"))  # fmt: skip
+    for module in (tv, datasets, transforms, functional):  # a spec, for libraries that probe with find_spec
+        module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
     datasets.VisionDataset = datasets.CIFAR10 = type("VisionDataset", (), {})
     functional.to_tensor = None
     tv.datasets, tv.transforms, transforms.functional = datasets, transforms, functional
@@ -226,7 +236,7 @@ def _stub_torchvision() -> None:
 
 IMPORTS = {"litdata2": "litdata", "mds": "streaming", "webdataset": "webdataset",
            "shardstream_local1": "shardstream.convert", "shardstream_local2": "shardstream.convert",
-           "shardstream_dask2": "distributed"}
+           "shardstream_dask2": "distributed", "shardstream_noindex2": "shardstream.convert"}
 
 
 def child(name: str, kind: str, src: str, out: str) -> None:
@@ -237,15 +247,21 @@ def child(name: str, kind: str, src: str, out: str) -> None:
         sys.path.insert(0, str(ROOT / "src"))
         __import__("shardstream.convert")
     __import__(IMPORTS[name])
-    start = time.perf_counter()
+    import resource
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start, cpu_start = time.perf_counter(), cpu()
     samples = globals()[name](kind, src, out)
-    print(json.dumps({"seconds": time.perf_counter() - start, "samples": samples}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - cpu_start, "samples": samples}))
 
 
 # -- driver -------------------------------------------------------------------------------------------------------
 
 
-def run(row: str, kind: str, src: str) -> tuple[float | None, str]:
+def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]:
     venv, name = CONTENDERS[row]
     python = sys.executable if venv is None else str(ROOT / venv / "bin" / "python")
     if not os.path.exists(python):
@@ -258,7 +274,7 @@ def run(row: str, kind: str, src: str) -> tuple[float | None, str]:
     if done.returncode != 0:
         return None, done.stderr.decode(errors="replace").strip().splitlines()[-1:][0] if done.stderr else "failed"
     result = json.loads(done.stdout.decode().strip().splitlines()[-1])
-    return result["seconds"], f"{result['samples']} samples"
+    return (result["seconds"], result["cpu"]), f"{result['samples']} samples"
 
 
 def main() -> None:
@@ -279,36 +295,36 @@ def main() -> None:
     labels = {"jpeg": f"{megabytes} MB of JPEGs + labels (ImageFolder)",
               "small": f"{args.small:,} small samples (JSON Lines)"}
     rows = [r for r in CONTENDERS if not args.only or any(o in r for o in args.only)]
-    table: dict[str, dict[str, float | None]] = {r: {} for r in rows}
+    table: dict[str, dict[str, tuple[float, float] | None]] = {r: {} for r in rows}
     notes = []
     for kind in args.sets:
         src = sources[kind]()
-        for row in rows:
-            best = None
-            for _ in range(args.repeat):
-                seconds, note = run(row, kind, src)
-                if seconds is None:
+        for _ in range(args.repeat):  # rounds over all rows: load changes on a shared machine hit every row alike
+            for row in rows:
+                got, note = run(row, kind, src)
+                if got is None:
                     notes.append(f"{row} / {kind}: n/a: {note}")
-                    break
-                best = seconds if best is None else min(best, seconds)
-            table[row][kind] = best
-            shown = "n/a" if best is None else f"{best:.2f} s"
-            print(f"  {labels[kind]:<42} {row:<24} {shown}", file=sys.stderr)
+                    continue
+                best = table[row].get(kind)
+                table[row][kind] = got if best is None else (min(best[0], got[0]), min(best[1], got[1]))
+                print(f"  {labels[kind]:<42} {row:<24} {got[0]:.2f} s wall, {got[1]:.2f} s CPU", file=sys.stderr)
     ref = "shardstream local x2"
-    print(f"\n{'contender':<24}" + "".join(f"{k:>12}{'x':>8}" for k in args.sets))
+    print(f"\n{'contender':<24}" + "".join(f"{k + ' wall':>14}{'x':>7}{'CPU':>9}{'x':>7}" for k in args.sets))
     for row in rows:
         cells = ""
         for kind in args.sets:
             value, base = table[row].get(kind), table.get(ref, {}).get(kind)
-            cells += f"{'n/a' if value is None else f'{value:.2f} s':>12}"
-            cells += f"{'' if value is None or base is None else f'{value / base:.2f}':>8}"
+            for i in (0, 1):
+                cells += f"{'n/a' if value is None else f'{value[i]:.2f} s':>{14 if i == 0 else 9}}"
+                cells += f"{'' if value is None or base is None else f'{value[i] / base[i]:.2f}':>7}"
         print(f"{row:<24}{cells}")
     one = table.get("shardstream local x1", {})
     two = table.get(ref, {})
     for kind in args.sets:
         if one.get(kind) and two.get(kind):
-            print(f"scaling 1 -> 2 workers, {kind}: {one[kind] / two[kind]:.2f}x")
-    print("x = contender seconds / shardstream local x2 seconds (above 1: shardstream is faster)")
+            print(f"scaling 1 -> 2 workers, {kind}: {one[kind][0] / two[kind][0]:.2f}x (wall)")
+    print("x = contender / shardstream local x2 (above 1: shardstream is faster); CPU = user+system seconds of all "
+          "processes of the contender (on a shared machine wall times drift, CPU seconds much less)")
     for kind in args.sets:
         print(f"{kind}: {labels[kind]}")
     for note in notes:

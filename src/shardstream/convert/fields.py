@@ -70,10 +70,15 @@ def _is_extension(name: str) -> bool:
     return (name.lower() in CODECS and name.lower() not in _GENERIC) or name.lower().rsplit(".", 1)[-1] in ("bin", "mp3", "wav", "flac", "ogg")
 
 
+@functools.lru_cache(maxsize=4096)
+def _plain_name(column: str, ext: str) -> str:
+    return column if _is_extension(column) else f"{column}.{ext}"
+
+
 def _name(column: str, ext: str, rename: Mapping[str, str] | None) -> str:
     if rename and column in rename:
         return rename[column]
-    return column if _is_extension(column) else f"{column}.{ext}"
+    return _plain_name(column, ext)
 
 
 def _json(value: Any) -> bytes:

@@ -149,7 +149,7 @@ class _Counts:
     def wrote(self) -> None:
         self.written += 1
         self.unreported += 1
-        if _reporter is not None and (self.unreported >= 1000 or time.monotonic() - self.last > 0.5):
+        if self.unreported & 255 == 0 and _reporter is not None and time.monotonic() - self.last > 0.5:
             self.flush()
 
     def flush(self) -> None:
@@ -199,7 +199,7 @@ def run_task(task: Task) -> TaskResult:
     samples: Iterable[dict[str, Any]] = _inputs(task, counts)
     if task.per == "shard" and task.fn is not None:
         samples = task.fn(samples)
-    else:
+    elif task.fn is not None:
         samples = _per_sample(task, samples, counts)
 
     def counted() -> Iterator[dict[str, Any]]:
