@@ -1,18 +1,9 @@
-"""Fixtures of the conversion tests: small real JPEG/PNG files made with Pillow."""
+"""Fixtures of the conversion tests (helpers in convert_helpers.py)."""
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
-import PIL.Image
 import pytest
-
-
-def image_bytes(i: int, fmt: str = "JPEG") -> bytes:
-    out = io.BytesIO()
-    PIL.Image.fromarray(np.full((8, 8, 3), (i * 37) % 256, np.uint8)).save(out, format=fmt)
-    return out.getvalue()
+from convert_helpers import image_bytes
 
 
 @pytest.fixture

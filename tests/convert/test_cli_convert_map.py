@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import image_bytes
+from convert_helpers import image_bytes
 
 from shardstream.cli import build_parser, main
 from shardstream.writer import ShardWriter, TarWriter

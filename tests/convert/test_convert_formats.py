@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from conftest import image_bytes
+from convert_helpers import image_bytes
 
 from shardstream.convert import convert, detect, plan
 from shardstream.errors import ConfigError, ProcessingError, RecordFormatError

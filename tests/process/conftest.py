@@ -1,38 +1,14 @@
-"""Fixtures of the processing tests: small input shards, and helpers to compare outputs byte for byte."""
+"""Fixtures of the processing tests (helpers in process_helpers.py)."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest
-
-from shardstream.writer import ShardWriter
-
-HERE = pathlib.Path(__file__).parent
-
-
-def make_shards(root: pathlib.Path, shards: int = 4, per_shard: int = 25) -> list[str]:
-    with ShardWriter(str(root / "in-%06d.tar"), maxcount=per_shard) as sink:
-        for i in range(shards * per_shard):
-            sink.write({"__key__": f"s{i:05d}", "txt": f"sample {i} " + "x" * (i % 50), "cls": i % 5})
-    return list(sink.shards)
+from process_helpers import make_shards
 
 
 @pytest.fixture
 def shards(tmp_path: pathlib.Path) -> list[str]:
     """Four shards of 25 samples (keys s00000..s00099, fields txt and cls)."""
     return make_shards(tmp_path)
-
-
-def tree_bytes(root: str) -> dict[str, bytes]:
-    """Every file under ``root`` (relative path -> bytes), the task manifests excepted (they hold timings)."""
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root)
-            if not rel.startswith("_tasks"):
-                with open(path, "rb") as f:
-                    out[rel] = f.read()
-    return out

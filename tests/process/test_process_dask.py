@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import HERE, tree_bytes
+from process_helpers import HERE, tree_bytes
 from jobfns import Once, tag_pid, upper
 
 from shardstream.process import DaskEngine, ShardSource, map_dataset

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import make_shards, tree_bytes
+from process_helpers import make_shards, tree_bytes
 from jobfns import Always, Once, explode, first_of_shard, keep_even, upper
 
 import shardstream as wds

@@ -148,7 +148,8 @@ class LocalEngine(Engine):
                 return total
 
     def recover(self, error: BaseException) -> None:
-        if isinstance(error, cf.process.BrokenProcessPool) and self._pool is not None:
+        # every task the broken pool held fails with BrokenProcessPool: restart once, not once per task
+        if isinstance(error, cf.process.BrokenProcessPool) and self._pool is not None and self._pool._broken:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
                                                 initargs=(self._progress,))  # fmt: skip

@@ -94,12 +94,15 @@ class _Bar:
 
 
 def _remove_temporaries(output: Output, tasks: Sequence[Task]) -> None:
-    """Temporary files of attempts that died (a killed worker) in a local output directory."""
+    """Temporary files of attempts that died (a killed worker) in a local output directory: shards
+    (``.NAME.XXXX.tmp``), indexes and manifests (``NAME.PID.tmp``)."""
     location = getattr(output, "location", None)
     prefix = getattr(output, "prefix", None)
     if location is None or prefix is None or is_remote(location):
         return
-    for path in glob.glob(os.path.join(glob.escape(location), f".{glob.escape(prefix)}-*.tmp")):
+    base, name = glob.escape(location), glob.escape(prefix)
+    patterns = (f".{name}-*.tmp", f"{name}-*.tmp", os.path.join("_tasks", f"{name}-*.tmp"))
+    for path in (p for pattern in patterns for p in glob.glob(os.path.join(base, pattern))):
         try:
             os.unlink(path)
         except OSError:

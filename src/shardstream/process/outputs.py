@@ -170,7 +170,9 @@ class TarOutput:
 
             for info in sink.shard_info:
                 index_shard(info.path)
-                write_dali_index(info.path)
+                dali = info.path[: -len(".tar")] + ".idx"
+                write_dali_index(info.path, f"{dali}.{os.getpid()}.tmp")
+                os.replace(f"{dali}.{os.getpid()}.tmp", dali)  # all or nothing, as every other file
         return list(sink.shard_info)
 
     def finish(self, shards: list[ShardInfo]) -> str | None: ...  # pragma: no cover - protocol
