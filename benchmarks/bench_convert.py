@@ -96,9 +96,8 @@ def make_small(count: int) -> str:
     r = random.Random(0)
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
     with open(f"{path}.tmp", "w") as f:
-        for i in range(count):
-            f.write(json.dumps({"__key__": f"{i:08d}", "caption": " ".join(r.choice(words) for _ in range(16)),
-                                "label": r.randrange(1000)}) + "\n")
+        f.writelines(json.dumps({"__key__": f"{i:08d}", "caption": " ".join(r.choice(words) for _ in range(16)),
+                                "label": r.randrange(1000)}) + "\n" for i in range(count))
     os.replace(f"{path}.tmp", path)
     return str(path)
 

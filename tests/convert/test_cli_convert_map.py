@@ -40,7 +40,7 @@ def inputs(tmp_path, monkeypatch):
 def help_examples(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, "--help"])
-    return re.findall(r"^  \$ (.+)$", capsys.readouterr().out, re.M)
+    return re.findall(r"^  \$ (.+)$", capsys.readouterr().out, re.MULTILINE)
 
 
 @pytest.mark.parametrize("command", ["convert", "map"])

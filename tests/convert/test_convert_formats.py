@@ -122,7 +122,7 @@ def test_csv_and_jsonl_with_path_columns_report_missing_files(tmp_path, jpegs):
         assert result.tasks == 3 and result.samples == 4
         samples = read(result)
         assert [s["image.jpg"] for s in samples] == jpegs[:4] and samples[2]["__key__"] == "r2"
-        ((url, skip),) = result.skipped
+        ((_url, skip),) = result.skipped
         assert skip.key == "r4" and "no file 'img/4.jpg'" in skip.reason
 
 

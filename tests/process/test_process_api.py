@@ -15,6 +15,6 @@ def test_all_is_sorted_and_resolves(name):
 
 
 def test_process_surface():
-    import shardstream.process as process
+    from shardstream import process
 
     assert {"map_dataset", "run_tasks", "LocalEngine", "DaskEngine", "ShellCommand", "TarOutput"} <= set(process.__all__)

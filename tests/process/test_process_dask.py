@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-from process_helpers import HERE, tree_bytes
 from jobfns import Once, tag_pid, upper
+from process_helpers import HERE, tree_bytes
 
 from shardstream.process import DaskEngine, ShardSource, map_dataset
 
@@ -77,7 +77,7 @@ def test_tasks_run_on_both_workers(scheduler, shards, tmp_path):
 
 
 def test_a_worker_killed_mid_task_is_retried_and_outputs_stay_exact(scheduler, shards, tmp_path):
-    address, client = scheduler
+    _address, client = scheduler
     marker = tmp_path / "killed"
     fn = Once(str(marker), key="s00040", what="kill", slow=0.005)  # SIGKILLs the worker running task 1
     result = map_dataset(shards, str(tmp_path / "out"), fn, engine=DaskEngine(client=client), maxcount=10)

@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
-from process_helpers import make_shards, tree_bytes
 from jobfns import Always, Once, explode, first_of_shard, keep_even, upper
+from process_helpers import make_shards, tree_bytes
 
 import shardstream as wds
 from shardstream.errors import ConfigError, ProcessingError
@@ -73,7 +73,7 @@ def test_a_failing_task_is_retried(shards, tmp_path):
     fn = Once(str(tmp_path / "marker"), key="s00030", what="raise")
     result = map_dataset(shards, str(tmp_path / "out"), fn, engine="local", workers=2, retries=1)
     assert result.samples == 100 and os.path.exists(tmp_path / "marker")
-    clean = map_dataset(shards, str(tmp_path / "clean"), upper, engine="inline")
+    map_dataset(shards, str(tmp_path / "clean"), upper, engine="inline")
     assert tree_bytes(str(tmp_path / "out")) == tree_bytes(str(tmp_path / "clean"))
 
 
@@ -108,7 +108,7 @@ def test_a_killed_pool_worker_is_replaced_and_outputs_stay_exact(shards, tmp_pat
     fn = Once(str(tmp_path / "marker"), key="s00040", what="kill", slow=0.002)
     result = map_dataset(shards, str(tmp_path / "out"), fn, engine="local", workers=2, retries=2)
     assert result.samples == 100 and os.path.exists(tmp_path / "marker")
-    clean = map_dataset(shards, str(tmp_path / "clean"), upper, engine="inline")
+    map_dataset(shards, str(tmp_path / "clean"), upper, engine="inline")
     assert tree_bytes(str(tmp_path / "out")) == tree_bytes(str(tmp_path / "clean"))
 
 

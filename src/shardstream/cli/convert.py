@@ -86,9 +86,9 @@ def _report(path: str | None, result: Any, failures: list) -> None:
 
 def job_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of a job from the shared options."""
-    return dict(engine=args.engine, workers=args.workers, scheduler=args.scheduler, maxcount=args.maxcount,
-                maxsize=args.maxsize, prefix=args.prefix, index=args.index, retries=args.retries,
-                progress=None if not getattr(args, "quiet", False) else False, overwrite=args.overwrite)
+    return {"engine": args.engine, "workers": args.workers, "scheduler": args.scheduler, "maxcount": args.maxcount,
+                "maxsize": args.maxsize, "prefix": args.prefix, "index": args.index, "retries": args.retries,
+                "progress": None if not getattr(args, "quiet", False) else False, "overwrite": args.overwrite}
 
 
 def finish(args: argparse.Namespace, job: Any) -> int:
@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not column or not field:
             raise CommandError(f"--rename {item!r}: expected COLUMN=FIELD", 2)
         rename[column] = field
-    options = dict(kind=args.kind, to=args.to, key=args.key, rename=rename, per_task=args.per_task,
-                   paths=None if args.paths is None else [c for c in args.paths.split(",") if c])
+    options = {"kind": args.kind, "to": args.to, "key": args.key, "rename": rename, "per_task": args.per_task,
+                   "paths": None if args.paths is None else [c for c in args.paths.split(",") if c]}
     kind = detect(src) if args.kind == "auto" else args.kind
     if kind == "hf" and args.split is None and isinstance(src, str):
         import os

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..process import JobResult, ShardSource, Task, TarOutput, TaskSource, run_tasks
+from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
 from ..process.engines import Engine
 from .fields import column_field, safe_key, sniff_extension
 from .folders import ImageFolderSource, list_imagefolder

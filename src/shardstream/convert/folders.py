@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator
-from typing import Any, Union
+from typing import Any
 
 from ..errors import ConfigError
 from ..process import Skip
@@ -86,7 +86,7 @@ class ImageFolderSource:
     def describe(self) -> str:
         return f"imagefolder {os.path.abspath(self.root)} {self.files[0][0] if self.files else ''} n={len(self.files)}"
 
-    def samples(self) -> Iterator[Union[dict[str, Any], Skip]]:
+    def samples(self) -> Iterator[dict[str, Any] | Skip]:
         for rel, number in self.files:
             stem, ext = os.path.splitext(rel)
             key = f"{os.path.dirname(stem)}/{os.path.basename(stem).replace('.', '_')}"

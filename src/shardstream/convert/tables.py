@@ -37,7 +37,7 @@ Item = Union[dict[str, Any], Skip]
 def _pyarrow() -> Any:
     try:
         import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet
     except ImportError:
         raise MissingDependencyError("converting Parquet and Arrow", "parquet", "pyarrow") from None
     return pyarrow

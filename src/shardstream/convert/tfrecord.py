@@ -30,7 +30,7 @@ import dataclasses
 import gzip
 import struct
 from collections.abc import Iterator
-from typing import IO, Any, Union
+from typing import IO, Any
 
 from ..codecs import get_codec
 from ..errors import RecordFormatError
@@ -234,7 +234,7 @@ class TFRecordSource:
     def describe(self) -> str:
         return f"tfrecord {self.url} key={self.key} compression={self.compression}"
 
-    def samples(self) -> Iterator[Union[dict[str, Any], Skip]]:
+    def samples(self) -> Iterator[dict[str, Any] | Skip]:
         stem = self.url.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0]
         raw = open_url(self.url)
         try:

@@ -22,7 +22,6 @@ import dataclasses
 import glob
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any

@@ -20,7 +20,6 @@ outputs get their DALI indexes uploaded beside them (random access over object s
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import posixpath
 from collections.abc import Iterable
@@ -174,71 +173,6 @@ class TarOutput:
                 write_dali_index(info.path, f"{dali}.{os.getpid()}.tmp")
                 os.replace(f"{dali}.{os.getpid()}.tmp", dali)  # all or nothing, as every other file
         return list(sink.shard_info)
-
-    def finish(self, shards: list[ShardInfo]) -> str | None: ...  # pragma: no cover - protocol
-
-
-@dataclasses.dataclass(frozen=True)
-class TarOutput:
-    """WebDataset shards under ``location`` (a directory or URL prefix), named by task and part.
-
-    :param location: ``"out/"``, ``"file:out"``, ``"s3://bucket/prefix"`` (any URL the writers take)
-    :param prefix: the first part of every shard name
-    :param maxcount: most samples per shard
-    :param maxsize: most bytes per shard
-    :param compress: as :class:`~shardstream.writer.TarWriter` (compressed shards get no indexes)
-    :param index: write sidecar, DALI and dataset indexes (local) or DALI indexes (remote)
-    """
-
-    location: str
-    prefix: str = "part"
-    maxcount: int = 100000
-    maxsize: float = 3e9
-    compress: bool | str | None = None
-    index: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.prefix or "/" in self.prefix or "%" in self.prefix or "{" in self.prefix:
-            raise ConfigError(f"prefix must be a plain name without '/', '%' or braces, got {self.prefix!r}")
-
-    def options(self) -> dict[str, Any]:
-        """What makes outputs differ: a manifest written with other options is not reused."""
-        return {"kind": "tar", "prefix": self.prefix, "maxcount": self.maxcount, "maxsize": self.maxsize,
-                "compress": self.compress}
-
-    def _suffix(self) -> str:
-        kind = self.compress
-        return {None: "", False: "", True: ".gz", "gz": ".gz", "gzip": ".gz", "zst": ".zst", "zstd": ".zst",
-                "bz2": ".bz2", "xz": ".xz"}.get(kind, "")  # fmt: skip
-
-    def shard_url(self, task: int, part: int) -> str:
-        return join(self.location, f"{self.prefix}-{task:06d}-{part:03d}.tar{self._suffix()}")
-
-    def manifest_url(self, task: int) -> str:
-        return join(self.location, MANIFESTS, f"{self.prefix}-{task:06d}.json")
-
-    def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]:
-        """Write the samples of task ``task`` into its parts; returns them, each published and indexed."""
-        pattern = self.shard_url(task, 0)[: -len(f"000.tar{self._suffix()}")] + "%03d.tar" + self._suffix()
-        if not is_remote(self.location):
-            os.makedirs(_local(self.location), exist_ok=True)
-        indexed = self.index and not self._suffix()
-        with ShardWriter(pattern, maxcount=self.maxcount, maxsize=self.maxsize, compress=self.compress,
-                         record_index=indexed) as sink:
-            for sample in samples:
-                sink.write(sample)
-        if indexed:
-            for path, entries in (sink.index_entries or {}).items():
-                self._index(path, entries)
-        return list(sink.shard_info)
-
-    def _index(self, path: str, entries: list) -> None:
-        dali = format_dali_index(([(f, o, n, f"{k}.{f}") for f, o, n in fields] for k, fields in entries), path)
-        write_text(path[: -len(".tar")] + ".idx", dali)
-        if not is_remote(path):
-            from ..indexed import index_from_entries
-
-            index_from_entries(path, entries).save()
 
     def finish(self, shards: list[ShardInfo]) -> str | None:
         """After all tasks: the dataset index ``dataset.json`` over the local shards (None for remote ones)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..io import finish_stream, open_url
 from ..samples import KeyRule, group_samples
@@ -48,7 +48,7 @@ class TaskSource(Protocol):
 
     def describe(self) -> str: ...  # pragma: no cover - protocol
 
-    def samples(self) -> Iterator[Union[dict[str, Any], Skip]]: ...  # pragma: no cover - protocol
+    def samples(self) -> Iterator[dict[str, Any] | Skip]: ...  # pragma: no cover - protocol
 
 
 @dataclasses.dataclass(frozen=True)
