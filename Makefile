@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-peers venv clean
+.PHONY: demo test bench bench-peers bench-convert venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench-peers: $(STAMP)
 	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
 	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py
+
+## issue-14 conversion benchmark: shardstream vs litdata, Streaming, webdataset (each peer in its own venv)
+bench-convert: $(STAMP)
+	PYTHON=$(PYTHON) benchmarks/peers/setup.sh litdata streaming webdataset
+	$(PY) benchmarks/bench_convert.py
 
 clean:
 	rm -rf $(VENV) .venv-bench .venv-peers-* build src/*.egg-info

@@ -1,6 +1,6 @@
 """Converting a dataset into a streaming format, side by side: shardstream.convert vs litdata, Streaming, webdataset.
 
-    benchmarks/peers/setup.sh litdata streaming webdataset     # once: the peers' venvs
+    make bench-convert                                         # sets up the peers, then runs this
     PYTHONPATH=src python benchmarks/bench_convert.py [--jpeg-mb 200 | --large] [--small 200000] [--only ROW ...]
 
 Two inputs, generated once into ``bench-data/convert/`` (git-ignored):
