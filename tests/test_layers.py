@@ -23,6 +23,8 @@ FLOORS = [
     {"writer"},
     {"pipeline"},
     {"dataset", "compat", "indexed"},
+    {"process"},
+    {"convert"},
     {"loader"},
     {"training"},
     {"testing"},
