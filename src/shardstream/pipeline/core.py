@@ -26,13 +26,12 @@ True
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import random
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .placement import Placement
+from ..runtime import Placement, derive_key
 
 __all__ = [
     "REGISTRY",
@@ -94,11 +93,10 @@ class Context:
         return self.placement.num_workers
 
     def rng(self, *salt: Any) -> random.Random:
-        """A new ``random.Random`` seeded from (seed, epoch, loader_seed, cycle, stage, salt) and, unless
-        ``shared``, the rank and worker."""
+        """A new ``random.Random`` seeded with :func:`~shardstream.runtime.derive_key` of (seed, epoch, loader_seed,
+        cycle, stage, salt) and, unless ``shared``, the rank and worker."""
         who = () if self.shared else (self.rank, self.worker)
-        material = repr((self.seed, self.epoch, self.loader_seed, self.cycle, self.stage, who, salt)).encode()
-        return random.Random(int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little"))
+        return random.Random(derive_key(self.seed, self.epoch, self.loader_seed, self.cycle, self.stage, who, salt))
 
 
 @dataclasses.dataclass(frozen=True)

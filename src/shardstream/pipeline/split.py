@@ -10,7 +10,7 @@ ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., 
 resumable iteration, splitters of the shard list are replayed, and splitters of samples save their counters.
 
 >>> from shardstream.pipeline.core import Context
->>> from shardstream.pipeline.placement import Placement
+>>> from shardstream.runtime import Placement
 >>> ctx = Context(placement=Placement(worker=1, num_workers=2))
 >>> list(split_by_worker(range(5), ctx))
 [1, 3]

@@ -39,16 +39,14 @@ from ..codecs import as_decoder
 from ..errors import ConfigError
 from ..pipeline.batching import default_collation_fn
 from ..pipeline.datapipeline import IterableDatasetBase
-from ..pipeline.placement import Placement
+from ..runtime import Placement
 from .iterators import IndexedReader, PlanIterator, StreamReader
-from .order import SampleOrder, StreamOrder
+from ..order import SHUFFLES, SampleOrder, StreamOrder
 from .plan import EpochPlan
 from .sources import resolve
 from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
 
 __all__ = ["TrainingDataset"]
-
-SHUFFLES = ("global", "window", "stream", "none")
 
 
 class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]

@@ -1,8 +1,8 @@
 """The cursors of a training epoch: readers of positions, and :class:`PlanIterator`, the stateful batch iterator.
 
-- :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.training.order.SampleOrder`
+- :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.order.SampleOrder`
   by random access (an :class:`~shardstream.indexed.IndexedDataset`: memory maps of local shards).
-- :class:`StreamReader` reads positions of a :class:`~shardstream.training.order.StreamOrder` front to back:
+- :class:`StreamReader` reads positions of a :class:`~shardstream.order.StreamOrder` front to back:
   it keeps the ``window`` shards of the current group open, reads one block of ``buffer`` samples at a time and
   serves it in the block's permuted order. Jumping to a position (a resumed epoch) reopens the current shards
   and skips their first samples: only those shards' prefixes are read again, never the rest of the epoch.
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError, ShardError
 from ..indexed import IndexedDataset
-from .order import SampleOrder, StreamOrder
+from ..order import SampleOrder, StreamOrder
 from .plan import EpochPlan
 
 __all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
