@@ -2,7 +2,7 @@
 
 ``iter(pipeline)`` builds one cursor per stage (torchdata's nodes and Grain's dataset iterators work the same way).
 A cursor's ``state_dict()`` nests its input's state under ``"upstream"`` and adds what it holds itself;
-``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.ConfigError`
+``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.StateError`
 naming it). How a stage is saved is declared where it is registered (``stage(..., state=...)``):
 
 - ``"pass"``: the stage keeps nothing between the items it yields (``map``, ``select``, ``decode``,
@@ -15,7 +15,7 @@ naming it). How a stage is saved is declared where it is registered (``stage(...
   buffered item, re-read on restore), ``unbatched``, ``slice``, ``rsample``, ``repeat``, ``with_epoch``...
 
 A stage without state support (a plain function in the pipeline, a stage registered without ``state=``)
-iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.ConfigError` naming it.
+iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.StateError` naming it.
 
 >>> from shardstream.pipeline import DataPipeline, batched, shuffle
 >>> p = DataPipeline(range(20), shuffle(5), batched(4, collation_fn=None))
@@ -27,24 +27,34 @@ True
 
 from __future__ import annotations
 
+import random
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from .core import Context, Source
+from ..errors import StateError
+from .context import Context, Source
 
-__all__ = ["Cursor", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor", "ReplayCursor",
-           "UnsupportedCursor", "require", "source_cursor"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import Stage
+
+__all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor",
+           "ReplayCursor", "Restart", "UnsupportedCursor", "as_cursor", "require", "rng_state", "set_rng_state",
+           "source_cursor", "stage_arguments"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
-    """``state`` as a mapping with ``keys``; else a :class:`ConfigError` naming the first missing key."""
+    """``state`` as a mapping with ``keys``; else a :class:`~shardstream.errors.StateError` naming the first
+    missing key.
+
+    >>> require({"a": 1}, ("a",), "x")["a"]
+    1
+    """
     if not isinstance(state, Mapping):
-        raise ConfigError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
+        raise StateError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
     for key in keys:
         if key not in state:
-            raise ConfigError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
+            raise StateError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
     return state
 
 
@@ -75,6 +85,66 @@ class Cursor:
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         return mark
+
+
+#: ``restart(cycle)``: a fresh cursor of the stages before a restarting stage (``repeat``), for pass ``cycle``
+Restart = Callable[[int], Cursor]
+#: how a stage that keeps state makes its cursor: ``factory(upstream, stage, ctx, restart, name) -> Cursor``
+CursorFactory = Callable[[Cursor, "Stage", Context, "Restart | None", str], Cursor]
+
+
+def stage_arguments(stage: Stage) -> dict[str, Any]:
+    """A stage's arguments by name, defaults included."""
+    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def rng_state(rng: random.Random) -> list[Any]:
+    """A ``random.Random``'s state as plain lists (JSON-serialisable).
+
+    >>> r = random.Random(1); s = rng_state(r); a = r.random(); set_rng_state(r, s); a == r.random()
+    True
+    """
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_rng_state(rng: random.Random, state: Any) -> None:
+    """Restore what :func:`rng_state` saved."""
+    version, internal, gauss = state
+    rng.setstate((version, tuple(internal), gauss))
+
+
+class Counted(Cursor):
+    """A cursor over ``upstream`` that adds a few counters (``fields``, its attributes) to its input's position."""
+
+    fields: tuple[str, ...] = ()
+
+    def __init__(self, upstream: Cursor, name: str):
+        self.upstream, self.name = upstream, name
+        self.restorable = upstream.restorable
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_dict(), **{f: self._get(f) for f in self.fields}}
+
+    def _get(self, field: str) -> Any:
+        return getattr(self, field)
+
+    def mark(self) -> Any:
+        return self.upstream.mark(), tuple(self._get(f) for f in self.fields)
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_at(mark[0]), **dict(zip(self.fields, mark[1]))}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = require(state, ("upstream", *self.fields), f"stage {self.name}")
+        self.upstream.load_state_dict(state["upstream"])
+        for field in self.fields:
+            self._set(field, state[field])
+
+    def _set(self, field: str, value: Any) -> None:
+        setattr(self, field, value)
 
 
 class IndexCursor(Cursor):
@@ -133,7 +203,7 @@ class ReplayCursor(IndexCursor):
             try:
                 next(self._it)
             except StopIteration:
-                raise ConfigError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
+                raise StateError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
                                   "were read (did it change?)") from None
             self.n += 1
 
@@ -195,8 +265,8 @@ class UnsupportedCursor(PassCursor):
 
     restorable = False
 
-    def _refuse(self) -> ConfigError:
-        return ConfigError(
+    def _refuse(self) -> StateError:
+        return StateError(
             f"{self.name} cannot save its position: shardstream does not know whether it keeps items between the "
             "ones it yields; declare it with shardstream.pipeline.stage(fn, state='pass') if it keeps nothing "
             "(a map or a filter), or move it into a map"
@@ -232,7 +302,7 @@ class DelegateCursor(Cursor):
 
     def state_dict(self) -> dict[str, Any]:
         if self.holder is None:
-            raise ConfigError(f"the source {self.name} cannot save its position: {self.why}")
+            raise StateError(f"the source {self.name} cannot save its position: {self.why}")
         return {"source": self.holder.state_dict()}
 
     def mark(self) -> Any:
@@ -294,20 +364,38 @@ def _is_dataloader(source: Any) -> bool:
     return data is not None and isinstance(source, data.DataLoader)
 
 
-def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Context | None = None) -> Cursor:
-    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does, with ``ctx``)."""
-    from .datapipeline import DataPipeline  # the floor above: loaded by the time anything iterates
+def as_cursor(items: Iterable[Any], name: str = "the input") -> Cursor:
+    """``items`` as the input of a stage's cursor: a cursor stays itself, a list, tuple or range is an
+    :class:`IndexCursor`, anything else is iterated once (its position cannot be saved).
 
+    >>> as_cursor([1, 2]).state_dict(), next(as_cursor(iter("ab")))
+    ({'items': 0}, 'a')
+    """
+    if isinstance(items, Cursor):
+        return items
+    if isinstance(items, (list, tuple, range)):
+        return IndexCursor(items)
+    return DelegateCursor(None, items, name, "it is a plain iterable; run the stage in a DataPipeline to save "
+                          "its position")
+
+
+def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Context | None = None) -> Cursor:
+    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does, with ``ctx``).
+
+    A source that makes its own cursor says so with a ``cursor(ctx)`` method (a :class:`Source` such as a mix,
+    a :class:`~shardstream.pipeline.DataPipeline`); a ``None`` result falls back to the rules below.
+
+    >>> source_cursor(range(3), lambda: iter(range(3))).state_dict()
+    {'items': 0}
+    """
     name = getattr(source, "__name__", None) or type(source).__name__
-    if ctx is not None and isinstance(source, Source):
-        cursor = source.cursor(ctx)
+    make = getattr(source, "cursor", None)
+    if callable(make) and (ctx is not None or not isinstance(source, Source)):
+        cursor = make(ctx)
         if cursor is not None:
             return cursor
     if isinstance(source, (list, tuple, range)):
         return IndexCursor(source)
-    if isinstance(source, DataPipeline):  # its epoch follows ours, unless ours is the DataLoader's (see DataPipeline)
-        meaningful = ctx is not None and ctx.loader_seed is None
-        return NestedCursor(source, name, ctx.epoch if meaningful else None)  # type: ignore[union-attr]
     if callable(getattr(source, "state_dict", None)) and callable(getattr(source, "load_state_dict", None)):
         return DelegateCursor(source, source, name)
     if _is_dataloader(source):

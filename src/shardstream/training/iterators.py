@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ConfigError, ShardError
 from ..indexed import IndexedDataset
 from ..order import SampleOrder, StreamOrder
+from ..pipeline.stages import reading
 from .plan import EpochPlan
 
 __all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
@@ -101,12 +102,10 @@ class StreamReader:
         return sample
 
     def _reopen(self, shard: int) -> _Open:
-        from ..pipeline.tariterators import tarfile_samples
-
         while len(self._open) > self.order.window:  # the current group's streams stay open
             _, oldest = self._open.popitem(last=False)
             oldest.samples.close()  # type: ignore[attr-defined]
-        stream = self._open[shard] = _Open(tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
+        stream = self._open[shard] = _Open(reading.tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
         return stream
 
     def close(self) -> None:
@@ -130,6 +129,7 @@ class PlanIterator:
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
         self._done = self._started = False
+        self.progress: Any = None  # the dataset's record of this iteration (a pipeline.resumable.Progress)
 
     def __iter__(self) -> PlanIterator:
         return self
@@ -137,8 +137,8 @@ class PlanIterator:
     def __next__(self) -> Any:
         if not self._started:  # the dataset moves on to the next epoch once this one is being served
             self._started = True
-            if self.dataset._epoch == self.epoch:
-                self.dataset._epoch = self.epoch + 1
+            if self.progress is not None:
+                self.progress.start()
         j = self._next
         if j >= self.plan.num_batches:
             self._finish()

@@ -134,8 +134,8 @@ class TrainingLoader:
             batches = iter(self._dataloader(epoch, pending is not None))  # workers take their copies now
         finally:
             dataset._placement = bound
-        dataset._pending, dataset._live = None, None
-        dataset._epoch = self._epoch = epoch + 1
+        dataset.set_epoch(epoch + 1)  # the dataset's next epoch; its pending state and iterator are used up
+        self._epoch = epoch + 1
         self._pending = None
         self._progress = _Progress(epoch, plan)
         return _Pass(self._progress, batches)

@@ -32,6 +32,7 @@ from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
 from ..indexed.source import local_path
 from ..pipeline.shardlists import expand_urls
+from ..pipeline.stages import reading
 
 __all__ = ["Resolved", "resolve"]
 
@@ -101,9 +102,7 @@ def _count(url: str, rule: Any, opener: Any) -> int:
         index = _fresh_index(url, sidecar_path(url), rule)
         if index is not None:
             return len(index)
-    from ..pipeline.tariterators import tarfile_samples
-
-    return sum(1 for _ in tarfile_samples([url], keys=rule, opener=opener))
+    return sum(1 for _ in reading.tarfile_samples([url], keys=rule, opener=opener))
 
 
 def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:

@@ -47,10 +47,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
-from ..errors import ConfigError
-from .core import Context, Source
-from .cursors import Cursor, require, source_cursor
-from .datapipeline import DataPipeline
+from ...errors import ConfigError, StateError
+from ..context import Context, Source
+from ..cursors import Cursor, require, source_cursor
+from ..datapipeline import DataPipeline
 
 __all__ = ["RandomMix", "RoundRobin"]
 
@@ -122,7 +122,7 @@ def _source_cursor(dataset: Any, i: int, ctx: Context, mix: str) -> Cursor:
     if isinstance(dataset, Source):  # a shard list: the mix's context, its own draws
         here = ctx.replace(cycle=(*ctx.cycle, i))
         return source_cursor(dataset, lambda: dataset.iterate(here), here)
-    if not isinstance(dataset, DataPipeline) and callable(getattr(dataset, "state_dict", None)) \
+    if getattr(dataset, "cursor", None) is None and callable(getattr(dataset, "state_dict", None)) \
             and callable(getattr(dataset, "load_state_dict", None)):
         return _Held(dataset, name)
     return source_cursor(dataset, lambda: iter(dataset))  # a pipeline, a list, another iterable
@@ -217,20 +217,20 @@ class _MixCursor(Cursor):
         state = require(state, ("draws", "exhausted", "sources", *self.fields, *self._config), self.name)
         subs, saved = self._open(), list(state["sources"])
         if len(saved) != len(subs):
-            raise ConfigError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this {self.name} "
+            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this {self.name} "
                               f"has {len(subs)}")
         for key, value in self._config.items():
             if state[key] != value:
-                raise ConfigError(f"cannot restore {self.name}: saved state has {key}={state[key]!r}, this "
+                raise StateError(f"cannot restore {self.name}: saved state has {key}={state[key]!r}, this "
                                   f"{self.name} has {key}={value!r}")
         exhausted = {int(i) for i in state["exhausted"]}
         if not exhausted <= set(range(len(subs))):
-            raise ConfigError(f"cannot restore {self.name}: the state says datasets {sorted(exhausted)} are exhausted, "
+            raise StateError(f"cannot restore {self.name}: the state says datasets {sorted(exhausted)} are exhausted, "
                               f"this {self.name} has {len(subs)}")
         for i, (sub, sub_state) in enumerate(zip(subs, saved)):
             if i not in exhausted:
                 if sub_state is None:
-                    raise ConfigError(f"cannot restore {self.name}: the state of dataset {i} is missing")
+                    raise StateError(f"cannot restore {self.name}: the state of dataset {i} is missing")
                 sub.load_state_dict(sub_state)
         self.draws, self.exhausted = int(state["draws"]), [i in exhausted for i in range(len(subs))]
         for field in self.fields:
