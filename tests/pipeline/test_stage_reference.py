@@ -2,7 +2,8 @@
 directly on an iterable (``stage(items, ctx)``) or inside a resumable chain of cursors.
 
 The expected lists were recorded from the generator implementations that served plain iteration before the
-cursors became the only implementation (issue 11): they pin that the outputs did not change."""
+cursors became the only implementation of these stages (issue 11; the test compared both then): they pin that
+the outputs did not change."""
 
 from __future__ import annotations
 
