@@ -124,7 +124,7 @@ class _Layout:
     @classmethod
     def of(cls, shard: Any) -> _Layout | None:
         """The layout of an :class:`~shardstream.indexed.dataset.OpenShard` (cached on it), or None."""
-        layout = getattr(shard, "layout", False)
+        layout: Any = getattr(shard, "layout", False)
         if layout is False:
             layout = shard.layout = cls._build(shard, shard.zero_copy)
         return layout
@@ -166,7 +166,7 @@ class _Layout:
             if column is None:
                 if self.zero_copy:
                     view = self.shard.source.view
-                    column = [view(o, s) for o, s in zip(offsets[lo:hi].tolist(), sizes[lo:hi].tolist())]
+                    column = [view(o, s) for o, s in zip(offsets[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True)]
                 else:
                     column = scan(self.buffer, offsets, sizes, lo, hi, _BYTES)
                 if kind != "":

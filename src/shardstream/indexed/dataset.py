@@ -67,7 +67,7 @@ class OpenShard:
         """Sample ``i`` of this shard (a shard-local number), its fields as bytes or views."""
         index, read = self.index, self.read
         exts, ids, offsets, sizes = index.extensions, index.ext_ids, index.offsets, index.sizes
-        sample = {"__key__": index.key(i), "__url__": self.url}
+        sample: dict[str, Any] = {"__key__": index.key(i), "__url__": self.url}
         for m in range(index.starts[i], index.starts[i + 1]):
             sample[exts[ids[m]]] = read(offsets[m], sizes[m])
         return sample
@@ -109,7 +109,7 @@ def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[in
     if not shards:
         raise ConfigError("IndexedDataset needs a dataset index (.json), a shard, or a list of shards")
     entries, loaded = [], {}
-    for number, shard in enumerate(map(os.fspath, shards)):
+    for number, shard in enumerate(os.fspath(s) for s in shards):
         index = loaded[number] = ShardIndex.load(shard)
         if rule is not None and rule_spec(rule) != (index.rule, index.lowercase):
             raise StaleIndexError(

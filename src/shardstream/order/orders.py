@@ -129,7 +129,7 @@ class SampleOrder:
             return self.ids(np.arange(self.total, dtype=np.int64))
         starts = self._windows[0].tolist()
         out = np.empty(self.total, dtype=np.int64)
-        for w, (lo, hi) in enumerate(zip(starts, [*starts[1:], self.total])):
+        for w, (lo, hi) in enumerate(zip(starts, [*starts[1:], self.total], strict=True)):
             if hi > lo:
                 out[lo:hi] = self._in_window(w, np.arange(lo, hi, dtype=np.int64))
         return out
@@ -215,7 +215,7 @@ class StreamOrder:
             np.random.default_rng(derive_key("interleave", self.seed, self.epoch, group) & (2**63 - 1)).shuffle(labels)
         return labels
 
-    def runs(self, lo: int, hi: int) -> list[tuple[int, int, np.ndarray]]:
+    def runs(self, lo: int, hi: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Virtual positions ``lo .. hi-1`` as reads: ``(shard, first sample in the shard, which shard each
         position reads)`` per group touched, where the last array holds indices into that group's shards."""
         starts, groups = self._groups

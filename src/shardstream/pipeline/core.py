@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, Union
 
 from .context import Context, Source
-from .cursors import CursorFactory, as_cursor
+from .adapters import as_cursor
+from .cursors import CursorFactory
 
 __all__ = [
     "REGISTRY",

@@ -28,19 +28,17 @@ True
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
-from .context import Context, Source
+from .context import Context
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core import Stage
 
 __all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor",
-           "ReplayCursor", "Restart", "UnsupportedCursor", "as_cursor", "require", "rng_state", "set_rng_state",
-           "source_cursor", "stage_arguments"]
+           "ReplayCursor", "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "stage_arguments"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -135,7 +133,7 @@ class Counted(Cursor):
         return self.upstream.mark(), tuple(self._get(f) for f in self.fields)
 
     def state_at(self, mark: Any) -> dict[str, Any]:
-        return {"upstream": self.upstream.state_at(mark[0]), **dict(zip(self.fields, mark[1]))}
+        return {"upstream": self.upstream.state_at(mark[0]), **dict(zip(self.fields, mark[1], strict=True))}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         state = require(state, ("upstream", *self.fields), f"stage {self.name}")
@@ -204,7 +202,7 @@ class ReplayCursor(IndexCursor):
                 next(self._it)
             except StopIteration:
                 raise StateError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
-                                  "were read (did it change?)") from None
+                                 "were read (did it change?)") from None
             self.n += 1
 
 
@@ -339,8 +337,8 @@ class NestedCursor(Cursor):
             self._it = iter(self.pipeline)  # type: ignore[assignment]
         return self._it  # type: ignore[return-value]
 
-    @property  # type: ignore[override]
-    def restorable(self) -> bool:
+    @property
+    def restorable(self) -> bool:  # type: ignore[override]
         return self._iter().restorable
 
     def __next__(self) -> Any:
@@ -357,55 +355,3 @@ class NestedCursor(Cursor):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._iter().load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
-
-
-def _is_dataloader(source: Any) -> bool:
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and isinstance(source, data.DataLoader)
-
-
-def as_cursor(items: Iterable[Any], name: str = "the input") -> Cursor:
-    """``items`` as the input of a stage's cursor: a cursor stays itself, a list, tuple or range is an
-    :class:`IndexCursor`, anything else is iterated once (its position cannot be saved).
-
-    >>> as_cursor([1, 2]).state_dict(), next(as_cursor(iter("ab")))
-    ({'items': 0}, 'a')
-    """
-    if isinstance(items, Cursor):
-        return items
-    if isinstance(items, (list, tuple, range)):
-        return IndexCursor(items)
-    return DelegateCursor(None, items, name, "it is a plain iterable; run the stage in a DataPipeline to save "
-                          "its position")
-
-
-def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Context | None = None) -> Cursor:
-    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does, with ``ctx``).
-
-    A source that makes its own cursor says so with a ``cursor(ctx)`` method (a :class:`Source` such as a mix,
-    a :class:`~shardstream.pipeline.DataPipeline`); a ``None`` result falls back to the rules below.
-
-    >>> source_cursor(range(3), lambda: iter(range(3))).state_dict()
-    {'items': 0}
-    """
-    name = getattr(source, "__name__", None) or type(source).__name__
-    make = getattr(source, "cursor", None)
-    if callable(make) and (ctx is not None or not isinstance(source, Source)):
-        cursor = make(ctx)
-        if cursor is not None:
-            return cursor
-    if isinstance(source, (list, tuple, range)):
-        return IndexCursor(source)
-    if callable(getattr(source, "state_dict", None)) and callable(getattr(source, "load_state_dict", None)):
-        return DelegateCursor(source, source, name)
-    if _is_dataloader(source):
-        dataset = source.dataset
-        stateful = source.num_workers == 0 and callable(getattr(dataset, "state_dict", None))
-        return DelegateCursor(dataset if stateful else None, source, name,
-                              "a torch DataLoader with worker processes does not say where its workers are; use "
-                              "torchdata's StatefulDataLoader (pip install torchdata; WebLoader(..., stateful=True)), "
-                              "num_workers=0, or shardstream.training.TrainingLoader")
-    if isinstance(source, Iterator):
-        return DelegateCursor(None, source, name, "a one-shot iterator cannot be read again; give the pipeline an "
-                              "iterable it can re-iterate (a list, a Source, a function returning an iterator)")
-    return ReplayCursor(open_fn, f"the source {name}")

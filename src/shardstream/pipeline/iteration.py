@@ -21,13 +21,14 @@ shardstream.errors.StateError: cannot restore this pipeline: saved state has sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, StateError
 from .context import Context, Source
 from .core import Stage
-from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require, source_cursor
+from .adapters import source_cursor
+from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require
 from .resumable import Progress, check_format
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +72,11 @@ def open_source(source: Any, ctx: Context) -> Iterator[Any]:
                       f"not {source!r}")
 
 
+def _bound(item: Stage, here: Context, upstream: Iterable[Any] | None = None) -> Callable[[Iterable[Any]], Any]:
+    """``item`` applied with ``here`` to its input (or, for a restarting stage, to ``upstream``)."""
+    return lambda src: item(src if upstream is None else upstream, here)
+
+
 class _Passes:
     """The stages before a restarting stage that has no cursor of its own: a re-iterable, each pass a new cycle."""
 
@@ -110,16 +116,16 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
             else:
                 restart = None  # type: ignore[assignment]
             if kind == "pass":
-                make = lambda src, item=item, here=here: item(src, here)  # noqa: E731
+                make = _bound(item, here)
                 fuse = type(cursor) is PassCursor
                 cursor = cursor.then(make, name) if fuse else PassCursor(cursor, make, name)  # type: ignore[attr-defined]
             elif callable(kind):
                 cursor = kind(cursor, item, here, restart, name)
             elif item.restarts:
                 passes = _Passes(stages[:i], ctx, last_split)
-                cursor = UnsupportedCursor(cursor, lambda src, item=item, here=here, up=passes: item(up, here), name)
+                cursor = UnsupportedCursor(cursor, _bound(item, here, passes), name)
             else:
-                cursor = UnsupportedCursor(cursor, lambda src, item=item, here=here: item(src, here), name)
+                cursor = UnsupportedCursor(cursor, _bound(item, here), name)
         elif hasattr(item, "spec"):
             raise ConfigError(f"pipeline stage {i} is the stage factory {item.__name__!r}, not a stage: "
                               f"call it, e.g. {item.__name__}(...)")
@@ -148,8 +154,8 @@ class PipelineIterator(Cursor):
             self._chain = chain
         return chain
 
-    @property  # type: ignore[override]
-    def restorable(self) -> bool:
+    @property
+    def restorable(self) -> bool:  # type: ignore[override]
         return self._cursors().restorable
 
     def __next__(self) -> Any:
@@ -209,10 +215,10 @@ def check(state: Any, head: Mapping[str, Any], what: str) -> None:
     check_format(state, FORMAT, VERSION, (), what)
     if list(state["stages"]) != list(head["stages"]):
         raise StateError(f"cannot restore {what}: saved state has stages {list(state['stages'])!r}, {what} has "
-                          f"{head['stages']!r}; it was saved by another pipeline")
+                         f"{head['stages']!r}; it was saved by another pipeline")
     if state["seed"] != head["seed"]:
         raise StateError(f"cannot restore {what}: saved state has seed={state['seed']!r}, {what} has "
-                          f"seed={head['seed']!r}")
+                         f"seed={head['seed']!r}")
     if list(state["placement"]) != list(head["placement"]):
         rank, world, worker, workers = state["placement"]
         here = head["placement"]

@@ -36,12 +36,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..codecs import as_decoder
-from ..errors import ConfigError
+from ..errors import ConfigError, StateError
+from ..io.cache import cache_opener
 from ..pipeline.stages.batching import default_collation_fn
 from ..pipeline.datapipeline import IterableDatasetBase
 from ..pipeline.resumable import Resumable
 from ..runtime import Placement
-from .iterators import IndexedReader, PlanIterator, StreamReader
+from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
 from ..order import SHUFFLES, SampleOrder, StreamOrder
 from .plan import EpochPlan
 from .sources import resolve
@@ -93,8 +94,6 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         self._finishers = tuple(f for f in (as_decoder(decode), map) if f is not None)
         opener = None
         if self.stream and cache_dir is not None:
-            from ..io.cache import cache_opener
-
             opener = cache_opener(cache_dir)
         self._opener = opener
         resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
@@ -153,6 +152,11 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         iterator.progress = self._begin(epoch, iterator)
         return iterator
 
+    def cursor(self, ctx: Any = None) -> DatasetCursor:
+        """This dataset as the source of a pipeline or a mix (see
+        :class:`~shardstream.training.iterators.DatasetCursor`)."""
+        return DatasetCursor(self, f"the source {type(self).__name__}")
+
     def __len__(self) -> int:
         """Batches the next ``iter()`` yields on this rank (all workers together)."""
         rank, world = self.rank_and_world()
@@ -200,7 +204,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
             return epoch, plan, None
         saved_at = (state.get("rank"), saved.world_size, state.get("worker"), state.get("num_workers"))
         if saved_at != (rank, world, worker, workers):
-            raise ConfigError(
+            raise StateError(
                 f"this state was saved by DataLoader worker {saved_at[2]} of {saved_at[3]} on rank {saved_at[0]} of "
                 f"{saved_at[1]}; it restores only there, not in worker {worker} of {workers} on rank {rank} of "
                 f"{world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"

@@ -13,14 +13,15 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, ShardError
+from ..errors import ShardError, StateError
 from ..indexed import IndexedDataset
 from ..order import SampleOrder, StreamOrder
+from ..pipeline.cursors import Cursor, require
 from ..pipeline.stages import reading
 from .plan import EpochPlan
 
@@ -181,6 +182,34 @@ class PlanIterator:
         if next_batch is None:
             next_batch = plan.skip + self.worker
         if self._reader is not None:
-            raise ConfigError("load_state_dict() on an iterator that has started: restore the dataset or loader "
-                              "before iterating")
+            raise StateError("load_state_dict() on an iterator that has started: restore the dataset or loader "
+                             "before iterating")
         self.epoch, self.plan, self._next, self._done = epoch, plan, next_batch, False
+
+
+class DatasetCursor(Cursor):
+    """A :class:`~shardstream.training.TrainingDataset` as the source of a pipeline or a mix
+    (``TrainingDataset.cursor``): its iterator starts at once, saves itself under ``"source"`` and restores
+    through the dataset. An iterator with nothing left is saved as ended (``None``): its own state would already
+    be the start of the next epoch. Going back is not cheap (``restorable`` is False)."""
+
+    restorable = False
+
+    def __init__(self, dataset: Any, name: str):
+        self.dataset, self.name, self.it = dataset, name, iter(dataset)
+
+    def __next__(self) -> Any:
+        return next(self.it)
+
+    def state_dict(self) -> dict[str, Any]:
+        if getattr(self.it, "remaining", None) == 0:
+            return {"source": None}
+        return {"source": self.it.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = require(state, ("source",), self.name)["source"]
+        if saved is None:
+            self.it = iter(())
+        else:
+            self.dataset.load_state_dict(saved)
+            self.it = iter(self.dataset)

@@ -141,7 +141,8 @@ class _Unbatch(Counted):
 
     def __init__(self, upstream: Cursor, rows: Callable[[Any], Any], name: str):
         super().__init__(upstream, name)
-        self.rows_of, self.rows, self.index, self.before = rows, None, 0, None
+        self.rows_of, self.index, self.before = rows, 0, None
+        self.rows: list[Any] | None = None
 
     def __next__(self) -> Any:
         while self.rows is None or self.index >= len(self.rows):

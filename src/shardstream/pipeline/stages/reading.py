@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Union
 
 from ...errors import SampleFormatError, StateError
 from ...io import finish_stream, open_url
@@ -36,7 +36,7 @@ from ..handlers import annotate, reraise_exception
 __all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_samples", "url_opener", "url_of"]
 
 Handler = Callable[[BaseException], bool]
-Member = tuple[str, bytes, int]
+Member = tuple[str, Union[bytes, memoryview], int]
 
 
 def url_of(item: Any) -> str:
@@ -199,14 +199,14 @@ class ReaderCursor(Cursor):
             item = next(self.upstream, None)
             if item is None or url_of(item) != url:
                 raise StateError(f"cannot restore {self.name}: the shard list now gives "
-                                  f"{None if item is None else url_of(item)!r} where the state read {url!r}")
+                                 f"{None if item is None else url_of(item)!r} where the state read {url!r}")
             self._open(item)
         while self._count < count:  # the current shard's first samples, read again
             try:
                 next(self._samples)  # type: ignore[arg-type]
             except StopIteration:
                 raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
-                                  f"state says {count} were read") from None
+                                 f"state says {count} were read") from None
             self._count += 1
 
 

@@ -104,21 +104,11 @@ class ShuffleCursor(Counted):
                 buf[i] = (next(self.upstream), numbers[i], mark)
             except StopIteration:
                 raise StateError(f"cannot restore {self.name}: a buffered item is missing from its input "
-                                  "(did the data change?)") from None
+                                 "(did the data change?)") from None
         self.buf = buf
         self.upstream.load_state_dict(state["upstream"])
         self.pulls, self.exhausted = int(state["count"]), bool(state["exhausted"])
         set_rng_state(self.rng, state["rng"])
-
-
-def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    a = stage_arguments(stage)
-    if a["bufsize"] < 2:
-        return PassCursor(upstream, iter, name)
-    if stage.spec.name == "detshuffle" and a.get("epoch", -1) >= 0:
-        ctx = ctx.replace(epoch=a["epoch"])
-    rng = a.get("rng") or (ctx if a.get("seed") is None else ctx.replace(seed=a["seed"])).rng("shuffle")
-    return ShuffleCursor(upstream, a["bufsize"], a["initial"], rng, name)
 
 
 def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
