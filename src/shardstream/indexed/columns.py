@@ -34,8 +34,8 @@ import numpy as np
 
 from ..codecs import Decoder
 from ..errors import ConfigError
-from ..samples import ColumnBatches
-from ..tar import accelerated, reader
+from ..reading import ColumnBatches
+from ..tar.native import column_slicer
 from .shardindex import ShardIndex
 
 
@@ -63,7 +63,7 @@ def iter_columns(ds: _Spans, batch_size: int, *, partial: bool = True) -> Iterat
         raise ConfigError("IndexedDataset.columns() decodes with one Decoder only (no map/transform, which run "
                           "per sample): batch iter(dataset) instead")  # fmt: skip
     decoder: Decoder | None = stages[0] if stages else None
-    scan = _slicer()
+    scan = column_slicer()
     batches = ColumnBatches(batch_size)
     for shard, rows in ds.shard_spans():
         layout = _Layout.of(shard) if scan is not None and rows.step == 1 else None
@@ -81,10 +81,6 @@ def iter_columns(ds: _Spans, batch_size: int, *, partial: bool = True) -> Iterat
     last = batches.flush()
     if last is not None and partial:
         yield last
-
-
-def _slicer() -> Any:
-    return getattr(reader._scan, "slice_column", None) if accelerated() else None
 
 
 def _per_sample(shard: Any, rows: range, batches: ColumnBatches, decoder: Decoder | None) -> Iterator[dict]:

@@ -31,9 +31,9 @@ from typing import Any
 from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
 from ..indexed.shardindex import rule_spec
-from ..indexed.source import local_path, open_source
+from ..indexed.source import open_source
 from ..io.cache import cache_opener
-from ..pipeline.shardlists import expand_urls
+from ..io.urls import expand_urls, local_path
 from ..pipeline.stages import reading
 
 __all__ = ["Resolved", "resolve"]

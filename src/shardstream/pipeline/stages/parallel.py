@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...errors import ConfigError
-from ...samples import ColumnBatches
+from ...reading import ColumnBatches
 from ..core import stage
 from ..handlers import annotate, reraise_exception
 from .reading import ShardReading

@@ -24,7 +24,8 @@ from typing import Any, Union
 
 from ...errors import SampleFormatError, StateError
 from ...io import finish_stream, open_url
-from ...samples import KeyRule, group_samples, iter_samples
+from ...reading import iter_samples
+from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
 from ...tar.reader import iter_members_mapped
