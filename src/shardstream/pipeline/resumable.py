@@ -10,8 +10,8 @@ A recipe describes data; each ``iter()`` makes an iterator (a cursor: ``next``, 
   next ``iter()``, ``set_epoch()`` or ``load_state_dict()`` lets it go, with its open shard);
 - **epochs**: ``set_epoch(n)`` chooses the next iteration's epoch and drops a pending state or a progress record
   of another epoch; without it, each iteration moves on to the next epoch once its iterator yields an item.
-  ``set_epoch(n, source="loader")`` is a loader handing its epoch on (it does not override an epoch the user set,
-  unless the loader's own ``set_epoch`` was called, and leaves a restored state its epoch);
+  ``set_epoch(n, source="loader")`` is a loader handing its epoch on (a restored state keeps its own epoch;
+  :attr:`~Resumable.epoch_source` tells a loader whether the user chose the epoch);
 - **pickling**: the progress record never travels (a DataLoader worker gets the recipe, not an open iterator).
 
 Every state is plain data (JSON-serialisable) that names its format and version and the configuration it belongs
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import StateError
+from ..errors import ConfigError, StateError
 
 __all__ = ["Progress", "Resumable", "check_format"]
 
@@ -119,7 +119,7 @@ class Resumable:
         ``source="loader"``: a loader hands its epoch on; a restored state keeps its own epoch.
         """
         if source not in EPOCH_SOURCES[1:]:
-            raise ValueError(f"set_epoch(source=) must be 'user' or 'loader', not {source!r}")
+            raise ConfigError(f"set_epoch(source=) must be 'user' or 'loader', not {source!r}")
         self._epoch, self._epoch_source = int(epoch), source
         if source == "loader":
             return
