@@ -21,6 +21,7 @@ FLOORS = [
     {"codecs"},
     {"io"},
     {"writer"},
+    {"runtime", "order"},
     {"pipeline"},
     {"dataset", "compat", "indexed"},
     {"process"},

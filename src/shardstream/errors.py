@@ -5,6 +5,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    │   └── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
+    │                                      configuration, rank or worker; a stage that keeps no state)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError)     not a valid tar: truncated, bad checksum, garbage; carries ``offset``
@@ -49,6 +51,7 @@ __all__ = [
     "ShardError",
     "ShardstreamError",
     "StaleIndexError",
+    "StateError",
     "TarFormatError",
     "UnsafeDecodeError",
     "WorkerSplitError",
@@ -63,6 +66,16 @@ class ShardstreamError(Exception):
 
 class ConfigError(ShardstreamError, ValueError):
     """Invalid configuration: arguments, settings files or environment values."""
+
+
+class StateError(ConfigError):
+    """A state (checkpoint) cannot be saved or restored: it comes from another pipeline or configuration, another
+    rank or worker, or a stage cannot say where it is. The message names the difference and what to do.
+    ``except ConfigError`` and ``except ValueError`` still catch it.
+
+    >>> issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+    True
+    """
 
 
 class MissingDependencyError(ShardstreamError, ImportError):
