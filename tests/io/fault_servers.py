@@ -163,7 +163,8 @@ class StubHTTP:
     Flags: ``ranges`` (answer Range requests with 206; False: always 200 with everything), ``etag_changes``
     (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
     close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
-    offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer).
+    offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
+    ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
@@ -172,7 +173,8 @@ class StubHTTP:
     def __init__(self, files: dict[str, bytes] | None = None, **flags):
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
-                      "status": None, "ais": False, "delay": 0.0, **flags}
+                      "status": None, "ais": False, "delay": 0.0, "hold_after": None, **flags}
+        self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         stub = self
 
@@ -230,13 +232,21 @@ class StubHTTP:
         if rng and f["ranges"]:
             start = int(rng.split("=")[1].split("-")[0])
             shown = start + 7 if f["bad_range_start"] else start
-            headers["Content-Range"] = f"bytes {shown}-{len(data) - 1}/{len(data)}"
-            self._reply(h, 206, data[start:], headers, short=f["short"])
+            end = len(data)
+            if rng.rsplit("-", 1)[1].strip():
+                end = min(len(data), int(rng.rsplit("-", 1)[1]) + 1)
+            if start >= len(data):
+                self._reply(h, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
+                return
+            headers["Content-Range"] = f"bytes {shown}-{end - 1}/{len(data)}"
+            hold = f["hold_after"] if first_request else None
+            self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release))
         else:
             self._reply(h, 200, data, headers, short=f["short"])
 
     @staticmethod
-    def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0) -> None:
+    def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0,
+               hold: tuple = (None, None)) -> None:
         h.send_response(status)
         for k, v in (headers or {}).items():
             h.send_header(k, v)
@@ -244,8 +254,14 @@ class StubHTTP:
         if short:
             h.send_header("Connection", "close")
         h.end_headers()
+        body = body[: max(0, len(body) - short)] if short else body
         with contextlib.suppress(OSError):
-            h.wfile.write(body[: max(0, len(body) - short)] if short else body)
+            if hold[0] is not None:
+                h.wfile.write(body[: hold[0]])
+                h.wfile.flush()
+                hold[1].wait(30)
+                body = body[hold[0]:]
+            h.wfile.write(body)
         if short:
             h.close_connection = True
 

@@ -12,8 +12,8 @@ These machines have no ``netem``; this proxy stands in for it, for the tests and
 
 It runs in its own process (asyncio; the shaping of 200 MB/s costs a fraction of one core), so that it does not
 share a GIL with the reader being measured: ``LinkEmulator(upstream_port, delay=0.02, conn_rate=25e6,
-link_rate=200e6)`` starts it on a free port; ``stop()`` ends it and returns its counters (connections, bytes,
-fault actions). Run as a script, it serves until SIGTERM::
+link_rate=200e6)`` starts it on a free port; ``stop()`` ends it and returns its counters (connections, the most
+open at once, bytes, fault actions). Run as a script, it serves until SIGTERM::
 
     python tests/io/link_emulator.py --upstream 8080 --delay-ms 20 --conn-rate 25e6 --link-rate 200e6
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -38,6 +39,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 LOOPBACK = "127.0.0.1"
 _BACKLOG_S = 0.1  # seconds of answer a connection may hold before the upstream is paused (slack for a busy CPU)
@@ -91,7 +93,31 @@ class _Link:
                               max_stalls=args.max_stalls) if args.faults else None
         self.stall = args.stall
         self.free = 0.0
-        self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0}
+        self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0, "open": 0, "max_open": 0}
+
+
+class _Pipe:
+    """Things to do at given times, done in the order they were queued (a timer heap alone would not keep
+    the order of equal times): the bytes of one direction of one connection, then its close."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.items = loop, collections.deque()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def push(self, when: float, action: Callable[[], None]) -> None:
+        if self.items:
+            when = max(when, self.items[-1][0])
+        self.items.append((when, action))
+        if self.timer is None:
+            self.timer = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self.timer = None
+        now = self.loop.time()
+        while self.items and self.items[0][0] <= now:
+            self.items.popleft()[1]()
+        if self.items:
+            self.timer = self.loop.call_at(self.items[0][0], self._fire)
 
 
 class _Upstream(asyncio.Protocol):
@@ -120,6 +146,7 @@ class _Client(asyncio.Protocol):
         self.client: asyncio.Transport | None = None
         self.upstream: asyncio.Transport | None = None
         self.pending_up: list[bytes] = []
+        self.to_client, self.to_server = _Pipe(self.loop), _Pipe(self.loop)
         self.free = 0.0  # when this connection's share of the link is free again
         self.sent = 0
         self.last = 0.0  # delivery time of the last chunk scheduled
@@ -131,7 +158,10 @@ class _Client(asyncio.Protocol):
     # -- client side -------------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.client = transport  # type: ignore[assignment]
-        self.link.stats["connections"] += 1
+        stats = self.link.stats
+        stats["connections"] += 1
+        stats["open"] += 1
+        stats["max_open"] = max(stats["max_open"], stats["open"])
         if self.link.plan is not None:
             self.action, self.cut, self.rst = self.link.plan.choose()
         if self.action in ("pass", "cut"):
@@ -160,7 +190,7 @@ class _Client(asyncio.Protocol):
             if b"\r\n\r\n" in self.head:
                 self._misbehave()
             return
-        self.loop.call_later(self.link.delay, self._up, data)
+        self.to_server.push(self.loop.time() + self.link.delay, lambda: self._up(data))
 
     def _up(self, data: bytes) -> None:
         if self.upstream is None:
@@ -169,11 +199,12 @@ class _Client(asyncio.Protocol):
             self.upstream.write(data)
 
     def eof_received(self) -> bool:
-        self.loop.call_later(self.link.delay, self._close_upstream)
+        self.to_server.push(self.loop.time() + self.link.delay, self._close_upstream)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
+        self.link.stats["open"] -= 1
         self._close_upstream()
 
     def pause_writing(self) -> None:
@@ -190,8 +221,8 @@ class _Client(asyncio.Protocol):
         if action in ("500", "503"):
             reason = "Internal Server Error" if action == "500" else "Service Unavailable"
             answer = f"HTTP/1.1 {action} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
-            self.loop.call_later(self.link.delay, self._send, answer)
-            self.loop.call_later(self.link.delay, self._close_client)
+            self.to_client.push(self.loop.time() + self.link.delay, lambda: self._send(answer))
+            self.to_client.push(self.loop.time() + self.link.delay, self._close_client)
         elif action == "reset":
             self.loop.call_later(self.link.delay, self._reset)
         elif action == "stall":
@@ -219,9 +250,9 @@ class _Client(asyncio.Protocol):
             done = max(done, link.free)
         self.last = max(self.last, done + link.delay)
         link.stats["bytes_down"] += len(data)
-        self.loop.call_at(self.last, self._send, data)
+        self.to_client.push(self.last, lambda: self._send(data))
         if self.action == "cut" and self.sent >= self.cut:
-            self.loop.call_at(self.last, self._reset if self.rst else self._close_client)
+            self.to_client.push(self.last, self._reset if self.rst else self._close_client)
             if self.upstream is not None:
                 self.upstream.close()
             return
@@ -247,7 +278,7 @@ class _Client(asyncio.Protocol):
     def down_eof(self) -> None:
         if self.action == "cut" and self.sent >= self.cut:
             return
-        self.loop.call_at(max(self.last, self.loop.time() + self.link.delay), self._close_client)
+        self.to_client.push(max(self.last, self.loop.time() + self.link.delay), self._close_client)
 
     def _close_client(self) -> None:
         if self.client is not None and not self.client.is_closing():

@@ -135,7 +135,7 @@ class RangedStream(io.RawIOBase):
                  sleep: Callable[[float], None] = time.sleep):
         self.part_size = max(64 << 10, part_size)
         self.readahead = max(self.part_size, readahead)
-        self._fetch = _fetchers(max(1, connections))
+        self._fetch = _fetchers(max(1, connections - 1))  # and the caller's thread opens the first part
         self._options = dict(headers=headers, retries=retries, timeout=timeout, backoff=backoff, sleep=sleep,
                              pool=self._fetch.pool, route=route)
         self._cond = self._fetch._cond  # one lock for the fetchers' queue, the budget and the parts
