@@ -164,7 +164,8 @@ class StubHTTP:
     (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
     close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
     offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
-    ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set).
+    ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
+    ``length`` (False: no ``Content-Length``, the body ends when the connection closes).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
@@ -173,7 +174,8 @@ class StubHTTP:
     def __init__(self, files: dict[str, bytes] | None = None, **flags):
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
-                      "status": None, "ais": False, "delay": 0.0, "hold_after": None, **flags}
+                      "status": None, "ais": False, "delay": 0.0, "hold_after": None,
+                      "length": True, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         stub = self
@@ -198,7 +200,8 @@ class StubHTTP:
         return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
 
     def full_gets(self, path: str) -> int:
-        return sum(1 for p, r in self.requests if p == path and r is None)
+        """Downloads of ``path`` begun: GETs without a Range, or with one from byte 0 (a ranged reader's first)."""
+        return sum(1 for p, r in self.requests if p == path and (r is None or r.startswith("bytes=0-")))
 
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
         f = self.flags
@@ -242,16 +245,22 @@ class StubHTTP:
             hold = f["hold_after"] if first_request else None
             self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release))
         else:
+            if not f["length"]:
+                headers["Content-Length"] = None
             self._reply(h, 200, data, headers, short=f["short"])
 
     @staticmethod
     def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0,
                hold: tuple = (None, None)) -> None:
         h.send_response(status)
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
-        if short:
+        headers = dict(headers or {})
+        length = "Content-Length" not in headers
+        for k, v in headers.items():
+            if v is not None:
+                h.send_header(k, v)
+        if length:
+            h.send_header("Content-Length", str(len(body)))
+        if short or not length:
             h.send_header("Connection", "close")
         h.end_headers()
         body = body[: max(0, len(body) - short)] if short else body
@@ -262,7 +271,7 @@ class StubHTTP:
                 hold[1].wait(30)
                 body = body[hold[0]:]
             h.wfile.write(body)
-        if short:
+        if short or not length:
             h.close_connection = True
 
     def stop(self) -> None:
