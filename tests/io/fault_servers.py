@@ -2,6 +2,7 @@
 
 - :class:`FaultProxy`: a TCP proxy that cuts connections at random byte offsets, resets them, answers 500/503
   and stalls, with a seeded random plan and a bound on consecutive faults that make no progress.
+- :class:`ForwardProxy`: a forwarding HTTP proxy (absolute-form requests and CONNECT tunnels) that counts them.
 - :class:`StubHTTP`: a small Python HTTP server with switchable misbehaviour (no Range support, a changing
   ETag, short bodies, Content-MD5, wrong Content-Range, delays) and an AIStore gateway/target emulation (no
   AIStore server can be installed here).
@@ -277,3 +278,107 @@ class StubHTTP:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# -- a forwarding HTTP proxy -------------------------------------------------------------------------------------
+
+class ForwardProxy:
+    """A small forwarding HTTP proxy on loopback that counts what goes through it.
+
+    Plain requests come in absolute form (``GET http://host:port/path``) and are relayed to that server (the
+    request line rewritten to ``/path``, ``Proxy-*`` headers dropped); ``CONNECT host:port`` opens a tunnel.
+    ``targets`` lists the ``host:port`` of every connection relayed; with ``auth=(user, password)`` a request
+    without the matching ``Proxy-Authorization`` is answered 407.
+    """
+
+    def __init__(self, auth: tuple[str, str] | None = None):
+        self.targets: list[str] = []
+        self.refused = 0
+        self._auth = "Basic " + base64.b64encode(":".join(auth).encode()).decode() if auth else None
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((LOOPBACK, 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self._socks: set[socket.socket] = set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = None
+        self._socks.add(client)
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            head, _, rest = head.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ", 2)
+            fields = [line for line in lines[1:] if line]
+            given = next((line.split(":", 1)[1].strip() for line in fields
+                          if line.lower().startswith("proxy-authorization:")), None)
+            if self._auth is not None and given != self._auth:
+                self.refused += 1
+                client.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n"
+                               b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            if method == "CONNECT":
+                host, _, port = target.rpartition(":")
+                upstream = socket.create_connection((host.strip("[]"), int(port)))
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                first = rest
+            else:
+                parts = urllib.parse.urlsplit(target)
+                upstream = socket.create_connection((parts.hostname, parts.port or 80))
+                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                kept = [line for line in fields if not line.lower().startswith("proxy-")]
+                first = "\r\n".join([f"{method} {path} {version}", *kept, "", ""]).encode("latin-1") + rest
+                host, port = parts.hostname, str(parts.port or 80)
+            self.targets.append(f"{host}:{port}")
+            self._socks.add(upstream)
+            if first:
+                upstream.sendall(first)
+            threading.Thread(target=self._relay, args=(upstream, client), daemon=True).start()
+            self._relay(client, upstream)
+        except OSError:
+            pass
+        finally:
+            for s in (client, upstream):
+                if s is not None:
+                    self._socks.discard(s)
+                    with contextlib.suppress(OSError):
+                        s.close()
+
+    @staticmethod
+    def _relay(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.listener.close()
+        for s in list(self._socks):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

@@ -63,6 +63,8 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
 
     protocol = protocol_of(url)
     options = {**storage_options(url, protocol, settings), **extra}
+    if protocol == "s3":
+        options = _with_proxy(options, settings)
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ImportError as e:
@@ -70,6 +72,24 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
     fs = cls(**options)
     return fs, cls._strip_protocol(url)
+
+
+def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """s3fs options with the proxy of the settings (``HTTPS_PROXY``...) for the endpoint, unless ``NO_PROXY``
+    exempts it or the options name proxies of their own."""
+    from urllib.parse import urlsplit
+
+    from ..config import get_settings
+    from .proxy import route_from_settings
+
+    endpoint = urlsplit(options.get("endpoint_url") or "https://s3.amazonaws.com")
+    proxy = route_from_settings(settings or get_settings()).proxy_for(endpoint.scheme, endpoint.hostname or "",
+                                                                       endpoint.port)
+    config = dict(options.get("config_kwargs") or {})
+    if proxy is None or "proxies" in config:
+        return options
+    config["proxies"] = {endpoint.scheme: proxy}
+    return {**options, "config_kwargs": config}
 
 
 def _permanent(exc: BaseException) -> bool:
