@@ -133,9 +133,10 @@ class RangedStream(io.RawIOBase):
                  timeout: float = 60, backoff: float = 0.5, name: str | None = None, connections: int = 16,
                  readahead: int = 256 << 20, part_size: int = 8 << 20, route: Route | None = None,
                  sleep: Callable[[float], None] = time.sleep):
-        self.part_size = max(64 << 10, part_size)
+        self.part_size = self._first_size = max(64 << 10, part_size)
         self.readahead = max(self.part_size, readahead)
-        self._fetch = _fetchers(max(1, connections - 1))  # and the caller's thread opens the first part
+        self.connections = max(1, connections)
+        self._fetch = _fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options = dict(headers=headers, retries=retries, timeout=timeout, backoff=backoff, sleep=sleep,
                              pool=self._fetch.pool, route=route)
         self._cond = self._fetch._cond  # one lock for the fetchers' queue, the budget and the parts
@@ -154,6 +155,8 @@ class RangedStream(io.RawIOBase):
         self._known = False  # the first answer is in: size and validators are the object's
         guess = _LAST_SIZE.get(self._server, 0)
         self.size: int | None = guess or None  # a guess until the first answer
+        if guess:
+            self._fit(guess)
         with self._cond:
             first = self._add_part(0, self.part_size)
             if guess:
@@ -175,8 +178,10 @@ class RangedStream(io.RawIOBase):
                 _LAST_SIZE.pop(self._server, None)
             elif s.size is not None:
                 first.end = min(first.end, s.size)
-                if s.size > self.part_size:
+                if s.size > first.end:
                     _LAST_SIZE[self._server] = s.size
+                    if not guess:
+                        self._fit(s.size)
             for part in self._parts:  # the parts that answered before this one
                 if part.seen is not None and part.error is None:
                     changed = self._differs(part.seen)
@@ -185,9 +190,13 @@ class RangedStream(io.RawIOBase):
                 part.seen = None
             self._trim()
             self._plan()
-        self._fetch.submit((self._serial, 0), lambda: self._pump(first, s))
+        threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
 
     # -- planning (under the lock) ---------------------------------------------------------------------------
+
+    def _fit(self, size: int) -> None:
+        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least)."""
+        self.part_size = max(min(1 << 20, self.part_size), min(self.part_size, -(-size // self.connections)))
 
     def _add_part(self, start: int, end: int) -> _Part:
         part = _Part(len(self._parts), start, end)
