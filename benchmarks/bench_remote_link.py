@@ -3,7 +3,7 @@
     python benchmarks/bench_remote_link.py [--rtt-ms 40] [--conn-mbps 25] [--link-mbps 200] [--short-rtt-ms 2]
 
 The link emulator of the tests (tests/io/link_emulator.py: delay, a cap per connection, a cap for the link)
-stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 2 shards of ~100 MB each: JPEG images
+stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 4 shards of ~75 MB each: JPEG images
 (~180 KB, 800x600) and 4 MiB samples. For each server and set, side by side in one run:
 
 - ``limit``: every shard fetched with 16 parallel ranged connections (8 MiB parts) to /dev/null;
@@ -112,8 +112,10 @@ def run_reader(lib: str, workers: int, urls: list[str], env: dict[str, str], pyt
     full = {**os.environ, **env}
     if lib == "shardstream":
         full["PYTHONPATH"] = str(ROOT / "src")
-    out = subprocess.run([python, "-c", READER, lib, str(workers), json.dumps(urls)], env=full, check=True,
+    out = subprocess.run([python, "-c", READER, lib, str(workers), json.dumps(urls)], env=full,
                          capture_output=True, text=True, timeout=900)
+    if out.returncode:
+        raise RuntimeError(f"{lib} with {workers} workers failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -194,7 +196,7 @@ def main() -> int:
     if reason:
         print(f"# skipped: {reason}")
         return 0
-    sets = {"images": jpeg_shards(1120, 560, (800, 600)), "4MiB": big_shards(48, 4 << 20, 24)}
+    sets = {"images": jpeg_shards(1680, 420, (800, 600)), "4MiB": big_shards(72, 4 << 20, 18)}
     for paths in sets.values():
         warm(paths)
     wds = webdataset_path()

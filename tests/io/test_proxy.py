@@ -52,7 +52,7 @@ def test_proxy_credentials_from_the_proxy_url(nginx, expected, monkeypatch, fast
             samples_of([nginx.url("data/shard-000000.tar")])
         monkeypatch.setenv("HTTP_PROXY", guarded.url.replace("http://", "http://bob:s3cret@"))
         assert samples_of([nginx.url("data/shard-000000.tar")]) == expected[:12]
-        assert guarded.refused == 1 and guarded.targets
+        assert guarded.refused >= 1 and guarded.targets
     finally:
         guarded.stop()
 

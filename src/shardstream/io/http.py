@@ -344,24 +344,33 @@ class HttpStream(io.RawIOBase):
         return f"HttpStream({self.name!r}, pos={self.pos}, size={self.size})"
 
 
-def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | None = None) -> IO[bytes]:
+def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | None = None,
+              series: bool = True) -> IO[bytes]:
     """The opener of ``http://`` and ``https://`` URLs, with the settings' retries, timeout, headers
     (``SHARDSTREAM_HTTP_HEADERS``, then the storage settings of the URL's prefix) and proxies: a
     :class:`~shardstream.io.ranged.RangedStream` (parallel ranged GETs), or an :class:`HttpStream` (one
     stream) with ``SHARDSTREAM_HTTP_CONNECTIONS=1``. ``name`` is what messages call the shard; ``headers``
-    replace those of the settings (a signed S3 URL needs none)."""
+    replace those of the settings (a signed S3 URL needs none). With ``series``, the next shard of a numbered
+    series read in order is opened ahead (:mod:`shardstream.io.prefetch`)."""
     from ..config import get_settings
     from .proxy import route_from_settings
     from .storage_config import http_headers
 
     settings = get_settings()
+    explicit = headers is not None
     headers = http_headers(url, settings) if headers is None else headers
     options = dict(headers=headers, retries=settings.http_retries, timeout=settings.http_timeout,
                    backoff=settings.http_backoff, name=name, route=route_from_settings(settings))
     if settings.http_connections <= 1:
         return HttpStream(url, **options)  # type: ignore[arg-type]
+    from .prefetch import open_in_series
     from .ranged import RangedStream, share
 
     connections, readahead = share(settings.http_connections, settings.http_readahead, settings.http_part_size)
-    return RangedStream(url, connections=connections, readahead=readahead,  # type: ignore[arg-type]
-                        part_size=settings.http_part_size, **options)
+
+    def ranged(target: str) -> IO[bytes]:
+        given = {**options, "headers": http_headers(target, settings)} if target != url and not explicit else options
+        return RangedStream(target, connections=connections, readahead=readahead,  # type: ignore[arg-type]
+                            part_size=settings.http_part_size, **given)
+
+    return open_in_series(url, ranged) if series else ranged(url)

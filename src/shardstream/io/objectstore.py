@@ -264,7 +264,14 @@ def open_object(url: str) -> IO[bytes]:
     signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
     if signed is not None:
         from .http import open_http
+        from .prefetch import open_in_series
 
-        return open_http(signed, name=url, headers={})
+        def open_signed(target: str) -> IO[bytes]:
+            link = signed if target == url else presigned_url(*filesystem_for(target, settings))
+            if link is None:  # pragma: no cover - the same bucket signed a moment ago
+                raise OpenError(f"{target!r}: cannot sign a GET URL", url=target)
+            return open_http(link, name=target, headers={}, series=False)
+
+        return open_in_series(url, open_signed) if settings.http_connections > 1 else open_signed(url)
     return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
                         backoff=settings.http_backoff)

@@ -145,10 +145,12 @@ class RangedStream(io.RawIOBase):
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
         self._parts: list[_Part] = []
         self._cur = 0
+        self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
         self.pos = 0
-        self.requests = 0
+        self.requests = self.resumes = 0
         self.parallel = False
+        self.when_planned: Callable[[], None] | None = None  # called once every part has been requested
         self.url, self.name, self.final_url = url, name or url, url
         self.etag: str | None = None
         self.last_modified: str | None = None
@@ -216,9 +218,14 @@ class RangedStream(io.RawIOBase):
                     self._give(part)
         self._planned = min(self._planned, self.size)
 
+    def replan(self) -> None:
+        """Request the parts that fit in the read-ahead budget now (a stream opened ahead, now read)."""
+        with self._cond:
+            self._plan()
+
     def _plan(self) -> None:
         """Request the parts that fit in the read-ahead budget (the reader's own part always fits)."""
-        while self.size is not None and self._planned < self.size and not self.closed:
+        while self.size is not None and self._planned < self.size and not self._stopped:
             ahead = len(self._parts) - self._cur
             cost = min(self.part_size, self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:
@@ -230,6 +237,10 @@ class RangedStream(io.RawIOBase):
             heapq.heappush(self._fetch._tasks, ((self._serial, part.index), next(self._fetch._arrival),
                                                  lambda p=part: self._get(p)))
             self._fetch._cond.notify()
+        hook = self.when_planned
+        if hook is not None and self._known and (self.size is None or self._planned >= self.size):
+            self.when_planned = None
+            hook()
 
     def _give(self, part: _Part) -> None:
         self._fetch.budget -= part.reserved
@@ -238,10 +249,10 @@ class RangedStream(io.RawIOBase):
     # -- fetching (fetch threads) ----------------------------------------------------------------------------
 
     def _get(self, part: _Part) -> None:
-        if part.done or self.closed:
+        if part.done or self._stopped:
             return
         try:
-            stream = HttpStream(self.final_url, start=part.start, end=part.end, name=self.name,
+            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
                                 **self._options)  # type: ignore[arg-type]
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
@@ -283,7 +294,7 @@ class RangedStream(io.RawIOBase):
         """Move the part's bytes from its answer to the reader as they arrive."""
         error = None
         try:
-            while not self.closed:
+            while not self._stopped:
                 data = stream.read(_CHUNK)
                 if not data:
                     break
@@ -294,12 +305,14 @@ class RangedStream(io.RawIOBase):
             error = e
         with self._cond:
             self.requests += stream.requests
-            if error is None and not self.closed and part.end >= 0 and stream.pos < part.end:
+            self.resumes += stream.resumes
+            if error is None and not self._stopped and part.end >= 0 and stream.pos < part.end:
                 error = OpenError(f"{self.name!r}: bytes {part.start}-{part.end - 1}: the answer ended at byte "
                                   f"{stream.pos}", url=self.name)
-            part.error, part.done = error, True
+            if not part.done:
+                part.error, part.done = error, True
             self._cond.notify_all()
-        if error is None and not self.closed:
+        if error is None and not self._stopped:
             stream.release()
         stream.close()
 
@@ -317,6 +330,7 @@ class RangedStream(io.RawIOBase):
             if part.chunks:
                 return part.chunks
             if part.error is not None:
+                self._release()  # an error ends the stream: its parts stop and give their memory back
                 raise part.error
             if part.done:
                 self._give(part)
@@ -372,15 +386,21 @@ class RangedStream(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
+    def _release(self) -> None:
+        """Stop every part and give back its read-ahead memory (under the lock)."""
+        self._stopped = True
+        for part in self._parts:
+            if not part.done:
+                part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
+            part.chunks.clear()
+            self._give(part)
+        self._cond.notify_all()
+
     def close(self) -> None:
         if not self.closed:
             super().close()
             with self._cond:
-                for part in self._parts:
-                    part.done = True
-                    part.chunks.clear()
-                    self._give(part)
-                self._cond.notify_all()
+                self._release()
 
     def __repr__(self) -> str:
         return f"RangedStream({self.name!r}, pos={self.pos}, size={self.size}, parts={len(self._parts)})"
