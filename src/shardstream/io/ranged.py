@@ -85,11 +85,6 @@ class _Fetchers:
         for i in range(threads):
             threading.Thread(target=self._run, name=f"shardstream-part-{i}", daemon=True).start()
 
-    def submit(self, priority: tuple[int, int], task: Callable[[], None]) -> None:
-        with self._cond:
-            heapq.heappush(self._tasks, (priority, next(self._arrival), task))
-            self._cond.notify()
-
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -139,7 +134,7 @@ class RangedStream(io.RawIOBase):
         self._fetch = _fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options = dict(headers=headers, retries=retries, timeout=timeout, backoff=backoff, sleep=sleep,
                              pool=self._fetch.pool, route=route)
-        self._cond = self._fetch._cond  # one lock for the fetchers' queue, the budget and the parts
+        self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
@@ -228,23 +223,26 @@ class RangedStream(io.RawIOBase):
         while self.size is not None and self._planned < self.size and not self._stopped:
             ahead = len(self._parts) - self._cur
             cost = min(self.part_size, self.size - self._planned)
-            if ahead > 0 and self._fetch.budget + cost > self.readahead:
+            if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
                 return
             part = self._add_part(self._planned, self._planned + cost)
             part.reserved = part.end - part.start
-            self._fetch.budget += part.reserved
             self.parallel = True
-            heapq.heappush(self._fetch._tasks, ((self._serial, part.index), next(self._fetch._arrival),
-                                                 lambda p=part: self._get(p)))
-            self._fetch._cond.notify()
+            with self._fetch._cond:
+                self._fetch.budget += part.reserved
+                heapq.heappush(self._fetch._tasks, ((self._serial, part.index), next(self._fetch._arrival),
+                                                     lambda p=part: self._get(p)))
+                self._fetch._cond.notify()
         hook = self.when_planned
         if hook is not None and self._known and (self.size is None or self._planned >= self.size):
             self.when_planned = None
             hook()
 
     def _give(self, part: _Part) -> None:
-        self._fetch.budget -= part.reserved
-        part.reserved = 0
+        if part.reserved:
+            with self._fetch._cond:
+                self._fetch.budget -= part.reserved
+            part.reserved = 0
 
     # -- fetching (fetch threads) ----------------------------------------------------------------------------
 
