@@ -36,8 +36,8 @@ from _common import ROOT, big_shards, jpeg_shards, table, warm
 
 sys.path.insert(0, str(ROOT / "tests" / "io"))
 
-from link_emulator import LinkEmulator  # noqa: E402
-from remote_servers import CEPH_BINARIES, RGW_KEYS, Nginx, RadosGW, boto3_client, missing  # noqa: E402
+from link_emulator import LinkEmulator
+from remote_servers import CEPH_BINARIES, RGW_KEYS, Nginx, RadosGW, boto3_client, missing
 
 MB = 1e6
 PART = 8 << 20
@@ -102,7 +102,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "bytes": total}))
 
 def webdataset_path() -> tuple[str, dict[str, str]] | None:
     bench = ROOT / ".venv-bench" / "bin" / "python"
-    if bench.exists() and subprocess.run([str(bench), "-c", "import webdataset, torch"]).returncode == 0:
+    if bench.exists() and subprocess.run([str(bench), "-c", "import webdataset, torch"], check=False).returncode == 0:
         return str(bench), {}
     site = ROOT / ".venv-bench" / "wds-site"
     if (site / "webdataset").exists():
@@ -116,7 +116,7 @@ def run_reader(lib: str, workers: int, urls: list[str], env: dict[str, str], pyt
     if lib == "shardstream":
         full["PYTHONPATH"] = str(ROOT / "src")
     out = subprocess.run([python, "-c", READER, lib, str(workers), json.dumps(urls), local], env=full,
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, check=False)
     if out.returncode:
         raise RuntimeError(f"{lib} with {workers} workers failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -14,13 +14,14 @@ import base64
 import contextlib
 import hashlib
 import http.server
-import random
 import socket
 import socketserver
 import struct
 import threading
 import time
 import urllib.parse
+
+from link_emulator import FaultPlan
 
 LOOPBACK = "127.0.0.1"
 
@@ -32,19 +33,17 @@ class FaultProxy:
 
     ``weights`` maps actions to relative probabilities: ``pass``, ``cut`` (relay, then close after a random
     number of response bytes in ``cut_range``), ``reset`` (RST after the request), ``500``, ``503``, ``stall``
-    (hold the connection ``stall`` seconds, then close). After ``max_unproductive`` faults in a row that deliver
-    no body bytes, the next connection is a long cut, so reads always terminate. ``counts`` tallies actions.
+    (hold the connection ``stall`` seconds, then close), drawn by a :class:`link_emulator.FaultPlan` (the one
+    plan of the emulator too). ``counts`` tallies actions.
     """
 
     def __init__(self, upstream_port: int, *, seed: int = 0, weights: dict[str, float] | None = None,
                  cut_range: tuple[int, int] = (2000, 200_000), stall: float = 1.5, max_unproductive: int = 2,
                  max_stalls: int = 2):
         self.upstream = (LOOPBACK, upstream_port)
-        self.rng = random.Random(seed)
-        self.weights = weights or {"pass": 1, "cut": 6, "reset": 1, "500": 1, "503": 1, "stall": 0.3}
-        self.cut_range, self.stall, self.max_unproductive, self.max_stalls = cut_range, stall, max_unproductive, max_stalls
-        self.counts: dict[str, int] = {}
-        self._unproductive = 0
+        self.plan = FaultPlan(weights, seed=seed, cut_range=cut_range, max_unproductive=max_unproductive,
+                              max_stalls=max_stalls)
+        self.stall = stall
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._socks: set[socket.socket] = set()
@@ -61,22 +60,16 @@ class FaultProxy:
         return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
 
     @property
+    def counts(self) -> dict[str, int]:
+        return self.plan.counts
+
+    @property
     def faults(self) -> int:
-        return sum(n for action, n in self.counts.items() if action != "pass")
+        return self.plan.faults
 
     def _choose(self) -> tuple[str, int, bool]:
-        """``(action, cut offset, reset?)``; a cut ended by RST may lose what the client had not read yet, so
-        only passes and FIN-ended cuts count as progress (forced after ``max_unproductive`` other faults)."""
         with self._lock:
-            actions = [a for a in self.weights if a != "stall" or self.counts.get("stall", 0) < self.max_stalls]
-            action = self.rng.choices(actions, [self.weights[a] for a in actions])[0]
-            cut, rst = self.rng.randint(*self.cut_range), self.rng.random() < 0.3
-            if action != "pass" and self._unproductive >= self.max_unproductive:
-                action, rst = "cut", False
-            productive = action == "pass" or (action == "cut" and not rst)
-            self._unproductive = 0 if productive else self._unproductive + 1
-            self.counts[action] = self.counts.get(action, 0) + 1
-            return action, cut, rst
+            return self.plan.choose()
 
     def _accept(self) -> None:
         while not self._stopped.is_set():

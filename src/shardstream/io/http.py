@@ -359,8 +359,8 @@ def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | No
     settings = get_settings()
     explicit = headers is not None
     headers = http_headers(url, settings) if headers is None else headers
-    options = dict(headers=headers, retries=settings.http_retries, timeout=settings.http_timeout,
-                   backoff=settings.http_backoff, name=name, route=route_from_settings(settings))
+    options = {"headers": headers, "retries": settings.http_retries, "timeout": settings.http_timeout,
+               "backoff": settings.http_backoff, "name": name, "route": route_from_settings(settings)}
     if settings.http_connections <= 1:
         return HttpStream(url, **options)  # type: ignore[arg-type]
     from .prefetch import open_in_series

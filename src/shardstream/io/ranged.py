@@ -38,7 +38,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OpenError
@@ -108,7 +107,7 @@ def _fetchers(threads: int) -> _Fetchers:
 
 
 class _Part:
-    __slots__ = ("index", "start", "end", "chunks", "done", "error", "reserved", "seen")
+    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start")
 
     def __init__(self, index: int, start: int, end: int):
         self.index, self.start, self.end = index, start, end
@@ -132,8 +131,8 @@ class RangedStream(io.RawIOBase):
         self.readahead = max(self.part_size, readahead)
         self.connections = max(1, connections)
         self._fetch = _fetchers(max(1, connections - 1))  # and the first part has a thread of its own
-        self._options = dict(headers=headers, retries=retries, timeout=timeout, backoff=backoff, sleep=sleep,
-                             pool=self._fetch.pool, route=route)
+        self._options = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
+                         "sleep": sleep, "pool": self._fetch.pool, "route": route}
         self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
