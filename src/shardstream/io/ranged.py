@@ -6,7 +6,9 @@ AIStore fill a link with several connections at once. :class:`RangedStream` does
 training modes, the shard cache's downloads):
 
 - the first part (``Range: bytes=0-``\\ *part_size*\\ ``-1``) is opened at once and its bytes are handed to the
-  reader as they arrive, so the first sample comes after one round trip plus its own bytes;
+  reader as they arrive, so the first sample comes after one round trip plus its own bytes (the other parts of
+  a process's first shard from a server are requested once its first 2 MiB are in, so as not to share the link
+  with it before);
 - when its answer states the size, the next parts are requested over other connections (kept alive and shared
   by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of the same
   server was big enough, they are requested at once with the first one (no round trip lost to learn the size);
@@ -48,6 +50,7 @@ __all__ = ["RangedStream", "share", "worker_count"]
 
 _CHUNK = 256 << 10  # the most one read from a socket hands over
 _MAX_DRAIN = 16 << 20
+_HEAD_START = 2 << 20  # the first part of a stream alone on the link for its first bytes (then the others)
 _SERIAL = itertools.count()
 _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
 
@@ -139,6 +142,7 @@ class RangedStream(io.RawIOBase):
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
         self._parts: list[_Part] = []
         self._cur = 0
+        self._head_start = 0  # bytes of the first part to receive before the other parts are requested
         self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
         self.pos = 0
@@ -185,7 +189,10 @@ class RangedStream(io.RawIOBase):
                         part.error = self._changed(changed)
                 part.seen = None
             self._trim()
-            self._plan()
+            if guess or s.size is None or not s.ranged:
+                self._plan()
+            else:  # the first shard from this server: its first part gets a head start (the first sample)
+                self._head_start = min(_HEAD_START, first.end)
         threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
 
     # -- planning (under the lock) ---------------------------------------------------------------------------
@@ -289,18 +296,25 @@ class RangedStream(io.RawIOBase):
 
     def _pump(self, part: _Part, stream: HttpStream) -> None:
         """Move the part's bytes from its answer to the reader as they arrive."""
-        error = None
+        error, got = None, 0
         try:
             while not self._stopped:
                 data = stream.read(_CHUNK)
                 if not data:
                     break
+                got += len(data)
                 with self._cond:
                     part.chunks.append(data)
+                    if self._head_start and got >= self._head_start:
+                        self._head_start = 0
+                        self._plan()
                     self._cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the reader
             error = e
         with self._cond:
+            if self._head_start:
+                self._head_start = 0
+                self._plan()
             self.requests += stream.requests
             self.resumes += stream.resumes
             if error is None and not self._stopped and part.end >= 0 and stream.pos < part.end:
