@@ -147,3 +147,31 @@ def test_the_link_emulator_delays_and_caps_each_connection(nginx, local_shards):
         took = time.monotonic() - start
     assert data == want
     assert first_at >= 0.1 and took >= 0.1 + len(want) / 2e6 * 0.9
+
+
+def test_the_next_shard_of_a_series_read_in_order_is_opened_ahead(local_shards, small_parts):
+    files = {}
+    for i, path in enumerate(local_shards):
+        with open(path, "rb") as f:
+            files[f"s/a-{i:06d}.tar"] = f.read()
+    files["other.tar"] = files["s/a-000000.tar"]
+    stub = StubHTTP(files)
+    try:
+        for i in (0, 1):
+            with open_url(stub.url(f"s/a-{i:06d}.tar")) as f:
+                assert f.read() == files[f"s/a-{i:06d}.tar"]
+        deadline = time.monotonic() + 10  # opened ahead in the background
+        while not stub.full_gets("s/a-000002.tar") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stub.full_gets("s/a-000002.tar") == 1
+        with open_url(stub.url("s/a-000002.tar")) as f:
+            assert f.read() == files["s/a-000002.tar"]
+        assert stub.full_gets("s/a-000002.tar") == 1  # the reader got the stream opened ahead
+        with open_url(stub.url("other.tar")) as f:  # not the guess (a-000003): the guess is dropped
+            assert f.read() == files["other.tar"]
+        with open_url(stub.url("s/a-000000.tar")) as f:  # backwards: no guess
+            f.read()
+        time.sleep(0.2)
+        assert stub.full_gets("s/a-000001.tar") == 1
+    finally:
+        stub.stop()
