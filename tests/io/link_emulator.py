@@ -93,6 +93,7 @@ class _Link:
                               max_stalls=args.max_stalls) if args.faults else None
         self.stall = args.stall
         self.free = 0.0
+        self.timeline: dict[str, int] = {}
         self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0, "open": 0, "max_open": 0}
 
 
@@ -250,6 +251,8 @@ class _Client(asyncio.Protocol):
             done = max(done, link.free)
         self.last = max(self.last, done + link.delay)
         link.stats["bytes_down"] += len(data)
+        bucket = str(int(done * 10))  # bytes by the 100 ms in which they leave the link
+        link.timeline[bucket] = link.timeline.get(bucket, 0) + len(data)
         self.to_client.push(self.last, lambda: self._send(data))
         if self.action == "cut" and self.sent >= self.cut:
             self.to_client.push(self.last, self._reset if self.rst else self._close_client)
@@ -301,7 +304,8 @@ async def _serve(args: argparse.Namespace) -> dict:
         loop.add_signal_handler(sig, done.set)
     await done.wait()
     server.close()
-    return {**link.stats, "counts": link.plan.counts if link.plan else {}, "cpu_s": round(time.process_time(), 3)}
+    return {**link.stats, "counts": link.plan.counts if link.plan else {}, "cpu_s": round(time.process_time(), 3),
+            "timeline": link.timeline}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -6,7 +6,9 @@ boundary. Shard names are numbered (``train-000041.tar``), and a DataLoader work
 fixed stride (``41, 42, 43`` in one process; ``41, 45, 49`` in worker 1 of 4). So, like a file system's
 read-ahead: when the last two shards a process opened from one series differ by a stride, the shard one stride
 further is opened as soon as every part of the current one has been requested (its first part and the parts that
-fit in the read-ahead budget start then). If the reader asks for it, it gets that stream; if it asks for anything
+fit in the read-ahead budget start then). After the first shard of a series, with no stride seen yet, the guess
+is the shard ``num_workers`` further (a DataLoader worker's stride, 1 outside workers) and only its first part is
+read until the reader asks for it. If the reader asks for the guess, it gets that stream; if it asks for anything
 else (shuffled shards), the guess is closed and the stride forgotten until the reader shows one again. At most
 one guess is open at a time; a guess that fails to open is dropped silently (the reader's own open reports).
 
@@ -21,6 +23,7 @@ True
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -33,6 +36,24 @@ _LOCK = threading.Lock()
 _LAST: dict[tuple[str, str], str] = {}  # series (prefix, suffix) -> the last URL opened
 _GUESS: dict[str, concurrent.futures.Future[Any]] = {}  # URL -> its stream, being opened or open
 _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker) has none of the parent's threads: fresh lock, pool and guesses."""
+    global _LOCK, _POOL
+    _LOCK = threading.Lock()
+    _GUESS.clear()
+    _LAST.clear()
+    _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+_OPENING = threading.local()  # .tentative: the stream being opened is a guess on no evidence (first part only)
+
+
+def tentative() -> bool:
+    """Whether the stream being opened in this thread is a first guess (it should read its first part only)."""
+    return getattr(_OPENING, "tentative", False)
 
 
 def _series(url: str) -> tuple[tuple[str, str], int, int] | None:
@@ -43,6 +64,14 @@ def _series(url: str) -> tuple[tuple[str, str], int, int] | None:
     return (m.group(1), m.group(3)), int(m.group(2)), len(m.group(2))
 
 
+def _shifted(url: str, stride: int) -> str | None:
+    found = _series(url)
+    if found is None or stride < 1:
+        return None
+    (prefix, suffix), number, width = found
+    return f"{prefix}{number + stride:0{width}d}{suffix}"
+
+
 def next_in_series(previous: str, current: str) -> str | None:
     """The URL one stride after ``current`` when ``previous`` and ``current`` are numbered shards of one series
     read forwards; else None."""
@@ -51,6 +80,11 @@ def next_in_series(previous: str, current: str) -> str | None:
         return None
     (prefix, suffix), number, width = b
     return f"{prefix}{number + (b[1] - a[1]):0{width}d}{suffix}"
+
+
+def _replan(done: concurrent.futures.Future[Any]) -> None:
+    if done.exception() is None:
+        done.result().replan()
 
 
 def _drop(future: concurrent.futures.Future[Any]) -> None:
@@ -82,12 +116,27 @@ def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]]) -> IO[byte
             stream = None
     if stream is None:
         stream = open_stream(url)
-    following = next_in_series(previous, url) if previous is not None else None
+    if previous is not None:
+        following, first_guess = next_in_series(previous, url), False
+    else:
+        from .ranged import worker_count
+
+        following, first_guess = _shifted(url, worker_count()), True
     if following is not None and hasattr(stream, "when_planned"):
+        def opening(target: str) -> IO[bytes]:
+            _OPENING.tentative = first_guess
+            try:
+                return open_stream(target)
+            finally:
+                _OPENING.tentative = False
+
         def start() -> None:
             with _LOCK:
-                if _LAST.get(series[0]) == url and not _GUESS:  # type: ignore[index]
-                    _GUESS[following] = _POOL.submit(open_stream, following)
+                if _LAST.get(series[0]) != url or _GUESS:  # type: ignore[index]
+                    return
+                guess = _GUESS[following] = _POOL.submit(opening, following)
+            if first_guess:  # its parts go out when this shard's are all in (the link would idle)
+                stream.when_fetched = lambda: guess.add_done_callback(_replan)
 
         stream.when_planned = start  # type: ignore[attr-defined]
     getattr(stream, "replan", lambda: None)()  # a stream opened ahead plans its parts now it is read

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from ..errors import OpenError
 from .http import HttpStream, RangeNotSatisfiable
+from .prefetch import tentative
 from .proxy import ConnectionPool, Route
 
 __all__ = ["RangedStream", "share", "worker_count"]
@@ -100,6 +101,17 @@ _FETCHERS: dict[tuple[int, int], _Fetchers] = {}
 _FETCHERS_LOCK = threading.Lock()
 
 
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker) has none of the parent's fetch threads, and maybe a held lock."""
+    global _FETCHERS_LOCK
+    _FETCHERS_LOCK = threading.Lock()
+    _FETCHERS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _fetchers(threads: int) -> _Fetchers:
     """This process's fetchers (a forked DataLoader worker makes its own: threads do not survive a fork)."""
     key = (os.getpid(), threads)
@@ -143,12 +155,14 @@ class RangedStream(io.RawIOBase):
         self._parts: list[_Part] = []
         self._cur = 0
         self._head_start = 0  # bytes of the first part to receive before the other parts are requested
+        self._held = tentative()  # a first guess of the prefetcher: its first part only, until it is read
         self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
         self.pos = 0
         self.requests = self.resumes = 0
         self.parallel = False
         self.when_planned: Callable[[], None] | None = None  # called once every part has been requested
+        self.when_fetched: Callable[[], None] | None = None  # called once every part has been received
         self.url, self.name, self.final_url = url, name or url, url
         self.etag: str | None = None
         self.last_modified: str | None = None
@@ -222,11 +236,12 @@ class RangedStream(io.RawIOBase):
     def replan(self) -> None:
         """Request the parts that fit in the read-ahead budget now (a stream opened ahead, now read)."""
         with self._cond:
+            self._held = False
             self._plan()
 
     def _plan(self) -> None:
         """Request the parts that fit in the read-ahead budget (the reader's own part always fits)."""
-        while self.size is not None and self._planned < self.size and not self._stopped:
+        while self.size is not None and self._planned < self.size and not self._stopped and not self._held:
             ahead = len(self._parts) - self._cur
             cost = min(self.part_size, self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
@@ -311,6 +326,7 @@ class RangedStream(io.RawIOBase):
                     self._cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the reader
             error = e
+        fetched = None
         with self._cond:
             if self._head_start:
                 self._head_start = 0
@@ -322,7 +338,12 @@ class RangedStream(io.RawIOBase):
                                   f"{stream.pos}", url=self.name)
             if not part.done:
                 part.error, part.done = error, True
+            if (self.when_fetched is not None and self.size is not None and self._planned >= self.size
+                    and all(p.done for p in self._parts)):
+                fetched, self.when_fetched = self.when_fetched, None
             self._cond.notify_all()
+        if fetched is not None:
+            fetched()
         if error is None and not self._stopped:
             stream.release()
         stream.close()
