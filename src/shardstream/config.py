@@ -158,12 +158,13 @@ class Settings:
         "https_proxy": _parse_str,
         "no_proxy": _parse_str,
     }
-    #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>; a tuple: the first set
+    #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
         "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
-        "http_proxy": ("http_proxy", "HTTP_PROXY"), "https_proxy": ("https_proxy", "HTTPS_PROXY"),
-        "no_proxy": ("no_proxy", "NO_PROXY"),
+        "http_proxy": "HTTP_PROXY", "https_proxy": "HTTPS_PROXY", "no_proxy": "NO_PROXY",
     }
+    #: a name that wins over the one above when both are set (the lower-case proxy variables, as in curl)
+    _ENV_FIRST = {"http_proxy": "http_proxy", "https_proxy": "https_proxy", "no_proxy": "no_proxy"}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -171,9 +172,10 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
-            names = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
-            name = next((n for n in ((names,) if isinstance(names, str) else names) if n in env), None)
-            if name is not None:
+            name = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
+            first = cls._ENV_FIRST.get(field.name)
+            name = first if first is not None and first in env else name
+            if name in env:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])
         return cls(**values)
 
