@@ -302,6 +302,15 @@ async def _serve(args: argparse.Namespace) -> dict:
     done = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the process that started it is gone (killed): stop too
+        if os.getppid() != parent:
+            done.set()
+        else:
+            loop.call_later(1.0, orphaned)
+
+    loop.call_later(1.0, orphaned)
     await done.wait()
     server.close()
     return {**link.stats, "counts": link.plan.counts if link.plan else {}, "cpu_s": round(time.process_time(), 3),

@@ -373,4 +373,4 @@ def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | No
         return RangedStream(target, connections=connections, readahead=readahead,  # type: ignore[arg-type]
                             part_size=settings.http_part_size, **given)
 
-    return open_in_series(url, ranged) if series else ranged(url)
+    return open_in_series(url, ranged, (settings, headers)) if series else ranged(url)

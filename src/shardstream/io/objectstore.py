@@ -272,6 +272,6 @@ def open_object(url: str) -> IO[bytes]:
                 raise OpenError(f"{target!r}: cannot sign a GET URL", url=target)
             return open_http(link, name=target, headers={}, series=False)
 
-        return open_in_series(url, open_signed) if settings.http_connections > 1 else open_signed(url)
+        return open_in_series(url, open_signed, settings) if settings.http_connections > 1 else open_signed(url)
     return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
                         backoff=settings.http_backoff)

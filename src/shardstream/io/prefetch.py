@@ -35,12 +35,14 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
 _LOCK = threading.Lock()
 _LAST: dict[tuple[str, str], str] = {}  # series (prefix, suffix) -> the last URL opened
 _GUESS: dict[str, concurrent.futures.Future[Any]] = {}  # URL -> its stream, being opened or open
+_CONTEXT: dict[str, Any] = {}  # URL -> the settings it was opened with (a guess is used only under the same)
 _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
 def _after_fork() -> None:
     """A forked child (a DataLoader worker) has none of the parent's threads: fresh lock, pool and guesses."""
     global _LOCK, _POOL
     _LOCK = threading.Lock()
     _GUESS.clear()
+    _CONTEXT.clear()
     _LAST.clear()
     _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
 
@@ -95,14 +97,20 @@ def _drop(future: concurrent.futures.Future[Any]) -> None:
     future.add_done_callback(close)
 
 
-def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]]) -> IO[bytes]:
-    """``open_stream(url)``, or the stream of ``url`` opened ahead; and arrange for the next shard of the series
-    to be opened ahead once this one's parts are all requested (streams with a ``when_planned`` hook)."""
+def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]], context: Any = None) -> IO[bytes]:
+    """``open_stream(url)``, or the stream of ``url`` opened ahead (under the same ``context``: the settings);
+    and arrange for the next shard of the series to be opened ahead once this one's parts are all requested
+    (streams with a ``when_planned`` hook)."""
     series = _series(url)
     with _LOCK:
         guessed = _GUESS.pop(url, None)
-        stale = list(_GUESS.values())  # the reader went elsewhere: the guesses were wrong
+        if guessed is not None and _CONTEXT.get(url) != context:
+            stale, guessed = [guessed], None
+        else:
+            stale = []
+        stale += _GUESS.values()  # the reader went elsewhere: the guesses were wrong
         _GUESS.clear()
+        _CONTEXT.clear()
         previous = _LAST.get(series[0]) if series is not None else None
         if series is not None:
             _LAST[series[0]] = url
@@ -135,6 +143,7 @@ def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]]) -> IO[byte
                 if _LAST.get(series[0]) != url or _GUESS:  # type: ignore[index]
                     return
                 guess = _GUESS[following] = _POOL.submit(opening, following)
+                _CONTEXT[following] = context
             if first_guess:  # its parts go out when this shard's are all in (the link would idle)
                 stream.when_fetched = lambda: guess.add_done_callback(_replan)
 
