@@ -127,7 +127,7 @@ def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]], context: A
     if previous is not None:
         following, first_guess = next_in_series(previous, url), False
     else:
-        from .ranged import worker_count
+        from .fetchers import worker_count
 
         following, first_guess = _shifted(url, worker_count()), True
     if following is not None and hasattr(stream, "when_planned"):

@@ -23,19 +23,14 @@ gets ``1/num_workers`` of both (at least 2 connections and 2 parts), so 8 worker
 as one process would. Memory: at most the read-ahead budget, plus one part (``SHARDSTREAM_HTTP_PART_SIZE``,
 8 MiB) per shard open at the same time. ``SHARDSTREAM_HTTP_CONNECTIONS=1`` reads each shard through one stream.
 
->>> share(16, 256 << 20, 8 << 20, workers=4)
-(4, 67108864)
->>> share(16, 256 << 20, 8 << 20, workers=16)
-(2, 16777216)
+>>> RangedStream.__name__, share(16, 256 << 20, 8 << 20, workers=2)
+('RangedStream', (8, 134217728))
 """
 
 from __future__ import annotations
 
-import heapq
 import io
 import itertools
-import os
-import sys
 import threading
 import time
 from collections import deque
@@ -43,9 +38,10 @@ from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from ..errors import OpenError
+from .fetchers import fetchers, share, worker_count
 from .http import HttpStream, RangeNotSatisfiable
 from .prefetch import tentative
-from .proxy import ConnectionPool, Route
+from .proxy import Route
 
 __all__ = ["RangedStream", "share", "worker_count"]
 
@@ -54,71 +50,6 @@ _MAX_DRAIN = 16 << 20
 _HEAD_START = 2 << 20  # the first part of a stream alone on the link for its first bytes (then the others)
 _SERIAL = itertools.count()
 _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
-
-
-def worker_count() -> int:
-    """The number of DataLoader workers when called in one (torch already imported), else 1."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return 1
-    try:
-        info = torch.utils.data.get_worker_info()
-    except AttributeError:  # pragma: no cover - a partial torch
-        return 1
-    return max(1, info.num_workers) if info is not None else 1
-
-
-def share(connections: int, readahead: int, part_size: int, workers: int | None = None) -> tuple[int, int]:
-    """``(connections, read-ahead bytes)`` of one process among ``workers`` (default: :func:`worker_count`)."""
-    workers = worker_count() if workers is None else max(1, workers)
-    if connections <= 1:
-        return 1, readahead
-    return max(2, connections // workers), max(2 * part_size, readahead // workers)
-
-
-class _Fetchers:
-    """The fetch threads and connections of a process: tasks run in (priority, arrival) order."""
-
-    def __init__(self, threads: int):
-        self.pool = ConnectionPool()
-        self._tasks: list[tuple[tuple[int, int], int, Callable[[], None]]] = []
-        self._cond = threading.Condition()
-        self._arrival = itertools.count()
-        self.budget = 0  # read-ahead bytes reserved, all streams together
-        for i in range(threads):
-            threading.Thread(target=self._run, name=f"shardstream-part-{i}", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._tasks:
-                    self._cond.wait()
-                task = heapq.heappop(self._tasks)[2]
-            task()
-
-
-_FETCHERS: dict[tuple[int, int], _Fetchers] = {}
-_FETCHERS_LOCK = threading.Lock()
-
-
-def _after_fork() -> None:
-    """A forked child (a DataLoader worker) has none of the parent's fetch threads, and maybe a held lock."""
-    global _FETCHERS_LOCK
-    _FETCHERS_LOCK = threading.Lock()
-    _FETCHERS.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
-
-
-def _fetchers(threads: int) -> _Fetchers:
-    """This process's fetchers (a forked DataLoader worker makes its own: threads do not survive a fork)."""
-    key = (os.getpid(), threads)
-    with _FETCHERS_LOCK:
-        if key not in _FETCHERS:
-            _FETCHERS[key] = _Fetchers(threads)
-        return _FETCHERS[key]
 
 
 class _Part:
@@ -145,7 +76,7 @@ class RangedStream(io.RawIOBase):
         self.part_size = self._first_size = max(64 << 10, part_size)
         self.readahead = max(self.part_size, readahead)
         self.connections = max(1, connections)
-        self._fetch = _fetchers(max(1, connections - 1))  # and the first part has a thread of its own
+        self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
                          "sleep": sleep, "pool": self._fetch.pool, "route": route}
         self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
@@ -249,11 +180,7 @@ class RangedStream(io.RawIOBase):
             part = self._add_part(self._planned, self._planned + cost)
             part.reserved = part.end - part.start
             self.parallel = True
-            with self._fetch._cond:
-                self._fetch.budget += part.reserved
-                heapq.heappush(self._fetch._tasks, ((self._serial, part.index), next(self._fetch._arrival),
-                                                     lambda p=part: self._get(p)))
-                self._fetch._cond.notify()
+            self._fetch.submit((self._serial, part.index), lambda p=part: self._get(p), part.reserved)
         hook = self.when_planned
         if hook is not None and self._known and (self.size is None or self._planned >= self.size):
             self.when_planned = None
@@ -261,8 +188,7 @@ class RangedStream(io.RawIOBase):
 
     def _give(self, part: _Part) -> None:
         if part.reserved:
-            with self._fetch._cond:
-                self._fetch.budget -= part.reserved
+            self._fetch.free(part.reserved)
             part.reserved = 0
 
     # -- fetching (fetch threads) ----------------------------------------------------------------------------
