@@ -5,6 +5,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    │   └── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
+    │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError)     not a valid tar: truncated, bad checksum, garbage; carries ``offset``
@@ -45,6 +47,7 @@ __all__ = [
     "StaleIndexError",
     "TarFormatError",
     "UnsafeDecodeError",
+    "UnsafeURLError",
     "WorkerSplitError",
     "WriteError",
     "add_context",
@@ -57,6 +60,22 @@ class ShardstreamError(Exception):
 
 class ConfigError(ShardstreamError, ValueError):
     """Invalid configuration: arguments, settings files or environment values."""
+
+
+class UnsafeURLError(ConfigError):
+    """A URL read from a file would run a command (``pipe:CMD``) and the caller did not opt in.
+
+    ``url`` is the URL and ``document`` the file that names it. URLs given directly in code or on the command
+    line are trusted; URLs inside files run commands only with ``allow_commands=True`` (``--allow-commands``).
+    """
+
+    def __init__(self, url: str, *, document: str):
+        self.url, self.document = url, document
+        super().__init__(
+            f"{document!r} names the URL {url!r}, which runs a shell command; shardstream runs commands named "
+            "inside files only with allow_commands=True (command line: --allow-commands): pass it only if you "
+            f"trust {document!r}"
+        )
 
 
 class MissingDependencyError(ShardstreamError, ImportError):

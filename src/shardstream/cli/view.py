@@ -50,6 +50,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--check", action="store_true", help="start, serve a few test requests, print what they "
                                                         "returned, and exit (for scripts and tests)")
     p.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    p.add_argument("--allow-commands", action="store_true", help="let a dataset index name pipe:CMD shards "
+                                                                 "(runs shell commands: trusted files only)")
     p.set_defaults(run=run)
 
 
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port} is not a port number (0-65535; 0 picks a free port)")
     rule = key_rule(args, lowercase=True)
     data = ViewerData(args.inputs, cache_dir=args.cache_dir, classes=args.classes,
-                      rule=None if rule.rule in (None, "first-dot") else rule)  # fmt: skip
+                      rule=None if rule.rule in (None, "first-dot") else rule, allow_commands=args.allow_commands)  # fmt: skip
     try:
         for problem in data.problems:
             print(f"shardstream: warning: {' '.join(problem.split())}", file=sys.stderr)

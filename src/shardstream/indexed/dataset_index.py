@@ -30,6 +30,7 @@ import posixpath
 from collections.abc import Iterable
 
 from ..errors import OpenError, StaleIndexError
+from ..io.trust import urls_from_document
 from ..samples import Handler, RuleSpec
 from .build import index_shard
 from .shardindex import ShardIndex, rule_spec, sidecar_path
@@ -65,8 +66,13 @@ class DatasetIndex:
         return sum(shard.samples for shard in self.shards)
 
     @classmethod
-    def load(cls, url: str | os.PathLike[str]) -> DatasetIndex:
-        """Read a dataset index file (a path, ``file:`` URL or any URL with a registered byte source)."""
+    def load(cls, url: str | os.PathLike[str], *, allow_commands: bool = False) -> DatasetIndex:
+        """Read a dataset index file (a path, ``file:`` URL or any URL with a registered byte source).
+
+        The shard and index URLs it names are checked by :func:`~shardstream.io.trust.urls_from_document`: one
+        that runs a command (``pipe:CMD``) raises :class:`~shardstream.errors.UnsafeURLError` unless
+        ``allow_commands=True``.
+        """
         url = os.fspath(url)
         source = open_source(url)
         try:
@@ -82,13 +88,16 @@ class DatasetIndex:
                            str(s["fingerprint"]))  # fmt: skip
                 for s in doc["shards"]
             )
-            return cls(shards, doc["rule"], bool(doc["lowercase"]), url)
+            result = cls(shards, doc["rule"], bool(doc["lowercase"]), url)
         except (ValueError, KeyError, TypeError) as e:
             raise StaleIndexError(
                 f"the dataset index {url!r} is unreadable ({e}); rebuild it with "
                 "shardstream.indexed.index_dataset(shards, output)",
                 url=url,
             ) from e
+        named = [u for shard in result.shards for u in (shard.url, shard.index)]
+        urls_from_document(named, document=url, allow_commands=allow_commands)
+        return result
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the JSON file, with shard and index paths relative to its directory where they are local."""

@@ -44,8 +44,10 @@ def _parent(url: str) -> str:
     return os.path.dirname(path) if path is not None else url.rpartition("/")[0]
 
 
-def expand_dataset(inputs: Sequence[str]) -> tuple[list[tuple[str, str | None]], str | None]:
-    """``([(shard url, index path or None), ...], where the class list would be)`` from what the user named."""
+def expand_dataset(inputs: Sequence[str], allow_commands: bool = False
+                   ) -> tuple[list[tuple[str, str | None]], str | None]:
+    """``([(shard url, index path or None), ...], where the class list would be)`` from what the user named
+    (``allow_commands``: a dataset index may name ``pipe:CMD`` shards)."""
     shards: list[tuple[str, str | None]] = []
     base: str | None = None
     for arg in inputs:
@@ -53,7 +55,7 @@ def expand_dataset(inputs: Sequence[str]) -> tuple[list[tuple[str, str | None]],
             raise ConfigError("the viewer needs files or URLs, not '-' (standard input)")
         path = local_path(arg)
         if arg.endswith(".json"):
-            shards.extend((entry.url, entry.index) for entry in DatasetIndex.load(arg).shards)
+            shards.extend((entry.url, entry.index) for entry in DatasetIndex.load(arg, allow_commands=allow_commands).shards)
             base = _parent(arg) if base is None else base
             continue
         if path is not None and os.path.isdir(path):
