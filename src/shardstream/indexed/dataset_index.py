@@ -81,17 +81,11 @@ class DatasetIndex:
             source.close()
         try:
             doc = json.loads(data)
-            if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-                raise ValueError(f"not a {FORMAT} version {VERSION} file")
-            shards = tuple(
-                ShardEntry(_resolve(url, s["url"]), _resolve(url, s["index"]), int(s["samples"]), int(s["size"]),
-                           str(s["fingerprint"]))  # fmt: skip
-                for s in doc["shards"]
-            )
-            result = cls(shards, doc["rule"], bool(doc["lowercase"]), url)
-        except (ValueError, KeyError, TypeError) as e:
+            result = cls(_entries(url, doc), doc["rule"], doc["lowercase"], url)
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            problem = f"no {e} field" if isinstance(e, KeyError) else str(e)
             raise StaleIndexError(
-                f"the dataset index {url!r} is unreadable ({e}); rebuild it with "
+                f"the dataset index {url!r} is unreadable ({problem}); rebuild it with "
                 "shardstream.indexed.index_dataset(shards, output)",
                 url=url,
             ) from e
@@ -116,6 +110,40 @@ class DatasetIndex:
             f.write("\n")
         os.replace(tmp, path)
         return path
+
+
+def _count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} is {value!r}, not a count (an integer >= 0)")
+    return value
+
+
+def _entries(url: str, doc: object) -> tuple[ShardEntry, ...]:
+    """The shard entries of a parsed dataset index, every field checked (a ValueError says what is wrong)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"the file holds a JSON {type(doc).__name__}, not an object")
+    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ValueError(f"not a {FORMAT} version {VERSION} file")
+    if not isinstance(doc.get("rule"), str) or not isinstance(doc.get("lowercase"), bool):
+        raise ValueError("'rule' must be a string and 'lowercase' true or false")
+    shards = doc.get("shards")
+    if not isinstance(shards, list):
+        raise ValueError(f"'shards' is {type(shards).__name__}, not a list")
+    entries = []
+    for number, s in enumerate(shards):
+        what = f"shard {number}"
+        if not isinstance(s, dict):
+            raise ValueError(f"{what} is a JSON {type(s).__name__}, not an object")
+        for name in ("url", "index", "fingerprint"):
+            if not isinstance(s.get(name), str) or not s[name]:
+                raise ValueError(f"{what}: {name!r} is {s.get(name)!r}, not a non-empty string")
+        entries.append(ShardEntry(_resolve(url, s["url"]), _resolve(url, s["index"]),
+                                  _count(s.get("samples"), f"{what}: 'samples'"),
+                                  _count(s.get("size"), f"{what}: 'size'"), s["fingerprint"]))  # fmt: skip
+    total = doc.get("samples")
+    if total is not None and _count(total, "'samples'") != sum(e.samples for e in entries):
+        raise ValueError(f"'samples' is {total} but the shards hold {sum(e.samples for e in entries)}")
+    return tuple(entries)
 
 
 def _resolve(base: str, url: str) -> str:
