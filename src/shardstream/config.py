@@ -117,6 +117,12 @@ class Settings:
     world_size: int | None = None
     #: LOCAL_RANK: rank of this process on its node.
     local_rank: int | None = None
+    #: SHARDSTREAM_MAX_OPEN_SHARDS: shards a random-access reader keeps open at once per process (least recently
+    #: used closed first); also capped at a quarter of the soft RLIMIT_NOFILE.
+    max_open_shards: int = 256
+    #: SHARDSTREAM_MMAP: read local shards through memory maps (fast). 0: through ``pread`` instead, so a shard
+    #: truncated while open raises a typed error instead of killing the process with SIGBUS.
+    mmap: bool = True
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -137,6 +143,8 @@ class Settings:
         "block_size": _parse_size,
         "ais_endpoint": _parse_str,
         "use_ais_for": _parse_list,
+        "max_open_shards": _parse_int,
+        "mmap": _parse_bool,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
