@@ -123,6 +123,12 @@ class Settings:
     #: SHARDSTREAM_MMAP: read local shards through memory maps (fast). 0: through ``pread`` instead, so a shard
     #: truncated while open raises a typed error instead of killing the process with SIGBUS.
     mmap: bool = True
+    #: SHARDSTREAM_MAX_DECODED_BYTES: the most bytes one field may inflate to when decoded (``.gz`` layers, ``.npz``
+    #: members, declared ``.npy`` shapes); accepts 2G, 512M. Checked above 16 MiB (smaller values act as 16 MiB).
+    max_decoded_bytes: int = 1 << 30
+    #: SHARDSTREAM_MAX_IMAGE_PIXELS: the most pixels (width x height, from the header, before decoding) of one image.
+    #: Checked above 4 Mpx (smaller values act as 4 Mpx).
+    max_image_pixels: int = 100_000_000
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -145,6 +151,8 @@ class Settings:
         "use_ais_for": _parse_list,
         "max_open_shards": _parse_int,
         "mmap": _parse_bool,
+        "max_decoded_bytes": _parse_size,
+        "max_image_pixels": _parse_int,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {

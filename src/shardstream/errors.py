@@ -20,7 +20,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
     │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
-    │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
+    │   ├── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
+    │   └── DecodeLimitError               a field would decode to more bytes or pixels than the limits allow
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
     └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DecodeError",
+    "DecodeLimitError",
     "DecodingError",
     "DuplicateFieldError",
     "EncodeError",
@@ -181,6 +183,12 @@ DecodingError = DecodeError
 
 class UnsafeDecodeError(DecodeError):
     """Decoding this field would run code from the data (unpickling, full ``torch.load``); it needs an opt-in."""
+
+
+class DecodeLimitError(DecodeError):
+    """A field would inflate past a limit (``SHARDSTREAM_MAX_DECODED_BYTES``, ``SHARDSTREAM_MAX_IMAGE_PIXELS``):
+    refused before the memory is allocated. ``url``, ``key`` and ``field`` name where; the message names the
+    setting that raises the limit."""
 
 
 class EncodeError(ShardstreamError, ValueError):

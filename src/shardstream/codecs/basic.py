@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependencyError
+from .limits import bounded_gunzip
 
 __all__ = [
     "cbor_dumps",
@@ -152,9 +153,10 @@ def pickle_dumps(value: Any) -> bytes:
     return pickle.dumps(value, protocol=PICKLE_PROTOCOL)
 
 
-def gzip_loads(data: bytes) -> bytes:
-    """Gunzip."""
-    return gzip.decompress(data)
+def gzip_loads(data: bytes, *, limit: int | None = None) -> bytes:
+    """Gunzip, refusing to inflate past ``limit`` bytes (default ``SHARDSTREAM_MAX_DECODED_BYTES``, see
+    :mod:`.limits`) with :class:`~shardstream.errors.DecodeLimitError`."""
+    return bounded_gunzip(data, limit)
 
 
 def gzip_dumps(data: bytes) -> bytes:
