@@ -129,6 +129,9 @@ class Settings:
     #: SHARDSTREAM_MAX_IMAGE_PIXELS: the most pixels (width x height, from the header, before decoding) of one image.
     #: Checked above 4 Mpx (smaller values act as 4 Mpx).
     max_image_pixels: int = 100_000_000
+    #: SHARDSTREAM_FSYNC: flush finished shards (and their directory) to disk before and after renaming them
+    #: into place, so a power loss never leaves a short shard under its final name. 0: skip (faster, less safe).
+    fsync: bool = True
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -153,6 +156,7 @@ class Settings:
         "mmap": _parse_bool,
         "max_decoded_bytes": _parse_size,
         "max_image_pixels": _parse_int,
+        "fsync": _parse_bool,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {

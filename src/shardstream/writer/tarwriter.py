@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..codecs import encode_sample
+from ..config import get_settings
 from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
 from ..tar.header import BLOCKSIZE
 from ..tar.writer import DEFAULT_OWNER, PAX_SIZE_LIMIT, TarStreamWriter, member_size
 from ._targets import _BYTES, _SCHEME, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file
+from ._targets import _publish
 
 __all__ = ["TarWriter"]
 
@@ -62,6 +64,8 @@ class TarWriter:
     :param compresslevel: compression level (defaults: gzip 6, bz2 9, xz 6, zstd 3)
     :param record_index: record ``(key, [(field, data_offset, size), ...])`` per sample in
         :attr:`index_entries`, offsets counted in the uncompressed tar (for building an index while writing)
+    :param fsync: path targets: flush the shard and its directory to disk around the rename (default
+        ``SHARDSTREAM_FSYNC``, on), so a power loss never leaves a short shard under its final name
 
     >>> import io, tarfile
     >>> stream = io.BytesIO()
@@ -89,6 +93,7 @@ class TarWriter:
         jpeg_quality: int | None = None,
         compresslevel: int | None = None,
         record_index: bool = False,
+        fsync: bool | None = None,
     ):
         del format  # accepted for webdataset compatibility (see the docstring)
         if encoder is None:
@@ -104,6 +109,7 @@ class TarWriter:
         self.encoder, self.keep_meta, self.jpeg_quality = encoder, keep_meta, jpeg_quality
         self.index_entries: list[tuple[str, list[tuple[str, int, int]]]] | None = [] if record_index else None
         self.path: str | None = None  # final path, for path targets
+        self.fsync = False  # path targets: see the docstring
         self._tmp: str | None = None
         self._raw: Any = None  # the file this writer opened (path targets only)
         self._remote: Any = None  # the RemoteSink this writer opened (URL targets only)
@@ -133,6 +139,7 @@ class TarWriter:
                 self.url = "-"
             else:
                 self.path = self.url = path
+                self.fsync = get_settings().fsync if fsync is None else bool(fsync)
                 stream = self._raw = self._open_temp(path)
                 self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp)
         else:
@@ -354,8 +361,7 @@ class TarWriter:
             if self._compressor is not None:
                 self._compressor.close()
             if self._raw is not None:
-                self._raw.close()
-                os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+                _publish(self._raw, self._tmp, self.path, self.fsync)  # type: ignore[arg-type]
                 self._finalizer.detach()
                 self._tmp = None
             elif self._remote is not None:
