@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-peers venv clean
+.PHONY: demo test bench bench-peers fuzz venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
+
+## fuzz the readers, decoders and index loaders for FUZZ_SECONDS (default 60): atheris (coverage-guided) where it
+## installs, else the structure-aware mutator; findings are saved in fuzz/findings/ and fail the target
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(PIP) install -q "atheris>=2.3" || echo "atheris does not install here: using the structure-aware mutator"
+	$(PY) fuzz/fuzz_shardstream.py --engine auto --seconds $(FUZZ_SECONDS)
 
 ## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
 bench: $(STAMP)
