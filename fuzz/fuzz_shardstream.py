@@ -47,7 +47,7 @@ def make_corpus(directory: pathlib.Path) -> None:
 
     import numpy as np
 
-    from shardstream.codecs import encode_image
+    from shardstream.codecs import encode_image, tenbin
     from shardstream.codecs.arrays import npy_dumps, npz_dumps
     from shardstream.indexed import index_dataset, index_shard
     from shardstream.tar import TarStreamWriter
@@ -102,7 +102,8 @@ def make_corpus(directory: pathlib.Path) -> None:
     shard = directory / "tar-plain.tar"
     index = index_shard(str(shard), save=False)
     (directory / "ssidx-plain.ssidx").write_bytes(index.to_bytes())
-    (directory / "ssidx-dotted.ssidx").write_bytes(index_shard(str(directory / "tar-dotted.tar"), save=False).to_bytes())
+    dotted = index_shard(str(directory / "tar-dotted.tar"), save=False)
+    (directory / "ssidx-dotted.ssidx").write_bytes(dotted.to_bytes())
     ds = index_dataset([str(shard)], str(directory / "dsindex-plain.json"))
     doc = json.loads((directory / "dsindex-plain.json").read_text())
     doc["shards"][0]["url"], doc["shards"][0]["index"] = "tar-plain.tar", "ssidx-plain.ssidx"
@@ -114,9 +115,10 @@ def make_corpus(directory: pathlib.Path) -> None:
         "json": b'{"a": [1, 2.5, "x"], "b": null}', "cls": b"7", "txt": "caf\u00e9".encode(),
         "npy": npy_dumps(np.arange(6, dtype="<i4").reshape(2, 3)), "npz": npz_dumps({"a": np.zeros(3)}),
         "json.gz": gzip.compress(b"[1, 2, 3]", mtime=0), "png": encode_image(image, "png"),
-        "jpg": encode_image(image, "jpg"), "webp": encode_image(image, "webp"), "gif": encode_image(image[..., 0], "gif"),
-        "bmp": encode_image(image, "bmp"), "tiff": encode_image(image, "tiff"), "msgpack": b"\x82\xa1a\x01\xa1b\x92\x01\x02",
-        "cbor": b"\xa2aa\x01ab\x82\x01\x02", "ten": __import__("shardstream").codecs.tenbin.encode_buffer([np.ones(3)]),
+        "jpg": encode_image(image, "jpg"), "webp": encode_image(image, "webp"), "bmp": encode_image(image, "bmp"),
+        "gif": encode_image(image[..., 0], "gif"), "tiff": encode_image(image, "tiff"),
+        "msgpack": b"\x82\xa1a\x01\xa1b\x92\x01\x02", "cbor": b"\xa2aa\x01ab\x82\x01\x02",
+        "ten": tenbin.encode_buffer([np.ones(3)]),
     }  # fmt: skip
     for ext, data in fields.items():
         (directory / f"field-{ext.replace('.', '_')}.{ext}").write_bytes(data)

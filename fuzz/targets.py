@@ -72,7 +72,8 @@ def check_tar(data: bytes, rng: random.Random) -> None:
     reference = _members(data, False)
     for accelerate in paths:
         _same("C and Python walks", reference, _members(data, accelerate))
-        mapped = outcome(lambda: [(n, bytes(v), o) for n, v, o in iter_members_mapped(data, "f.tar", accelerate=accelerate)])
+        mapped = outcome(lambda: [(n, bytes(v), o)
+                                  for n, v, o in iter_members_mapped(data, "f.tar", accelerate=accelerate)])
         _same("streamed and mapped reads", reference, mapped)
         grouped = outcome(lambda: list(iter_samples(io.BytesIO(data), "f.tar", accelerate=accelerate)))
         if accelerate:

@@ -84,13 +84,13 @@ def test_a_gzip_bomb_stops_at_the_limit():
 
 def test_arguments_set_exact_limits():
     data = gzip.compress(bytes(5000))
-    assert len(gzip_loads(data, limit=5000)) == 5000
-    with pytest.raises(DecodeLimitError, match="5000 bytes, over the limit of 4999"):
-        gzip_loads(data, limit=4999)
+    assert len(gzip_loads(data, max_size=5000)) == 5000
+    with pytest.raises(DecodeLimitError, match="5000 bytes, which exceeds the limit of 4999"):
+        gzip_loads(data, max_size=4999)
     arrays = npz_dumps({"a": np.zeros(100), "b": np.zeros(100)})
-    assert set(npz_loads(arrays, limit=2000)) == {"a", "b"}
+    assert set(npz_loads(arrays, max_size=2000)) == {"a", "b"}
     with pytest.raises(DecodeLimitError):
-        npz_loads(arrays, limit=1000)
+        npz_loads(arrays, max_size=1000)
     png = encode_image(np.zeros((30, 40), np.uint8), "png")
     assert decode_image(png, "l8", max_pixels=1200).shape == (30, 40)
     with pytest.raises(DecodeLimitError, match="40 x 30 pixels"):

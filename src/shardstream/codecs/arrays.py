@@ -62,12 +62,12 @@ def _npy_size(stream: io.BytesIO) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
-def npy_loads(data: bytes, *, limit: int | None = None) -> np.ndarray:
+def npy_loads(data: bytes, *, max_size: int | None = None) -> np.ndarray:
     """``.npy`` bytes -> array (``allow_pickle=False``). The shape in the header must fit the data that follows
-    it (and ``limit``, as in :mod:`.limits`) before the array is allocated."""
+    it (and ``max_size``, as in :mod:`.limits`) before the array is allocated."""
     stream = io.BytesIO(data)
     declared = _npy_size(stream)
-    check_bytes(declared, "the .npy array", limit)
+    check_bytes(declared, "the .npy array", max_size)
     if declared > len(data) - stream.tell():
         raise ValueError(f".npy header declares {declared} bytes of data, but {len(data) - stream.tell()} follow it")
     stream.seek(0)
@@ -85,13 +85,13 @@ def npy_dumps(value: Any) -> bytes:
     return stream.getvalue()
 
 
-def npz_loads(data: bytes, *, limit: int | None = None) -> dict[str, np.ndarray]:
+def npz_loads(data: bytes, *, max_size: int | None = None) -> dict[str, np.ndarray]:
     """``.npz`` bytes -> ``dict`` of arrays (``allow_pickle=False``), as ``np.load`` (members not in ``.npy`` format
-    stay bytes). The members' uncompressed sizes count against ``limit`` (see :mod:`.limits`) before any is
+    stay bytes). The members' uncompressed sizes count against ``max_size`` (see :mod:`.limits`) before any is
     inflated, and no member inflates past its declared size."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         members = archive.infolist()
-        check_bytes(sum(info.file_size for info in members), "the uncompressed .npz members", limit)
+        check_bytes(sum(info.file_size for info in members), "the uncompressed .npz members", max_size)
         result: dict[str, Any] = {}
         for info in members:
             with archive.open(info) as member:
@@ -99,7 +99,7 @@ def npz_loads(data: bytes, *, limit: int | None = None) -> dict[str, np.ndarray]
             if len(raw) != info.file_size:
                 raise ValueError(f".npz member {info.filename!r} is not the size its header declares")
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            result[name] = npy_loads(raw, limit=limit) if raw[:6] == b"\x93NUMPY" else raw
+            result[name] = npy_loads(raw, max_size=max_size) if raw[:6] == b"\x93NUMPY" else raw
         return result
 
 

@@ -153,10 +153,19 @@ def pickle_dumps(value: Any) -> bytes:
     return pickle.dumps(value, protocol=PICKLE_PROTOCOL)
 
 
-def gzip_loads(data: bytes, *, limit: int | None = None) -> bytes:
-    """Gunzip, refusing to inflate past ``limit`` bytes (default ``SHARDSTREAM_MAX_DECODED_BYTES``, see
-    :mod:`.limits`) with :class:`~shardstream.errors.DecodeLimitError`."""
-    return bounded_gunzip(data, limit)
+def gzip_loads(data: bytes, max_size: int | None = None) -> bytes:
+    """Gunzip (concatenated members too, as ``gzip``), never inflating past ``max_size`` bytes: a bigger result
+    raises :class:`~shardstream.errors.DecodeLimitError` (a ``ValueError``) as soon as it is seen, so a gzip bomb
+    is never inflated in full. Default: ``SHARDSTREAM_MAX_DECODED_BYTES`` (see :mod:`.limits`).
+
+    >>> gzip_loads(gzip_dumps(b"abc"), max_size=3)
+    b'abc'
+    >>> gzip_loads(gzip_dumps(b"abcd"), max_size=3)
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.DecodeLimitError: gunzipped data would be 4 bytes, which exceeds the limit of 3 ...
+    """
+    return bounded_gunzip(data, max_size)
 
 
 def gzip_dumps(data: bytes) -> bytes:

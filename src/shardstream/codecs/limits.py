@@ -7,7 +7,7 @@ member or ``.npy`` shape, the width and height in an image header), and a size p
 :class:`~shardstream.errors.DecodeLimitError` (the decoder adds the shard, key and field).
 
 The limits are ``SHARDSTREAM_MAX_DECODED_BYTES`` (default 1 GiB per field) and ``SHARDSTREAM_MAX_IMAGE_PIXELS``
-(default 100 million: 10,000 x 10,000), raised through the settings or with the ``limit=`` / ``max_pixels=``
+(default 100 million: 10,000 x 10,000), raised through the settings or with the ``max_size=`` / ``max_pixels=``
 argument of the codec function. Reading the settings costs more than decoding a small field, so they are consulted
 only above :data:`FREE_BYTES` / :data:`FREE_PIXELS`: a setting below those acts as them (an explicit argument
 is always exact). Pillow refuses images over ``2 * PIL.Image.MAX_IMAGE_PIXELS`` (179 million) on its own; that
@@ -17,7 +17,7 @@ refusal is a ``DecodeLimitError`` too.
 >>> check_bytes(5000, "gunzipped data", limit=4096)
 Traceback (most recent call last):
 ...
-shardstream.errors.DecodeLimitError: gunzipped data would be 5000 bytes, over the limit of 4096 ...
+shardstream.errors.DecodeLimitError: gunzipped data would be 5000 bytes, which exceeds the limit of 4096 ...
 >>> bounded_gunzip(__import__("gzip").compress(b"abc" * 3))
 b'abcabcabc'
 """
@@ -52,8 +52,8 @@ def check_bytes(size: int, what: str, limit: int | None = None) -> None:
     applies = byte_limit(size, limit)
     if applies is not None and size > applies:
         raise DecodeLimitError(
-            f"{what} would be {size} bytes, over the limit of {applies} (a decompression bomb?); if the data is "
-            "trusted, raise SHARDSTREAM_MAX_DECODED_BYTES or pass limit= to the codec function"
+            f"{what} would be {size} bytes, which exceeds the limit of {applies} (a decompression bomb?); if the "
+            "data is trusted, raise SHARDSTREAM_MAX_DECODED_BYTES or pass max_size= to the codec function"
         )
 
 
@@ -63,7 +63,7 @@ def check_pixels(width: int, height: int, what: str = "image", max_pixels: int |
     >>> check_pixels(100_000, 100_000, "png image", max_pixels=10**9)
     Traceback (most recent call last):
     ...
-    shardstream.errors.DecodeLimitError: png image is 100000 x 100000 pixels, over the limit of 1000000000 ...
+    shardstream.errors.DecodeLimitError: png image is 100000 x 100000 pixels, which exceeds the limit of 1000000000 ...
     """
     pixels = width * height
     if max_pixels is None:
@@ -72,7 +72,7 @@ def check_pixels(width: int, height: int, what: str = "image", max_pixels: int |
         max_pixels = max(FREE_PIXELS, get_settings().max_image_pixels)
     if pixels > max_pixels:
         raise DecodeLimitError(
-            f"{what} is {width} x {height} pixels, over the limit of {max_pixels} (a decompression bomb?); if "
+            f"{what} is {width} x {height} pixels, which exceeds the limit of {max_pixels} (a decompression bomb?); if "
             "the data is trusted, raise SHARDSTREAM_MAX_IMAGE_PIXELS or pass max_pixels= to decode_image"
         )
 
