@@ -13,6 +13,7 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
+    │   │   ├── ReservedFieldError         a member named like the sample's metadata (``KEY.__url__``)
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
@@ -43,6 +44,7 @@ __all__ = [
     "MissingDependencyError",
     "MissingExtensionError",
     "OpenError",
+    "ReservedFieldError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
@@ -146,6 +148,13 @@ class MissingExtensionError(SampleFormatError):
     """A member name has no extension, so it cannot be a field of a sample."""
 
     hint = "rename the member to KEY.EXT, choose another key rule, or pass a skipping handler"
+
+
+class ReservedFieldError(SampleFormatError):
+    """A member's extension is ``__key__`` or ``__url__``, the names of the metadata the reader puts in every
+    sample: taking it as a field would overwrite them. The member is skipped under a skipping handler."""
+
+    hint = "rename the member (other __*__ extensions are ordinary fields), or pass a skipping handler"
 
 
 class InterleavedKeyError(SampleFormatError):

@@ -14,6 +14,7 @@ from ..codecs import encode_sample
 from ..config import get_settings
 from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
 from ..io.urls import local_path
+from ..samples import RESERVED_FIELDS
 from ..tar.header import BLOCKSIZE
 from ..tar.writer import DEFAULT_OWNER, PAX_SIZE_LIMIT, TarStreamWriter, member_size
 from ._targets import _BYTES, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file, _publish
@@ -56,7 +57,8 @@ class TarWriter:
         (never), True or ``"gz"``, ``"bz2"``, ``"xz"``, ``"zst"`` (needs ``pip install 'shardstream[zstd]'``)
     :param encoder: True (by extension), False (bytes/str only), a callable ``sample -> sample``, or a dict
         ``{ext: value -> bytes}`` (those extensions by the functions, the others by the table)
-    :param keep_meta: also write the fields whose names start with ``_`` (except ``__key__``)
+    :param keep_meta: also write the fields whose names start with ``_`` (except the reader's ``__key__`` and
+        ``__url__``, which readers refuse as members: :class:`~shardstream.errors.ReservedFieldError`)
     :param mtime: modification time of every member; 0 by default so output is reproducible (None: now)
     :param format: accepted for webdataset compatibility and ignored: shardstream always writes ustar headers
         and adds PAX records only for members ustar cannot express
@@ -215,7 +217,7 @@ class TarWriter:
             fields = self._encode_fields(sample, key)
         if self.keep_meta:
             for name, value in sample.items():
-                if isinstance(name, str) and name[:1] == "_" and name != "__key__":
+                if isinstance(name, str) and name[:1] == "_" and name not in RESERVED_FIELDS:
                     if isinstance(value, str):
                         value = value.encode("utf-8")
                     elif not isinstance(value, _BYTES):
