@@ -58,6 +58,14 @@ class StreamBuffer:
         self.pos = self.base = 0
         self.eof = False
 
+    def file_end(self) -> int | None:
+        """The size of the plain file being read (None for other streams): a member reaching past it is truncated,
+        whatever its header's size field says, and is reported so before anything is allocated for it."""
+        try:
+            return None if self._file is None else os.fstat(self._file.fileno()).st_size
+        except (OSError, ValueError):
+            return None
+
     def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
         """The data of a large member whose data begins at ``buf[start]``, read from the file in one copy.
 
