@@ -170,3 +170,15 @@ def test_a_changed_file_is_checked_again_when_reopened(big_shard, monkeypatch):
     os.utime(shard, ns=(1, 1))
     with pytest.raises(StaleIndexError):
         ds[0]
+
+
+def test_streaming_zero_copy_follows_the_mmap_setting(big_shard, monkeypatch):
+    from shardstream.reading import iter_samples
+
+    shard = big_shard.parent / "big-0.tar"
+    with open(shard, "rb") as f:
+        assert isinstance(next(iter_samples(f, str(shard), zero_copy=True))["bin"], memoryview)
+    monkeypatch.setenv("SHARDSTREAM_MMAP", "0")
+    with open(shard, "rb") as f:
+        first = next(iter_samples(f, str(shard), zero_copy=True))
+    assert isinstance(first["bin"], bytes) and first["bin"] == bytes(20000)

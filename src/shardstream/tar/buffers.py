@@ -21,6 +21,8 @@ import mmap
 import os
 from typing import Any, BinaryIO, Protocol
 
+from ..config import get_settings
+
 __all__ = ["MappedBuffer", "Source", "StreamBuffer", "map_file"]
 
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
@@ -135,13 +137,14 @@ class MappedBuffer:
 
 def map_file(stream: BinaryIO) -> mmap.mmap | None:
     """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
-    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty.
+    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty; or when maps are turned off
+    (``SHARDSTREAM_MMAP=0``: the file is then read as a stream, so ``zero_copy`` gives ``bytes``).
 
     The map stays valid after ``stream`` is closed and lives as long as a reference to it (or to a memoryview
     of it) does. The file must not be truncated while mapped (reading a page past its new end kills the
-    process with SIGBUS), as for any memory-mapped reader.
+    process with SIGBUS), as for any memory-mapped reader: where that can happen, set ``SHARDSTREAM_MMAP=0``.
     """
-    if not _is_plain_file(stream):
+    if not _is_plain_file(stream) or not get_settings().mmap:
         return None
     try:
         if stream.tell() != 0:
