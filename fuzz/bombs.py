@@ -92,7 +92,7 @@ def png_bomb(width: int = 12_000, height: int = 12_000) -> tuple[str, bytes]:
     return "x.png", b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", body) + _chunk(b"IEND", b"")
 
 
-def webp_bomb(width: int = 16_383, height: int = 16_383) -> tuple[str, bytes]:
+def webp_bomb(width: int = 12_900, height: int = 12_900) -> tuple[str, bytes]:
     """A lossless WebP of a few dozen bytes whose header says ``width`` x ``height`` (a tiny image's bitstream
     with the size bits patched: libwebp reads the size from the header alone)."""
     import PIL.Image
@@ -107,7 +107,7 @@ def webp_bomb(width: int = 16_383, height: int = 16_383) -> tuple[str, bytes]:
     return "x.webp", bytes(data)
 
 
-def jpeg_bomb(width: int = 60_000, height: int = 60_000) -> tuple[str, bytes]:
+def jpeg_bomb(width: int = 12_000, height: int = 12_000) -> tuple[str, bytes]:
     """A small JPEG whose frame header (SOF0) says ``width`` x ``height``."""
     import PIL.Image
 
@@ -125,6 +125,6 @@ ALL = {
     "npz huge shape": npz_shape_bomb,
     "npy huge shape": npy_shape_bomb,
     "png 12000x12000x16bit": png_bomb,
-    "webp 16383x16383": webp_bomb,
-    "jpeg 60000x60000": jpeg_bomb,
+    "webp 12900x12900": webp_bomb,
+    "jpeg 12000x12000": jpeg_bomb,
 }

@@ -1,8 +1,8 @@
 """Issue 18, item 2: decompression bombs are refused before their memory is allocated.
 
 Each bomb of ``fuzz/bombs.py`` (a 4 MB ``.json.gz`` of gigabytes, a 2 MB ``.npz`` of 1.2 GB, ``.npz``/``.npy``
-declaring huge shapes, a 1 MB PNG of 12,000 x 12,000 16-bit RGBA pixels, a 34-byte WebP of 16,383 x 16,383, a
-small JPEG of 60,000 x 60,000) is decoded in a fresh process: it raises :class:`DecodeLimitError` naming the
+declaring huge shapes, a 1 MB PNG of 12,000 x 12,000 16-bit RGBA pixels, a 34-byte WebP of 12,900 x 12,900, a
+small JPEG of 12,000 x 12,000) is decoded in a fresh process: it raises :class:`DecodeLimitError` naming the
 shard, key and field, and the process's peak RSS grows by far less than the bomb's inflated size.
 """
 
