@@ -7,7 +7,7 @@ so the same table can show a checkout before the hardening next to this one:
     .venv/bin/python benchmarks/bench_hardening.py --before ../main/src     # before / after, side by side
 
 Bombs (``fuzz/bombs.py``): each field is decoded by ``Decoder("rgb8")`` as part of a sample; the table gives
-the outcome and the growth of the process's peak RSS (``ru_maxrss``) over the decode, in MB. Processes run
+the outcome and the growth of the process's peak RSS (``VmHWM``) over the decode, in MB. Processes run
 under a 6 GiB address-space limit, so a bomb that would take more ends in ``MemoryError`` instead of taking
 the machine. Descriptors: ``--shards`` copies of a small indexed shard read by ``IndexedDataset`` (every
 sample, then every 7th backwards) under the default soft limit of 1024 open files; the table gives the
@@ -59,14 +59,14 @@ def bomb(src: str, call: str) -> dict:
         from shardstream.codecs import Decoder
         field, data = bombs.{call}
         decoder = Decoder("rgb8")
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = bombs.peak_rss_kb()
         try:
             decoder({{"__key__": "k", "__url__": "shard.tar", field: data}})
             outcome = "decoded"
         except BaseException as e:
             cause = e.__cause__
             outcome = type(e).__name__ + (f" (from {{type(cause).__name__}})" if cause is not None else "")
-        mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        mb = (bombs.peak_rss_kb() - before) / 1024
         print(json.dumps({{"outcome": outcome, "mb": mb}}))
     """)
 

@@ -18,6 +18,13 @@ import numpy as np
 ZEROS = bytes(16 << 20)
 
 
+def peak_rss_kb() -> int:
+    """This process's peak resident memory in KiB: ``VmHWM`` of its own memory map. (``ru_maxrss`` is no good
+    here: after ``fork`` + ``exec`` it keeps the parent's peak, so a child of a big test runner starts high.)"""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
 def gzip_bomb(inflated: int = 4 << 30) -> tuple[str, bytes]:
     """A ``.json.gz`` of about ``inflated / 1000`` bytes: gzip members of 64 MiB of ``0`` digits each, inside a
     JSON string (a valid document if it were ever inflated)."""

@@ -36,21 +36,21 @@ MB = 1 << 20
 def _decode_in_subprocess(builders: dict[str, str], env: dict[str, str] | None = None) -> dict[str, dict]:
     """``{name: {"error": type, "field": ..., "growth_mb": ...}}`` for each bomb, decoded with Decoder("rgb8")."""
     code = textwrap.dedent(f"""
-        import json, resource, sys
+        import json, sys
         sys.path.insert(0, {str(FUZZ)!r})
         import bombs
         from shardstream.codecs import Decoder
         built = {{name: eval(call, vars(bombs)) for name, call in {builders!r}.items()}}
         decoder = Decoder("rgb8")
         for name, (field, data) in built.items():
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            before = bombs.peak_rss_kb()
             try:
                 decoder({{"__key__": "k", "__url__": "shard.tar", field: data}})
                 error = None
             except Exception as e:
                 error = {{"type": type(e).__name__, "url": getattr(e, "url", None), "key": getattr(e, "key", None),
                          "field": getattr(e, "field", None), "message": str(e)}}
-            after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            after = bombs.peak_rss_kb()
             print(json.dumps({{"name": name, "error": error, "growth_mb": (after - before) / 1024}}), flush=True)
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
