@@ -127,3 +127,11 @@ def test_npy_declaring_more_than_it_holds_is_refused_before_allocating():
     bio = io.BytesIO()
     np.save(bio, np.array([1.5, 2.5], dtype=">f4"))
     assert npy_loads(bio.getvalue()).tolist() == [1.5, 2.5]
+
+
+def test_the_viewer_refuses_image_bombs_too():
+    from shardstream.viewer.render import thumbnail
+
+    field, data = bombs.webp_bomb()
+    with pytest.raises(DecodeLimitError, match="12900 x 12900 pixels"):
+        thumbnail("webp", data)

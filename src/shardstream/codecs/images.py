@@ -48,6 +48,7 @@ __all__ = [
     "encode_image",
     "image_loads",
     "imagehandler",
+    "open_image",
 ]
 
 #: spec -> (container, element type, PIL mode); the keys are every valid ``Decoder("...")`` string.
@@ -121,8 +122,14 @@ def _torch():
     return torch
 
 
-def _open(data: bytes, max_pixels: int | None = None) -> Any:
-    """``PIL.Image.open`` (the header only), refusing images over the pixel limit before anything is decoded."""
+def open_image(data: bytes, max_pixels: int | None = None) -> Any:
+    """``PIL.Image.open`` (the header only), refusing images over ``max_pixels`` (default
+    ``SHARDSTREAM_MAX_IMAGE_PIXELS``) with :class:`~shardstream.errors.DecodeLimitError` before anything is decoded:
+    every decoder of image bytes opens them here.
+
+    >>> open_image(encode_image(np.zeros((2, 3), np.uint8), "png")).size
+    (3, 2)
+    """
     import PIL.Image
 
     try:
@@ -140,7 +147,7 @@ def _open(data: bytes, max_pixels: int | None = None) -> Any:
 def image_loads(data: bytes, *, max_pixels: int | None = None) -> Any:
     """Bytes -> a loaded ``PIL.Image`` in the file's own mode (what the table's image codecs decode to); images over
     ``max_pixels`` (default ``SHARDSTREAM_MAX_IMAGE_PIXELS``, see :mod:`.limits`) raise ``DecodeLimitError``."""
-    with _open(data, max_pixels) as img:
+    with open_image(data, max_pixels) as img:
         img.load()
         return img
 
@@ -154,7 +161,7 @@ def decode_image(data: bytes, spec: str = "rgb", *, max_pixels: int | None = Non
     ((4, 5, 3), 1.0)
     """
     kind, etype, mode = IMAGE_SPECS[_check_spec(spec)]
-    with _open(data, max_pixels) as img:
+    with open_image(data, max_pixels) as img:
         img.load()
         if img.mode != mode:
             img = img.convert(mode)
@@ -205,7 +212,7 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
         out = _decode_scaled(data, size)
         if out is not None:
             return out
-    with _open(data) as img:
+    with open_image(data) as img:
         width, height = img.size
         short = min(width, height)
         if draft and img.format == "JPEG" and short >= 2 * size:
