@@ -3,6 +3,9 @@
 from . import errors
 from .config import Settings, get_settings
 from .errors import *  # noqa: F401,F403  (the exception tree is public API)
+from .logs import apply_settings as _apply_log_settings
+
+_apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
 
 __version__ = "0.1.0"
 
@@ -35,7 +38,7 @@ _PIPELINE_MODULES = {
     "filters": "shardstream.pipeline",
     "handlers": "shardstream.pipeline.handlers",
     "shardlists": "shardstream.pipeline.shardlists",
-    "tariterators": "shardstream.pipeline.tariterators",
+    "tariterators": "shardstream.pipeline.stages.reading",
 }
 _PIPELINE_NAMES = {name: module for module, names in _PIPELINE_API.items() for name in names.split()}
 

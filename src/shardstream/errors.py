@@ -5,6 +5,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    │   ├── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
+    │   │                                  configuration, rank or worker; a stage that keeps no state)
     │   └── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
     │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
@@ -17,6 +19,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
+    │   ├── RecordFormatError(ValueError)  an input of another format (TFRecord, Parquet...) is corrupt: a bad
+    │   │                                  checksum, a truncated record; carries ``offset``
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
@@ -24,7 +28,9 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     │   └── DecodeLimitError               a field would decode to more bytes or pixels than the limits allow
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
-    └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    ├── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
+                                           ``failures`` lists each input with its error, ``result`` the rest
 
 Context (shard url, sample key, field) is stored in attributes *and* in the message; the original exception is
 always chained with ``raise ... from cause``. Code that adds context to an error after the fact uses
@@ -44,11 +50,14 @@ __all__ = [
     "MissingDependencyError",
     "MissingExtensionError",
     "OpenError",
+    "ProcessingError",
+    "RecordFormatError",
     "ReservedFieldError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
     "StaleIndexError",
+    "StateError",
     "TarFormatError",
     "UnsafeDecodeError",
     "UnsafeURLError",
@@ -64,6 +73,16 @@ class ShardstreamError(Exception):
 
 class ConfigError(ShardstreamError, ValueError):
     """Invalid configuration: arguments, settings files or environment values."""
+
+
+class StateError(ConfigError):
+    """A state (checkpoint) cannot be saved or restored: it comes from another pipeline or configuration, another
+    rank or worker, or a stage cannot say where it is. The message names the difference and what to do.
+    ``except ConfigError`` and ``except ValueError`` still catch it.
+
+    >>> issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+    True
+    """
 
 
 class UnsafeURLError(ConfigError):
@@ -169,6 +188,16 @@ class StaleIndexError(ShardError, ValueError):
     names the index and the command that rebuilds it. A stale index is never used."""
 
 
+class RecordFormatError(ShardError, ValueError):
+    """An input file of another format (TFRecord, Parquet, Arrow...) is corrupt: a record's checksum does not
+    match, or the file ends inside a record. ``url`` names the file and ``offset`` the byte offset of the record."""
+
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None):
+        self.problem, self.offset = problem, offset
+        super().__init__(f"{problem} ({_where(url=url or '<stream>', offset=offset)}); the file is corrupt or "
+                         "truncated: re-download or re-export it", url=url)
+
+
 class OpenError(ShardError, OSError):
     """A shard could not be opened, fetched or piped."""
 
@@ -208,6 +237,16 @@ class WorkerSplitError(ShardstreamError, RuntimeError):
     """Splitting shards across ranks/workers would leave one of them without data."""
 
 
+class ProcessingError(ShardstreamError, RuntimeError):
+    """Some tasks of a processing or conversion job failed after their retries. ``failures`` lists each failed
+    input with its error; ``result`` describes what was written. Completed tasks stay done: a rerun redoes only
+    the failed ones."""
+
+    def __init__(self, message: str, *, failures: list | None = None, result: object = None):
+        self.failures, self.result = list(failures or []), result
+        super().__init__(message)
+
+
 def add_context(exc: BaseException, **context: object) -> BaseException:
     """Attach context (``url=``, ``key=``, ``field=`` ...) to ``exc`` without touching ``exc.args``.
 
@@ -224,6 +263,13 @@ def add_context(exc: BaseException, **context: object) -> BaseException:
         except AttributeError:  # pragma: no cover - exceptions with slots
             pass
         shown[name] = value
-    if shown and hasattr(exc, "add_note"):
-        exc.add_note("while reading " + ", ".join(f"{k}={v!r}" for k, v in shown.items()))
+    if shown:
+        note = "while reading " + ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # Python 3.10: no add_note() yet; the same attribute, which 3.11+ tracebacks show
+            try:
+                exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover - exceptions with slots
+                pass
     return exc
