@@ -122,9 +122,11 @@ class Placement:
     framework: str | None = None
 
     @classmethod
-    def current(cls) -> "Placement":
-        """Read the placement now (call it where the data is iterated: inside the worker)."""
-        framework = framework_split()
+    def current(cls, framework: str | None = None) -> "Placement":
+        """Read the placement now (call it where the data is iterated: inside the worker). ``framework``: the
+        one :func:`framework_split` found where the dataset was copied into this worker (spawned workers do not
+        see their parent's callers)."""
+        framework = framework_split() or framework
         rank, world = (0, 1) if framework else distributed_rank()
         worker, workers, loader_seed = worker_info()
         return cls(rank, world, worker, workers, loader_seed, framework)

@@ -1,0 +1,68 @@
+"""What frameworks ask of a loader, in one process: a state that restores (Lightning and torchdata call
+``state_dict()`` on every loader that has one), ``len()`` where counts are known, and the placement a framework's
+loader gives the dataset (Accelerate deals the data to the ranks itself)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import shardstream as wds  # noqa: E402
+from shardstream.runtime import Placement, framework_split  # noqa: E402
+from shardstream.testing import write_shards  # noqa: E402
+
+
+def numbers(sample):
+    return sample["cls"]
+
+
+@pytest.fixture
+def urls(tmp_path):
+    write_shards(tmp_path, [15] * 6 + [10], {"cls": lambda shard, index, number: number})
+    return str(tmp_path / "shard-{000000..000006}.tar")
+
+
+def dataset(urls):
+    return wds.WebDataset(urls, shardshuffle=True).decode().map(numbers)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_webloader_state_restores_mid_epoch(urls, workers):
+    loader = wds.WebLoader(dataset(urls), batch_size=8, num_workers=workers)
+    loader.set_epoch(3)
+    it = iter(loader)
+    head = [next(it).tolist() for _ in range(4)]
+    state = loader.state_dict()
+    rest = [b.tolist() for b in it]
+    assert sorted(sum(head + rest, [])) == list(range(100))
+    again = wds.WebLoader(dataset(urls), batch_size=8, num_workers=workers)
+    again.load_state_dict(pickle.loads(pickle.dumps(state)))
+    assert [b.tolist() for b in again] == rest
+
+
+def test_a_checkpoint_between_epochs_starts_the_next_one(urls):
+    loader = wds.WebLoader(dataset(urls), batch_size=8, num_workers=2)
+    first = [b.tolist() for b in loader]
+    state = loader.state_dict()
+    again = wds.WebLoader(dataset(urls), batch_size=8, num_workers=2)
+    again.load_state_dict(state)
+    assert again.epoch == loader.epoch == 1
+    second = [b.tolist() for b in again]
+    assert sorted(sum(second, [])) == list(range(100)) and second != first
+
+
+def test_len_when_counts_are_known(urls):
+    assert len(wds.WebLoader(dataset(urls).with_length(100), batch_size=8)) == 13
+    assert len(wds.WebLoader(dataset(urls).batched(8).with_length(13), batch_size=None, num_workers=2)) == 13
+    assert len(wds.WebLoader(dataset(urls), batch_size=8, num_workers=2).with_length(14)) == 14
+    with pytest.raises(TypeError, match="with_length"):
+        len(wds.WebLoader(dataset(urls), batch_size=8))
+    with pytest.raises(TypeError, match="2 workers each end with a partial batch"):
+        len(wds.WebLoader(dataset(urls).with_length(100), batch_size=8, num_workers=2))
+
+
+def test_no_framework_outside_one():
+    assert framework_split() is None and Placement.current().framework is None
