@@ -66,3 +66,15 @@ def test_len_when_counts_are_known(urls):
 
 def test_no_framework_outside_one():
     assert framework_split() is None and Placement.current().framework is None
+
+
+def test_an_uneven_split_between_ranks_is_said(urls, caplog):
+    from shardstream.pipeline.context import Context
+    from shardstream.pipeline.stages.split import split_by_node
+
+    ctx = Context(placement=Placement(rank=1, world_size=2))
+    with caplog.at_level("WARNING", logger="shardstream"):
+        assert list(split_by_node(range(7), ctx)) == [1, 3, 5]
+    assert "7 shards do not split evenly between 2 ranks" in caplog.text and "TrainingLoader" in caplog.text
+    caplog.clear()
+    assert list(split_by_node(range(8), ctx)) == [1, 3, 5, 7] and caplog.text == ""
