@@ -16,7 +16,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "integrations.md"
-LINE = re.compile(r"^rank (\d+) epoch (\d+) batch (\d+): \[([\d, ]*)\]$", re.M)
+LINE = re.compile(r"rank (\d+) epoch (\d+) batch (\d+): \[([\d, ]*)\]")  # two ranks may write on one line
 TOTAL = 100  # the samples the page's data block writes
 
 
