@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
+from types import FrameType
 from typing import Any
 
 from .config import get_settings
@@ -90,10 +91,10 @@ def framework_split() -> str | None:
     data = sys.modules.get("torch.utils.data")
     info = data.get_worker_info() if data is not None else None
     found = _dealer(type(info.dataset)) if info is not None else None
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while found is None and frame is not None:  # the callers (a forked worker still has its parent's frames)
-        found = _dealer(type(frame.f_locals.get("self"))) if frame.f_code.co_name in ("__iter__", "_fetch_batches") \
-            else None
+        if frame.f_code.co_name in ("__iter__", "_fetch_batches"):
+            found = _dealer(type(frame.f_locals.get("self")))
         frame = frame.f_back
     return found
 
