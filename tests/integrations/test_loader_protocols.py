@@ -78,3 +78,43 @@ def test_an_uneven_split_between_ranks_is_said(urls, caplog):
     assert "7 shards do not split evenly between 2 ranks" in caplog.text and "TrainingLoader" in caplog.text
     caplog.clear()
     assert list(split_by_node(range(8), ctx)) == [1, 3, 5, 7] and caplog.text == ""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
+    """The issue's crash: Lightning calls state_dict() on the WebLoader at every checkpoint (one device here; the
+    two-process runs are in test_frameworks.py). Lightning reads one batch ahead from a loader without a length,
+    so a checkpoint of such a loader is one batch ahead and the resumed run skips that batch: a WebLoader with a
+    length (here num_workers=0 and .with_length) resumes exactly."""
+    L = pytest.importorskip("lightning")
+    trained: list[tuple[int, list[int]]] = []
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+
+        def training_step(self, batch, batch_idx):
+            trained.append((self.current_epoch, batch.tolist()))
+            return self.layer(batch.float().unsqueeze(1)).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(resume=None):
+        trained.clear()
+        data = dataset(urls).with_length(100) if workers == 0 else dataset(urls)
+        loader = wds.WebLoader(data, batch_size=8, num_workers=workers)
+        checkpoints = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{step}",
+                                                          every_n_train_steps=5, save_top_k=-1)
+        trainer = L.Trainer(devices=1, accelerator="cpu", max_epochs=2, callbacks=[checkpoints], logger=False,
+                            enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+        trainer.fit(Tiny(), loader, ckpt_path=resume)
+        return list(trained)
+
+    whole = fit()
+    for epoch in (0, 1):
+        assert sorted(n for e, batch in whole if e == epoch for n in batch) == list(range(100))
+    resumed = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
+    ahead = 0 if workers == 0 else 1  # Lightning's read-ahead (no length)
+    assert resumed == whole[20 + ahead:]
