@@ -24,6 +24,8 @@ FLOORS = [
     {"runtime", "order"},
     {"pipeline"},
     {"dataset", "compat", "indexed"},
+    {"process"},
+    {"convert"},
     {"loader"},
     {"training"},
     {"testing"},

@@ -16,13 +16,17 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
+    │   ├── RecordFormatError(ValueError)  an input of another format (TFRecord, Parquet...) is corrupt: a bad
+    │   │                                  checksum, a truncated record; carries ``offset``
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
     │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
     │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
-    └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    ├── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
+                                           ``failures`` lists each input with its error, ``result`` the rest
 
 Context (shard url, sample key, field) is stored in attributes *and* in the message; the original exception is
 always chained with ``raise ... from cause``. Code that adds context to an error after the fact uses
@@ -41,6 +45,8 @@ __all__ = [
     "MissingDependencyError",
     "MissingExtensionError",
     "OpenError",
+    "ProcessingError",
+    "RecordFormatError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
@@ -152,6 +158,16 @@ class StaleIndexError(ShardError, ValueError):
     names the index and the command that rebuilds it. A stale index is never used."""
 
 
+class RecordFormatError(ShardError, ValueError):
+    """An input file of another format (TFRecord, Parquet, Arrow...) is corrupt: a record's checksum does not
+    match, or the file ends inside a record. ``url`` names the file and ``offset`` the byte offset of the record."""
+
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None):
+        self.problem, self.offset = problem, offset
+        super().__init__(f"{problem} ({_where(url=url or '<stream>', offset=offset)}); the file is corrupt or "
+                         "truncated: re-download or re-export it", url=url)
+
+
 class OpenError(ShardError, OSError):
     """A shard could not be opened, fetched or piped."""
 
@@ -183,6 +199,16 @@ class EncodeError(ShardstreamError, ValueError):
 
 class WorkerSplitError(ShardstreamError, RuntimeError):
     """Splitting shards across ranks/workers would leave one of them without data."""
+
+
+class ProcessingError(ShardstreamError, RuntimeError):
+    """Some tasks of a processing or conversion job failed after their retries. ``failures`` lists each failed
+    input with its error; ``result`` describes what was written. Completed tasks stay done: a rerun redoes only
+    the failed ones."""
+
+    def __init__(self, message: str, *, failures: list | None = None, result: object = None):
+        self.failures, self.result = list(failures or []), result
+        super().__init__(message)
 
 
 def add_context(exc: BaseException, **context: object) -> BaseException:

@@ -22,16 +22,17 @@ def _is_dataloader(source: Any) -> bool:
     return data is not None and isinstance(source, data.DataLoader)
 
 
-def as_cursor(items: Iterable[Any], name: str = "the input") -> Cursor:
+def as_cursor(items: Iterable[Any], name: str = "the input", *, positions: bool = True) -> Cursor:
     """``items`` as the input of a stage's cursor: a cursor stays itself, a list, tuple or range is an
-    :class:`IndexCursor`, anything else is iterated once (its position cannot be saved).
+    :class:`IndexCursor` (``positions=False``: iterated once, like anything else), anything else is iterated once
+    (its position cannot be saved).
 
     >>> as_cursor([1, 2]).state_dict(), next(as_cursor(iter("ab")))
     ({'items': 0}, 'a')
     """
     if isinstance(items, Cursor):
         return items
-    if isinstance(items, (list, tuple, range)):
+    if positions and isinstance(items, (list, tuple, range)):
         return IndexCursor(items)
     return DelegateCursor(None, items, name, "it is a plain iterable; run the stage in a DataPipeline to save "
                           "its position")

@@ -101,8 +101,10 @@ class Stage:
             ctx = Context.current()
         if spec.cursor_only:
             here = ctx if ctx is not None else Context()
-            restart = (lambda cycle: as_cursor(source, spec.name)) if spec.restarts else None
-            return spec.state(as_cursor(source, spec.name), self, here, restart, spec.name)  # type: ignore[misc,operator]
+            # called on a plain iterable, as a generator would be: no positions to keep (a pipeline keeps them)
+            restart = (lambda cycle: as_cursor(source, spec.name, positions=False)) if spec.restarts else None
+            upstream = as_cursor(source, spec.name, positions=False)
+            return spec.state(upstream, self, here, restart, spec.name)  # type: ignore[misc,operator]
         if spec.context:
             return spec.fn(source, *self.args, ctx=ctx, **self.kwargs)
         return spec.fn(source, *self.args, **self.kwargs)

@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core import Stage
 
 __all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor",
-           "ReplayCursor", "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "stage_arguments"]
+           "ReplayCursor", "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "stage_arguments",
+           "unwrap"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -314,6 +315,20 @@ class DelegateCursor(Cursor):
             self.state_dict()  # raises the explanation
         self.holder.load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
         self._it = None
+
+
+def unwrap(cursor: Cursor) -> Iterator[Any]:
+    """The fastest iterator over ``cursor``'s items for a reader that keeps no position: the plain iterator under a
+    :class:`DelegateCursor` that saves nothing, else the cursor itself.
+
+    >>> it = unwrap(DelegateCursor(None, [1, 2], "x", "no state")); type(it).__name__, list(it)
+    ('list_iterator', [1, 2])
+    """
+    if isinstance(cursor, DelegateCursor) and cursor.holder is None:
+        if cursor._it is None:
+            cursor._it = iter(cursor.iterable)
+        return cursor._it
+    return cursor
 
 
 class NestedCursor(Cursor):

@@ -38,9 +38,9 @@ from typing import Any
 from ..codecs import as_decoder
 from ..errors import ConfigError, StateError
 from ..io.cache import cache_opener
-from ..pipeline.stages.batching import default_collation_fn
 from ..pipeline.datapipeline import IterableDatasetBase
 from ..pipeline.resumable import Resumable
+from ..pipeline.stages.batching import default_collation_fn
 from ..runtime import Placement
 from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
 from ..order import SHUFFLES, SampleOrder, StreamOrder

@@ -27,7 +27,7 @@ from typing import Any
 from ...errors import StateError
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, set_rng_state, stage_arguments
+from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, set_rng_state, stage_arguments, unwrap
 
 __all__ = ["ShuffleCursor", "detshuffle", "shuffle"]
 
@@ -38,39 +38,40 @@ class ShuffleCursor(Counted):
     def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
         super().__init__(upstream, name)
         self.bufsize, self.initial, self.rng = bufsize, max(1, min(initial, bufsize)), rng
-        self.buf: list[tuple[Any, int, Any]] = []  # (item, pull number, the input's mark before the item)
+        self.buf: list[Any] = []  # (item, pull number, the input's mark before the item)
         self.pulls, self.exhausted = 0, False
-
-    def _pull(self) -> bool:
-        upstream = self.upstream
-        mark = upstream.mark() if self.restorable else None
-        try:
-            item = next(upstream)
-        except StopIteration:
-            self.exhausted = True
-            return False
-        self.buf.append((item, self.pulls, mark))
-        self.pulls += 1
-        return True
-
-    def _pick(self) -> Any:
-        buf = self.buf
-        i = self.rng.randrange(len(buf))
-        buf[i], buf[-1] = buf[-1], buf[i]
-        return buf.pop()[0]
 
     def __next__(self) -> Any:
         buf = self.buf
-        while not self.exhausted:
-            if not self._pull():
-                break
-            if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
-                self._pull()
-            if len(buf) >= self.initial:
-                return self._pick()
-        if buf:
-            return self._pick()
-        raise StopIteration
+        if not self.exhausted:  # this loop runs once per item: keep it flat
+            upstream = self.upstream
+            while True:
+                mark = upstream.mark()
+                try:
+                    item = next(upstream)
+                except StopIteration:
+                    self.exhausted = True
+                    break
+                buf.append((item, self.pulls, mark))
+                self.pulls += 1
+                if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
+                    mark = upstream.mark()
+                    try:
+                        item = next(upstream)
+                    except StopIteration:
+                        self.exhausted = True
+                    else:
+                        buf.append((item, self.pulls, mark))
+                        self.pulls += 1
+                if len(buf) >= self.initial:
+                    break
+                if self.exhausted:
+                    break
+        if not buf:
+            raise StopIteration
+        i = self.rng.randrange(len(buf))
+        buf[i], buf[-1] = buf[-1], buf[i]
+        return buf.pop()[0]
 
     def mark(self) -> Any:  # a shuffle under another shuffle: its whole state (rare)
         return self.state_dict()
@@ -111,6 +112,36 @@ class ShuffleCursor(Counted):
         set_rng_state(self.rng, state["rng"])
 
 
+class _PlainShuffle(ShuffleCursor):
+    """:class:`ShuffleCursor` over an input that cannot give items back (a plain iterable, a DataLoader): the same
+    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved."""
+
+    def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
+        super().__init__(upstream, bufsize, initial, rng, name)
+        self.plain = unwrap(upstream)  # the input's own iterator where it has one: one call less per item
+
+    def __next__(self) -> Any:
+        buf, it = self.buf, self.plain
+        while not self.exhausted:
+            try:
+                buf.append(next(it))
+            except StopIteration:
+                self.exhausted = True
+                break
+            if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
+                try:
+                    buf.append(next(it))
+                except StopIteration:
+                    self.exhausted = True
+            if len(buf) >= self.initial:
+                break
+        if not buf:
+            raise StopIteration
+        i = self.rng.randrange(len(buf))
+        buf[i], buf[-1] = buf[-1], buf[i]
+        return buf.pop()
+
+
 def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
     """The cursor of ``shuffle`` and ``detshuffle``: the stages' implementation."""
     a = stage_arguments(stage)
@@ -119,6 +150,8 @@ def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restar
     if stage.spec.name == "detshuffle" and a.get("epoch", -1) >= 0:
         ctx = ctx.replace(epoch=a["epoch"])
     rng = a.get("rng") or (ctx if a.get("seed") is None else ctx.replace(seed=a["seed"])).rng("shuffle")
+    if not upstream.restorable:
+        return _PlainShuffle(upstream, a["bufsize"], a["initial"], rng, name)
     return ShuffleCursor(upstream, a["bufsize"], a["initial"], rng, name)
 
 
