@@ -118,3 +118,30 @@ def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
     resumed = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
     ahead = 0 if workers == 0 else 1  # Lightning's read-ahead (no length)
     assert resumed == whole[20 + ahead:]
+
+
+def _accelerate_class(name):
+    """A class that looks like one of Accelerate's loaders to framework_split (module and name)."""
+
+    def __iter__(self):
+        self.seen = (framework_split(), pickle.loads(pickle.dumps(self.dataset)))
+        return iter(())
+
+    return type(name, (), {"__module__": "accelerate.data_loader", "__iter__": __iter__})
+
+
+@pytest.mark.parametrize("name", ["DataLoaderDispatcher", "IterableDatasetShard"])
+def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monkeypatch):
+    """The frame walk finds the Accelerate loader that iterates the dataset; a copy pickled for a spawned worker
+    keeps the finding; the placement is then rank 0 of 1, so no shard is split away (Accelerate deals them)."""
+    monkeypatch.setenv("RANK", "1")  # settings are read from the environment at each call
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert Placement.current().world_size == 2
+    loader = _accelerate_class(name)()
+    loader.dataset = dataset(urls)
+    iter(loader)
+    found, copy = loader.seen
+    assert found == "accelerate" and copy._framework == "accelerate"
+    assert Placement.current(copy._framework).world_size == 1
+    assert sorted(copy) == list(range(100))  # outside the loader, the copy still reads everything
+    assert len(list(dataset(urls))) < 100  # a plain iteration on rank 1 of 2 reads its shards only
