@@ -14,7 +14,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integrations"))
 
-from harness import TOTAL, epochs, launch, make_data, read_batches  # noqa: E402
+from harness import TOTAL, epochs, launch, make_data, read_batches
 
 ACCELERATE = [
     ("dispatch_batches=True (default)", ()),

@@ -22,13 +22,13 @@ TOTAL = 100  # the samples the page's data block writes
 
 def scripts() -> dict[str, str]:
     """The page's scripts by file name (a python block whose first line is ``# file: NAME``)."""
-    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), re.S | re.M)
+    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), re.DOTALL | re.MULTILINE)
     return {m.group(1): body for body in blocks if (m := re.match(r"# file: (\S+)\n", body))}
 
 
 def make_data(folder: pathlib.Path) -> str:
     """The page's data block, run in ``folder``; returns the shard pattern."""
-    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), re.S | re.M)
+    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), re.DOTALL | re.MULTILINE)
     namespace: dict = {}
     here = os.getcwd()
     os.chdir(folder)

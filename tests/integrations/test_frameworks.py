@@ -7,7 +7,6 @@ The dataset: 100 samples in 7 shards (odd on purpose: split between 2 ranks by s
 from __future__ import annotations
 
 import pytest
-
 from harness import TOTAL, epochs, launch, read_batches, scripts
 
 pytest.importorskip("torch")

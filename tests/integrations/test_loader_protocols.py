@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import shardstream as wds  # noqa: E402
-from shardstream.runtime import Placement, framework_split  # noqa: E402
-from shardstream.testing import write_shards  # noqa: E402
+import shardstream as wds
+from shardstream.runtime import Placement, framework_split
+from shardstream.testing import write_shards
 
 
 def numbers(sample):
