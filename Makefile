@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 # The dev setup pins torch (CPU); the package itself asks only for a range (pyproject's `torch` extra).
 TORCH  := torch==2.13.0
 WEBDATASET := webdataset==1.0.2
+# the trainers tests/integrations runs (pyproject's `test` extra asks for ranges)
+TRAINERS := accelerate==1.15.0 transformers==5.24.0 lightning==2.6.6
 
 .PHONY: demo test docs test-pythons bench bench-peers bench-convert fuzz venv clean
 
@@ -14,7 +16,7 @@ $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[torch,test]"
+	$(PIP) install -q -e ".[torch,test]" $(TRAINERS)
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -129,7 +129,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         """This process's ``(rank, world_size)``: given, bound by a loader, or from the runtime."""
         if self._placement is not None:
             return self._placement
-        current = Placement.current()
+        current = Placement.current(self._framework)
         return current.rank, current.world_size
 
     def plan(self, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
@@ -148,7 +148,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         return epoch, self.plan(world_size=world, num_workers=workers), None
 
     def __iter__(self) -> PlanIterator:
-        here = Placement.current()
+        here = Placement.current(self._framework)
         rank, world = self.rank_and_world()
         epoch, plan, first = self._start(rank, world, here.worker, here.num_workers)
         iterator = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
@@ -223,7 +223,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         return super().state_dict()
 
     def _initial_state(self) -> dict[str, Any]:
-        here = Placement.current()
+        here = Placement.current(self._framework)
         rank, world = self.rank_and_world()
         return self._fresh_state(self._epoch, rank, world, here.worker, here.num_workers)
 
