@@ -162,3 +162,26 @@ def test_unrecognised_runs_keep_their_stages():
     assert fused.fuse(items, makes[:2]) == makes[:2]
     items = [to_tuple("jpg;png"), batched(2)]
     assert fused.fuse(items, makes[:2]) == makes[:2]
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+@pytest.mark.parametrize("idiom", ["decode", "map_tuple"])
+def test_hostile_shards_read_in_chunks_match_the_chain(tmp_path, monkeypatch, handler, idiom):
+    """Shards whose C chunks hold rows the fast loop cannot make: the samples after a stop are given back."""
+    bad = {5, 6, 17, 30}
+
+    def txt(shard, index, number):
+        return b"\xff not utf-8" if number in bad else f"text {number}"
+
+    def cls(shard, index, number):
+        return b"seven" if number == 23 else number % 10
+
+    paths = write_shards(tmp_path, [9, 14, 11], {"txt": txt, "cls": cls})
+
+    def make():
+        ds = wds.WebDataset(paths, shardshuffle=False)
+        if idiom == "decode":
+            return ds.decode(handler=handler).to_tuple("txt", "cls", handler=handler).batched(4)
+        return ds.to_tuple("txt", "cls").map_tuple(bytes.decode, int, handler=handler).batched(4)
+
+    assert _run(make, False, monkeypatch) == _run(make, True, monkeypatch)

@@ -27,6 +27,8 @@ same. A run that is not recognised keeps its stages.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
+from operator import eq, itemgetter
 from typing import Any
 
 from ...codecs import Decoder
@@ -42,6 +44,8 @@ Make = Callable[[Iterable[Any]], Iterator[Any]]
 _PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a sample that falls back
 _META = ("__key__", "__url__")
 _SKIP, _STOP = object(), object()
+_NEVER_NONE = ("text", "int", "")  # codec-table decoders that never give None
+_DICT, _BYTES = {dict}, {bytes}
 
 
 def _name(item: Any) -> str | None:
@@ -66,6 +70,8 @@ class _Plan:
         self.fs = fs
         self.expected = frozenset(fields) | (frozenset(_META) if dec is not None else frozenset())
         self.answers: list[bool] = []
+        # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
+        self.columnar_ok = dec is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
 
     def _codec(self, field: str) -> Callable[[bytes], Any] | None:
         name = self.decoder.table_codec(field)  # type: ignore[union-attr]
@@ -97,43 +103,51 @@ class _Plan:
         return _STOP if self.answers and not self.answers[-1] else _SKIP
 
     def __call__(self, source: Iterable[Any]) -> Iterator[Any]:
-        plan = [(f, fn, g) for f, fn, g in zip(self.fields, self.fns, self.fs)]
+        take, give_back = getattr(source, "take", None), getattr(source, "give_back", None)
+        if take is None or give_back is None:  # one sample at a time
+            it = iter(source)
+
+            def take(n: int) -> list[Any]:
+                sample = next(it, _SKIP)
+                return [] if sample is _SKIP else [sample]
+
+            def give_back(n: int) -> None:
+                pass  # never more than one sample taken
+
+        plan = list(zip(self.fields, self.fns, self.fs))
         width, size, expected, decoding = len(plan), self.batchsize, self.expected, self.dec is not None
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [c.append for c in columns]
-        rows = 0
-        for sample in source:
-            row: Any = None
-            if sample.__class__ is dict and (not decoding or (
-                    sample.keys() == expected and sample["__key__"].__class__ is not bytes
-                    and sample["__url__"].__class__ is not bytes)):
-                row = []
-                try:
-                    for field, fn, g in plan:
-                        value = sample.get(field)
-                        if decoding:
-                            if value.__class__ is not bytes:
-                                row = None
-                                break
-                            if fn is not None:
-                                value = fn(value)
-                        if value is None:
-                            row = None
+        rows, stopped = 0, False
+        while not stopped:
+            chunk = take(size - rows)  # never more than the batch needs: its position is the chain's
+            if not chunk:
+                break
+            done = self.columnar(chunk, plan, expected, decoding) if self.columnar_ok else None
+            if done is not None:  # every sample of the chunk the fast way, a column at a time
+                for column, values in zip(columns, done):
+                    column.extend(values)
+                rows += len(chunk)
+                chunk = ()
+            used = 0
+            try:
+                for sample in chunk:
+                    used += 1
+                    row = self.fast(sample, plan, expected, decoding)
+                    if row is None:
+                        row = self.slow(sample)
+                        if row is _SKIP:
+                            continue
+                        if row is _STOP:
+                            give_back(len(chunk) - used)
+                            stopped = True
                             break
-                        if g is not None:
-                            value = g(value)
-                        row.append(value)
-                except Exception:
-                    row = None
-            if row is None:
-                row = self.slow(sample)
-                if row is _SKIP:
-                    continue
-                if row is _STOP:
-                    break
-            for i in range(width):
-                appends[i](row[i])
-            rows += 1
+                    for i in range(width):
+                        appends[i](row[i])
+                    rows += 1
+            except BaseException:
+                give_back(len(chunk) - used)
+                raise
             if rows == size:
                 yield self.collate(columns)
                 columns = [[] for _ in plan]
@@ -141,6 +155,61 @@ class _Plan:
                 rows = 0
         if rows and self.partial:
             yield self.collate(columns)
+
+    @staticmethod
+    def columnar(chunk: list[Any], plan: list[Any], expected: frozenset[str], decoding: bool
+                 ) -> list[list[Any]] | None:
+        """The rows of a whole chunk as columns, or None when one of them is not a fast row (see :meth:`fast`):
+        the same checks and functions, one column at a time."""
+        try:
+            if set(map(type, chunk)) != _DICT:
+                return None
+            if decoding:
+                if not all(map(eq, map(dict.keys, chunk), repeat(expected))):
+                    return None
+                if any(bytes in set(map(type, map(itemgetter(m), chunk))) for m in _META):
+                    return None
+            out = []
+            for field, fn, g in plan:
+                values = list(map(itemgetter(field), chunk))
+                if decoding:
+                    if set(map(type, values)) != _BYTES:
+                        return None
+                    if fn is not None:
+                        values = list(map(fn, values))
+                elif None in values:
+                    return None
+                if g is not None:
+                    values = list(map(g, values))
+                out.append(values)
+            return out
+        except Exception:
+            return None
+
+    @staticmethod
+    def fast(sample: Any, plan: list[Any], expected: frozenset[str], decoding: bool) -> list[Any] | None:
+        """The row of a sample the fast way, or None when the stages must make it."""
+        if sample.__class__ is not dict or (decoding and (
+                sample.keys() != expected or sample["__key__"].__class__ is bytes
+                or sample["__url__"].__class__ is bytes)):
+            return None
+        row = []
+        try:
+            for field, fn, g in plan:
+                value = sample.get(field)
+                if decoding:
+                    if value.__class__ is not bytes:
+                        return None
+                    if fn is not None:
+                        value = fn(value)
+                if value is None:
+                    return None
+                if g is not None:
+                    value = g(value)
+                row.append(value)
+        except Exception:
+            return None
+        return row
 
     @staticmethod
     def collate(columns: list[list[Any]]) -> list[Any]:
