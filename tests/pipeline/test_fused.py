@@ -20,12 +20,12 @@ from shardstream.pipeline import (
     decode,
     ignore_and_continue,
     ignore_and_stop,
+    iteration,
     map_tuple,
     reraise_exception,
     to_tuple,
     warn_and_continue,
 )
-from shardstream.pipeline import iteration
 from shardstream.pipeline.stages import fused
 from shardstream.testing import write_shards
 

@@ -183,7 +183,7 @@ class _Plan:
                     values = list(map(g, values))
                 out.append(values)
             return out
-        except Exception:
+        except Exception:  # noqa: BLE001 - the stages make this chunk and report its error
             return None
 
     @staticmethod
@@ -207,7 +207,7 @@ class _Plan:
                 if g is not None:
                     value = g(value)
                 row.append(value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the stages make this row and report its error
             return None
         return row
 
