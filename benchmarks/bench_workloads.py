@@ -72,6 +72,9 @@ def decode_batches(paths: list[str], repeat: int) -> None:
     t, n = timed(lambda: count_batches(wds.WebDataset(paths, shardshuffle=False).decode()
                                        .to_tuple("txt", "cls").batched(256)), repeat)
     rows.append(("shardstream decode+to_tuple+batched", n / t, "s"))
+    t, n = timed(lambda: count_batches(wds.WebDataset(paths, shardshuffle=False).to_tuple("txt", "cls")
+                                       .map_tuple(bytes.decode, int).batched(256)), repeat)
+    rows.append(("shardstream to_tuple+map_tuple+batched", n / t, "s"))
     decoder = Decoder()
     t, n = timed(lambda: count_batches(wds.DataPipeline(wds.SimpleShardList(paths), tarfile_to_columns(256),
                                                         wds.map(decoder.decode_columns))), repeat)

@@ -43,11 +43,18 @@ def _c_scan(accelerate: bool | None, rule: KeyRule) -> Any:
     return grouper, native.member_scan(accelerate)
 
 
+def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    for sample in samples:
+        yield [sample]
+
+
 def _scanned(
-    src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None
+    src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None,
+    chunks: bool = False,
 ) -> Iterator[Any]:
-    """The ONE driver of the C ``scan_samples``: samples (or, with ``batches``, full column batches) grouped in C
-    while it can; then the Python walk and grouping from the state the C code reached."""
+    """The ONE driver of the C ``scan_samples``: samples (or, with ``batches``, full column batches; with
+    ``chunks``, lists of samples) grouped in C while it can; then the Python walk and grouping from the state the
+    C code reached."""
     (scan_samples, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
     current: dict[str, Any] | None = None
@@ -59,7 +66,10 @@ def _scanned(
             )
             if done:
                 stats.samples += len(done)
-                yield from done
+                if chunks:
+                    yield done
+                else:
+                    yield from done
         else:
             before = batches.rows()
             _, src.pos, current, current_key, need = scan_samples(
@@ -72,7 +82,10 @@ def _scanned(
         if not (0 < need < _C_GROUP_MAX and src.fill(need)):
             break  # a member or header for Python; or the stream ends where Python must report it
     samples = _group(reader.walk(src, url, scan), url, split, on_error, stats, seen, current, current_key)
-    yield from (samples if batches is None else batches._add_all(samples))
+    if batches is not None:
+        yield from batches._add_all(samples)
+    else:
+        yield from (_lists(samples) if chunks else samples)
 
 
 def iter_samples(
@@ -85,7 +98,8 @@ def iter_samples(
     bufsize: int = 1 << 20,
     accelerate: bool | None = None,
     zero_copy: bool = False,
-) -> Iterator[dict[str, Any]]:
+    chunks: bool = False,
+) -> Iterator[Any]:
     """The samples of one tar shard (plain or compressed): ``group_samples(iter_tar(stream, url), url, ...)``.
 
     Same samples, errors, warnings and ``stats`` as that composition, faster: with the default key rule and the
@@ -103,6 +117,10 @@ def iter_samples(
     the map alive; ``bytes(view)`` copies. Members are grouped in Python (~1 us per member), so small fields are
     faster without it.
 
+    ``chunks=True`` yields lists of consecutive samples instead (as many as one C pass grouped; one at a time
+    where Python groups them): the same samples and errors, at the same points of the stream, for readers that
+    take several samples at once.
+
     >>> import io
     >>> from shardstream.tar import TarStreamWriter
     >>> out = io.BytesIO()
@@ -119,13 +137,15 @@ def iter_samples(
     mapped = compress.map_tar(stream) if zero_copy else None
     if mapped is not None:
         members = reader.iter_members_mapped(mapped, url, accelerate=accelerate)
-        return _group(members, url, key_rule.split, on_error, stats)
+        grouped = _group(members, url, key_rule.split, on_error, stats)
+        return _lists(grouped) if chunks else grouped
     c_scan = _c_scan(accelerate, key_rule)
     if c_scan is None:
         members = compress.iter_tar(stream, url, bufsize=bufsize, accelerate=accelerate)
-        return _group(members, url, key_rule.split, on_error, stats)
+        grouped = _group(members, url, key_rule.split, on_error, stats)
+        return _lists(grouped) if chunks else grouped
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(StreamBuffer(tar, bufsize), url, c_scan, on_error, stats)
+        stream, url, lambda tar: _scanned(StreamBuffer(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
     )
 
 

@@ -214,8 +214,13 @@ class PassCursor(Cursor):
     the state still nests one ``"upstream"`` level per stage.
     """
 
-    def __init__(self, upstream: Cursor, make: Callable[[Iterable[Any]], Iterator[Any]], name: str):
-        self.upstream, self.makes, self.names = upstream, [make], [name]
+    #: ``plan(items, makes) -> makes``: may replace runs of the stages by fused loops with the same outputs
+    #: (set by the engine: :func:`shardstream.pipeline.stages.fused.fuse`)
+    plan: Callable[[list[Any], list[Any]], list[Any]] | None = None
+
+    def __init__(self, upstream: Cursor, make: Callable[[Iterable[Any]], Iterator[Any]], name: str,
+                 item: Any = None):
+        self.upstream, self.makes, self.names, self.items = upstream, [make], [name], [item]
         self.restorable = upstream.restorable
         self._gen: Iterator[Any] | None = None
 
@@ -223,23 +228,25 @@ class PassCursor(Cursor):
     def name(self) -> str:
         return self.names[-1]
 
-    def then(self, make: Callable[[Iterable[Any]], Iterator[Any]], name: str) -> PassCursor:
-        """Add the next pass-through stage to this cursor (before iterating)."""
+    def then(self, make: Callable[[Iterable[Any]], Iterator[Any]], name: str, item: Any = None) -> PassCursor:
+        """Add the next pass-through stage to this cursor (before iterating); ``item`` is the stage itself."""
         self.makes.append(make)
         self.names.append(name)
+        self.items.append(item)
         return self
 
     def __next__(self) -> Any:
         gen = self._gen
         if gen is None:
             gen = self.upstream
-            for make in self.makes:
+            makes = self.makes if self.plan is None else self.plan(self.items, self.makes)
+            for make in makes:
                 gen = iter(make(gen))
             self._gen = gen
         return next(gen)
 
     def _wrap(self, state: Any) -> dict[str, Any]:
-        for _ in self.makes:
+        for _ in self.names:
             state = {"upstream": state}
         return state
 

@@ -30,6 +30,7 @@ from .core import Stage
 from .adapters import source_cursor
 from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require
 from .resumable import Progress, check_format
+from .stages.fused import fuse as fused
 
 if TYPE_CHECKING:  # pragma: no cover
     from .datapipeline import DataPipeline
@@ -118,7 +119,8 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
             if kind == "pass":
                 make = _bound(item, here)
                 fuse = type(cursor) is PassCursor
-                cursor = cursor.then(make, name) if fuse else PassCursor(cursor, make, name)  # type: ignore[attr-defined]
+                cursor = cursor.then(make, name, item) if fuse else PassCursor(cursor, make, name, item)  # type: ignore[attr-defined]
+                cursor.plan = fused  # type: ignore[attr-defined]  # field-wise runs ending in batched: one loop
             elif callable(kind):
                 cursor = kind(cursor, item, here, restart, name)
             elif item.restarts:

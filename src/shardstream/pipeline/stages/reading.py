@@ -38,6 +38,7 @@ __all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_
 
 Handler = Callable[[BaseException], bool]
 Member = tuple[str, Union[bytes, memoryview], int]
+_END = object()
 
 
 def url_of(item: Any) -> str:
@@ -79,14 +80,23 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     :func:`shardstream.samples.iter_samples` and docs/performance.md. ``Decoder`` decodes such views; ``bytes(v)``
     copies one; a view cannot be pickled, so decode or copy fields before they leave a DataLoader worker.
     """
+    yield from _read_shards(source, handler, select_files, rename_files, keys, opener, zero_copy, False)
+
+
+def _read_shards(source: Iterable[Any], handler: Handler, select_files: Callable[[str], bool] | None,
+                 rename_files: Callable[[str], str] | None, keys: Any, opener: Callable[[str], Any] | None,
+                 zero_copy: bool, chunks: bool) -> Iterator[Any]:
+    """``tarfile_to_samples``' loop; with ``chunks``, lists of consecutive samples (see ``iter_samples``)."""
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     reading = ShardReading(handler)
 
-    def read(stream: Any, url: str) -> Iterator[dict[str, Any]]:
+    def read(stream: Any, url: str) -> Iterator[Any]:
         if select_files is None and rename_files is None:  # the C walk + grouping, when built
-            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy)
+            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
+                                chunks=chunks)
         members = _members(stream, url, select_files, rename_files, zero_copy)
-        return group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+        grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+        return ([sample] for sample in grouped) if chunks else grouped
 
     yield from reading.run(source, read, opener)
 
@@ -131,12 +141,17 @@ class ReaderCursor(Cursor):
     """``tarfile_to_samples`` as a cursor: its position is the shard being read (the shard list's position
     before it) and the samples yielded from it. Restoring opens that shard again and skips those samples: the
     only data read twice is the current shard's beginning. Going forward inside the open shard (what a shuffle
-    buffer's restore does) reads on without reopening."""
+    buffer's restore does) reads on without reopening.
+
+    The shard is read in chunks (the samples one C pass grouped), served one by one by ``next()`` or several at
+    a time by :meth:`take`; the reading goes on when a chunk is used up, as it would sample by sample."""
 
     def __init__(self, upstream: Cursor, options: dict[str, Any], name: str):
         self.upstream, self.options, self.name = upstream, options, name
         self.restorable = upstream.restorable
-        self._samples: Iterator[dict[str, Any]] | None = None
+        self._samples: Iterator[list[dict[str, Any]]] | None = None
+        self._chunk: list[dict[str, Any]] = []
+        self._i = 0  # the next sample of the chunk
         self._shard: Any = None  # the shard list's mark before the current shard
         self._url: str | None = None
         self._count, self._stopped, self._stop = 0, False, [False]
@@ -150,29 +165,60 @@ class ReaderCursor(Cursor):
             return keep
 
         self._close()
-        self._samples, self._stop, self._url, self._count = (
-            _tarfile_samples([item], **dict(self.options, handler=watched)), stop, url_of(item), 0)
+        options = dict(self.options, handler=watched)
+        self._samples = _read_shards([item], options["handler"], options.get("select_files"),
+                                     options.get("rename_files"), options.get("keys"), options.get("opener"),
+                                     bool(options.get("zero_copy")), True)
+        self._stop, self._url, self._count = stop, url_of(item), 0
 
     def _close(self) -> None:
+        self._chunk, self._i = [], 0
         if self._samples is not None:
             self._samples.close()  # type: ignore[attr-defined]
             self._samples = None
 
-    def __next__(self) -> dict[str, Any]:
+    def _fill(self) -> bool:
+        """The next chunk (opening the next shards as needed); False at the end."""
         while not self._stopped:
             if self._samples is None:
                 mark = self.upstream.mark()
-                item = next(self.upstream)
+                item = next(self.upstream, _END)
+                if item is _END:
+                    return False
                 self._open(item)
                 self._shard = mark
             try:
-                sample = next(self._samples)  # type: ignore[arg-type]
+                self._chunk, self._i = next(self._samples), 0  # type: ignore[arg-type]
+                return True
             except StopIteration:
-                self._samples, self._stopped = None, self._stop[0]
-                continue
-            self._count += 1
-            return sample
-        raise StopIteration
+                self._samples, self._chunk, self._stopped = None, [], self._stop[0]
+        return False
+
+    def __next__(self) -> dict[str, Any]:
+        i = self._i
+        if i >= len(self._chunk):
+            if not self._fill():
+                raise StopIteration
+            i = 0
+        self._i = i + 1
+        self._count += 1
+        return self._chunk[i]
+
+    def take(self, n: int) -> list[dict[str, Any]]:
+        """The next samples, at most ``n`` (fewer at the end of a chunk; none at the end of the stream): what
+        ``n`` calls of ``next()`` would give, up to the end of the chunk."""
+        if self._i >= len(self._chunk) and not self._fill():
+            return []
+        i = self._i
+        out = self._chunk[i:i + n]
+        self._i = i + len(out)
+        self._count += len(out)
+        return out
+
+    def give_back(self, n: int) -> None:
+        """Undo the taking of the last ``n`` samples of the latest :meth:`take` (they come again)."""
+        self._i -= n
+        self._count -= n
 
     def mark(self) -> tuple[Any, ...]:
         if self._samples is None:
@@ -203,12 +249,15 @@ class ReaderCursor(Cursor):
                                  f"{None if item is None else url_of(item)!r} where the state read {url!r}")
             self._open(item)
         while self._count < count:  # the current shard's first samples, read again
-            try:
-                next(self._samples)  # type: ignore[arg-type]
-            except StopIteration:
-                raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
-                                 f"state says {count} were read") from None
-            self._count += 1
+            if self._i >= len(self._chunk):
+                try:
+                    self._chunk, self._i = next(self._samples), 0  # type: ignore[arg-type]
+                except StopIteration:
+                    raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
+                                     f"state says {count} were read") from None
+            step = min(count - self._count, len(self._chunk) - self._i)
+            self._i += step
+            self._count += step
 
 
 def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:

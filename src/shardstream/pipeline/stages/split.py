@@ -70,6 +70,9 @@ def _nothing_at_all(total: int) -> WorkerSplitError:
     )
 
 
+_END = object()
+
+
 class _Split(Counted):
     """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
     the error raised when this rank or worker got nothing. Its counters join its input's position."""
@@ -98,6 +101,29 @@ class _Split(Counted):
             if count == 1 or (self.total - 1) % count == index:
                 self.mine += 1
                 return item
+
+    def take(self, n: int) -> list[Any]:
+        """At most ``n`` next items (several when this keeps all and the input can give several, see
+        ``ReaderCursor.take``); none at the end."""
+        take = getattr(self.upstream, "take", None)
+        if self.count != 1 or take is None:
+            item = next(self, _END)
+            return [] if item is _END else [item]
+        items = take(n)
+        if not items:
+            if self.mine == 0:
+                raise self.on_empty(self.total)
+            return items
+        self.total += len(items)
+        self.mine += len(items)
+        return items
+
+    def give_back(self, n: int) -> None:
+        """Undo the taking of the last ``n`` items of the latest :meth:`take`."""
+        if n:
+            self.upstream.give_back(n)  # type: ignore[attr-defined]  (only after a take of several)
+            self.total -= n
+            self.mine -= n
 
     def mark(self) -> Any:
         return self.upstream.mark(), (self.total, self.mine)

@@ -1,0 +1,261 @@
+"""Fused plans: the README's batch idioms run as one loop instead of a chain of generators.
+
+``.decode().to_tuple("txt", "cls").batched(256)`` and ``.to_tuple("txt", "cls").map_tuple(bytes.decode, int)
+.batched(256)`` cost four generator steps and a dict per sample when chained. :func:`fuse` recognises a run of
+pass-through stages of the form ``[decode()] to_tuple(...) [map_tuple(...)] batched(n)`` (default collation) and
+replaces it by one loop that takes the fields each row needs, decodes them with the codec table's function (or
+applies the ``map_tuple`` builtins) and collects them straight into columns.
+
+The outputs are those of the chain, by construction: a row is made the fast way only when the sample is a plain
+dict with the wanted fields (for ``decode``: exactly those and ``__key__``/``__url__``, not bytes), each value is ``bytes`` (for
+``decode``), and every function succeeds and gives a value that is not None. Any other sample goes through the
+stages' own generator functions, one sample at a time, with their handlers (so errors, their context and the
+handler's answers are the chain's). The functions that may run twice on such a sample are pure: codec-table
+decoders and the builtins ``bytes.decode``, ``int``, ``float``, ``str``. Samples are taken from the input one at a
+time and batches are yielded at the same points as the chain's, so the position (and the resume state) is the
+same. A run that is not recognised keeps its stages.
+
+>>> from shardstream.pipeline import batched, decode, to_tuple
+>>> stages = [decode(), to_tuple("txt", "cls"), batched(2)]
+>>> makes = fuse(stages, [None, None, None]); len(makes)
+1
+>>> rows = [{"__key__": str(i), "__url__": "u", "txt": b"t%d" % i, "cls": b"%d" % i} for i in range(3)]
+>>> [(b[0], b[1].tolist()) for b in makes[0](iter(rows))]
+[(['t0', 't1'], [0, 1]), (['t2'], [2])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
+from operator import eq, itemgetter
+from typing import Any
+
+from ...codecs import Decoder
+from ...codecs.table import lookup
+from ..core import Stage
+from ..cursors import stage_arguments
+from .batching import _collate_column, default_collation_fn
+from .per_sample import _map, _map_tuple, _to_tuple
+
+__all__ = ["fuse"]
+
+Make = Callable[[Iterable[Any]], Iterator[Any]]
+_PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a sample that falls back
+_META = ("__key__", "__url__")
+_SKIP, _STOP = object(), object()
+_NEVER_NONE = ("text", "int", "")  # codec-table decoders that never give None
+_DICT, _BYTES = {dict}, {bytes}
+
+
+def _name(item: Any) -> str | None:
+    return item.spec.name if isinstance(item, Stage) else None
+
+
+class _Plan:
+    """One recognised run: the stages' arguments, the fast functions per field, the fallback."""
+
+    def __init__(self, dec: Stage | None, tup: Stage, mt: Stage | None, bat: Stage):
+        self.dec, self.tup, self.mt = dec, tup, mt
+        fields = tuple(tup.args)
+        if len(fields) == 1 and " " in fields[0]:
+            fields = tuple(fields[0].split())
+        self.fields = fields
+        args = stage_arguments(bat)
+        self.batchsize, self.partial = args["batchsize"], args["partial"]
+        self.decoder = Decoder(allow_unsafe=stage_arguments(dec)["allow_unsafe"]) if dec is not None else None
+        fs = tuple(mt.args[: len(fields)]) if mt is not None else ()
+        fs = fs + (None,) * (len(fields) - len(fs))
+        self.fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
+        self.fs = fs
+        self.expected = frozenset(fields) | (frozenset(_META) if dec is not None else frozenset())
+        self.answers: list[bool] = []
+        # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
+        self.columnar_ok = dec is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
+
+    def _codec(self, field: str) -> Callable[[bytes], Any] | None:
+        name = self.decoder.table_codec(field)  # type: ignore[union-attr]
+        if name is None:
+            raise LookupError(field)
+        return None if name == "" else lookup(field)[1].decode  # type: ignore[index]
+
+    def _watch(self, handler: Callable[[BaseException], bool]) -> Callable[[BaseException], bool]:
+        def watched(exn: BaseException) -> bool:
+            keep = handler(exn)
+            self.answers.append(bool(keep))
+            return keep
+
+        return watched
+
+    def slow(self, sample: Any) -> Any:
+        """One sample through the stages' own generators: its row, ``_SKIP`` or ``_STOP``."""
+        self.answers.clear()
+        stream: Iterable[Any] = [sample]
+        if self.dec is not None:
+            stream = _map(stream, self.decoder, handler=self._watch(stage_arguments(self.dec)["handler"]))
+        stream = _to_tuple(stream, *self.tup.args,
+                           **dict(self.tup.kwargs, handler=self._watch(stage_arguments(self.tup)["handler"])))
+        if self.mt is not None:
+            stream = _map_tuple(stream, *self.mt.args, handler=self._watch(stage_arguments(self.mt)["handler"]))
+        out = list(stream)
+        if out:
+            return out[0]
+        return _STOP if self.answers and not self.answers[-1] else _SKIP
+
+    def __call__(self, source: Iterable[Any]) -> Iterator[Any]:
+        take, give_back = getattr(source, "take", None), getattr(source, "give_back", None)
+        if take is None or give_back is None:  # one sample at a time
+            it = iter(source)
+
+            def take(n: int) -> list[Any]:
+                sample = next(it, _SKIP)
+                return [] if sample is _SKIP else [sample]
+
+            def give_back(n: int) -> None:
+                pass  # never more than one sample taken
+
+        plan = list(zip(self.fields, self.fns, self.fs))
+        width, size, expected, decoding = len(plan), self.batchsize, self.expected, self.dec is not None
+        columns: list[list[Any]] = [[] for _ in plan]
+        appends = [c.append for c in columns]
+        rows, stopped = 0, False
+        while not stopped:
+            chunk = take(size - rows)  # never more than the batch needs: its position is the chain's
+            if not chunk:
+                break
+            done = self.columnar(chunk, plan, expected, decoding) if self.columnar_ok else None
+            if done is not None:  # every sample of the chunk the fast way, a column at a time
+                for column, values in zip(columns, done):
+                    column.extend(values)
+                rows += len(chunk)
+                chunk = ()
+            used = 0
+            try:
+                for sample in chunk:
+                    used += 1
+                    row = self.fast(sample, plan, expected, decoding)
+                    if row is None:
+                        row = self.slow(sample)
+                        if row is _SKIP:
+                            continue
+                        if row is _STOP:
+                            give_back(len(chunk) - used)
+                            stopped = True
+                            break
+                    for i in range(width):
+                        appends[i](row[i])
+                    rows += 1
+            except BaseException:
+                give_back(len(chunk) - used)
+                raise
+            if rows == size:
+                yield self.collate(columns)
+                columns = [[] for _ in plan]
+                appends = [c.append for c in columns]
+                rows = 0
+        if rows and self.partial:
+            yield self.collate(columns)
+
+    @staticmethod
+    def columnar(chunk: list[Any], plan: list[Any], expected: frozenset[str], decoding: bool
+                 ) -> list[list[Any]] | None:
+        """The rows of a whole chunk as columns, or None when one of them is not a fast row (see :meth:`fast`):
+        the same checks and functions, one column at a time."""
+        try:
+            if set(map(type, chunk)) != _DICT:
+                return None
+            if decoding:
+                if not all(map(eq, map(dict.keys, chunk), repeat(expected))):
+                    return None
+                if any(bytes in set(map(type, map(itemgetter(m), chunk))) for m in _META):
+                    return None
+            out = []
+            for field, fn, g in plan:
+                values = list(map(itemgetter(field), chunk))
+                if decoding:
+                    if set(map(type, values)) != _BYTES:
+                        return None
+                    if fn is not None:
+                        values = list(map(fn, values))
+                elif None in values:
+                    return None
+                if g is not None:
+                    values = list(map(g, values))
+                out.append(values)
+            return out
+        except Exception:  # noqa: BLE001 - the stages make this chunk and report its error
+            return None
+
+    @staticmethod
+    def fast(sample: Any, plan: list[Any], expected: frozenset[str], decoding: bool) -> list[Any] | None:
+        """The row of a sample the fast way, or None when the stages must make it."""
+        if sample.__class__ is not dict or (decoding and (
+                sample.keys() != expected or sample["__key__"].__class__ is bytes
+                or sample["__url__"].__class__ is bytes)):
+            return None
+        row = []
+        try:
+            for field, fn, g in plan:
+                value = sample.get(field)
+                if decoding:
+                    if value.__class__ is not bytes:
+                        return None
+                    if fn is not None:
+                        value = fn(value)
+                if value is None:
+                    return None
+                if g is not None:
+                    value = g(value)
+                row.append(value)
+        except Exception:  # noqa: BLE001 - the stages make this row and report its error
+            return None
+        return row
+
+    @staticmethod
+    def collate(columns: list[list[Any]]) -> list[Any]:
+        """``default_collation_fn`` of the rows, computed from their columns (the same function per column)."""
+        return [_collate_column(c, True, True, f"position {i}") for i, c in enumerate(columns)]
+
+
+def _recognise(items: list[Any], i: int) -> tuple[_Plan, int] | None:
+    j, dec, mt = i, None, None
+    if _name(items[j]) == "decode":
+        args = stage_arguments(items[j])
+        if args["specs"] or args["only"] is not None or args["partial"] or args["pre"] or args["post"]:
+            return None
+        dec, j = items[j], j + 1
+    if j >= len(items) or _name(items[j]) != "to_tuple":
+        return None
+    tup, j = items[j], j + 1
+    if j < len(items) and _name(items[j]) == "map_tuple":
+        mt, j = items[j], j + 1
+        if any(f is not None and not any(f is p for p in _PURE) for f in mt.args):
+            return None
+    if j >= len(items) or _name(items[j]) != "batched":
+        return None
+    bat = items[j]
+    args = stage_arguments(bat)
+    if args["collation_fn"] is not default_collation_fn or not isinstance(args["batchsize"], int) \
+            or args["batchsize"] < 1:
+        return None
+    fields = tup.args[0].split() if len(tup.args) == 1 and " " in tup.args[0] else tup.args
+    if not fields or any(not isinstance(f, str) or ";" in f or f.startswith("__") for f in fields):
+        return None
+    try:
+        return _Plan(dec, tup, mt, bat), j + 1 - i
+    except LookupError:  # a field the decoder does not leave to the codec table alone
+        return None
+
+
+def fuse(items: list[Any], makes: list[Make]) -> list[Make]:
+    """``makes`` (one per pass-through stage ``items[i]``) with each recognised run replaced by its fused loop."""
+    out, i = [], 0
+    while i < len(items):
+        found = _recognise(items, i)
+        if found is None:
+            out.append(makes[i])
+            i += 1
+        else:
+            out.append(found[0])
+            i += found[1]
+    return out

@@ -1,0 +1,187 @@
+"""Fused batch plans (pipeline/stages/fused.py) against the chain of stages they replace, differentially.
+
+Each case runs one pipeline twice, fused and with fusion turned off, and compares every batch (types, dtypes,
+values), the error raised (type and message), the state after every batch, and the rest of the stream after
+restoring each of those states.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import shardstream as wds
+from shardstream.pipeline import (
+    DataPipeline,
+    batched,
+    decode,
+    ignore_and_continue,
+    ignore_and_stop,
+    iteration,
+    map_tuple,
+    reraise_exception,
+    to_tuple,
+    warn_and_continue,
+)
+from shardstream.pipeline.stages import fused
+from shardstream.testing import write_shards
+
+
+def _describe(value):
+    if isinstance(value, np.ndarray):
+        return ("array", str(value.dtype), value.tolist())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_describe(v) for v in value])
+    return (type(value).__name__, value)
+
+
+def _run(make, off: bool, monkeypatch):
+    """(batches and states, error) of iterating ``make()``; then, from each state, the rest of the stream."""
+    with monkeypatch.context() as m:
+        if off:
+            m.setattr(iteration, "fused", lambda items, makes: makes)
+        out, states, error = [], [], None
+        pipeline = make()
+        it = iter(pipeline)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                for batch in it:
+                    out.append(_describe(batch))
+                    states.append(it.state_dict())
+            except Exception as exn:  # noqa: BLE001 - compared between the two runs
+                error = (type(exn).__name__, str(exn))
+            rests = []
+            for state in states:
+                again = make()
+                again.load_state_dict(state)
+                try:
+                    rests.append([_describe(b) for b in again])
+                except Exception as exn:  # noqa: BLE001
+                    rests.append((type(exn).__name__, str(exn)))
+    return out, states, error, rests
+
+
+def _sample(rng: random.Random, i: int):
+    """A sample, clean most of the time, else one of the things the fused loop must leave to the stages."""
+    s = {"__key__": f"k{i}", "__url__": "u", "txt": f"text {i}".encode(), "cls": str(i % 7).encode()}
+    kind = rng.random()
+    if kind < 0.7:
+        return s
+    variant = rng.randrange(10)
+    if variant == 0:
+        s["txt"] = b"\xff\xfe"  # not UTF-8
+    elif variant == 1:
+        s["cls"] = b"x1"  # not an integer
+    elif variant == 2:
+        del s["cls"]
+    elif variant == 3:
+        s["json"] = b'{"a": 1}'
+    elif variant == 4:
+        s["json"] = b"{broken"
+    elif variant == 5:
+        s["txt"] = memoryview(s["txt"])
+    elif variant == 6:
+        s["cls"] = None
+    elif variant == 7:
+        s["__key__"] = b"k-bytes"
+    elif variant == 8:
+        s["cls"] = b" 12 "
+    else:
+        s = (s["txt"], s["cls"])  # not a dict
+    return s
+
+
+HANDLERS = [reraise_exception, warn_and_continue, ignore_and_continue, ignore_and_stop]
+
+
+def _chain(rng: random.Random):
+    stages = []
+    use_decode = rng.random() < 0.6
+    if use_decode:
+        stages.append(decode(handler=rng.choice(HANDLERS)) if rng.random() < 0.7 else decode())
+    fields = rng.choice([("txt", "cls"), ("cls",), ("txt cls",), ("cls", "txt"), ("txt", "json")])
+    kw = {"handler": rng.choice(HANDLERS)} if rng.random() < 0.7 else {}
+    if rng.random() < 0.2:
+        kw["missing_is_error"] = False
+    stages.append(to_tuple(*fields, **kw))
+    if rng.random() < 0.5 or not use_decode:
+        fs = rng.choice([(bytes.decode, int), (None, int), (int,), (str, None), (bytes.decode, int, int)])
+        if use_decode:
+            fs = rng.choice([(str, None), (None, float), (len, None)])  # on decoded values
+        stages.append(map_tuple(*fs, handler=rng.choice(HANDLERS)))
+    stages.append(batched(rng.choice([1, 2, 3, 5]), partial=rng.random() < 0.7))
+    return stages
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_fused_equals_chain_on_random_samples_and_chains(seed, monkeypatch):
+    rng = random.Random(seed)
+    clean = rng.random() < 0.3
+    samples = [_sample(rng, i) if not clean else _sample(random.Random(0), i) for i in range(rng.randrange(0, 23))]
+    stages = _chain(rng)
+
+    def make():
+        return DataPipeline(tuple(samples), *stages)
+
+    fused_run, chain_run = _run(make, False, monkeypatch), _run(make, True, monkeypatch)
+    assert fused_run == chain_run
+
+
+def test_the_readme_idioms_are_fused_and_equal_on_shards(tmp_path, monkeypatch):
+    paths = write_shards(tmp_path, [7, 0, 12, 5])
+    makers = [
+        lambda: wds.WebDataset(paths, shardshuffle=False).decode().to_tuple("txt", "cls").batched(4),
+        lambda: wds.WebDataset(paths, shardshuffle=False).to_tuple("txt", "cls").map_tuple(bytes.decode, int)
+        .batched(4),
+        lambda: wds.WebDataset(paths, shardshuffle=3, seed=5).decode().to_tuple("txt", "cls").batched(5,
+                                                                                                  partial=False),
+    ]
+    calls = []
+    real = fused._Plan.__call__
+    monkeypatch.setattr(fused._Plan, "__call__", lambda self, source: (calls.append(1), real(self, source))[1])
+    for make in makers:
+        calls.clear()
+        first = _run(make, False, monkeypatch)
+        assert calls, "the idiom was not fused"
+        assert first == _run(make, True, monkeypatch)
+        assert sum(len(b[1][1][2]) for b in first[0]) in (24, 20)
+
+
+def test_unrecognised_runs_keep_their_stages():
+    makes = [object(), object(), object()]
+    items = [decode("pil"), to_tuple("jpg"), batched(2)]  # decode stays; to_tuple + batched alone are fused
+    kept = fused.fuse(items, makes)
+    assert len(kept) == 2 and kept[0] is makes[0] and isinstance(kept[1], fused._Plan)
+    items = [to_tuple("txt"), map_tuple(lambda b: b), batched(2)]  # not a known pure function
+    assert fused.fuse(items, makes) == makes
+    items = [to_tuple("txt"), batched(2, collation_fn=None)]
+    assert fused.fuse(items, makes[:2]) == makes[:2]
+    items = [to_tuple("jpg;png"), batched(2)]
+    assert fused.fuse(items, makes[:2]) == makes[:2]
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+@pytest.mark.parametrize("idiom", ["decode", "map_tuple"])
+def test_hostile_shards_read_in_chunks_match_the_chain(tmp_path, monkeypatch, handler, idiom):
+    """Shards whose C chunks hold rows the fast loop cannot make: the samples after a stop are given back."""
+    bad = {5, 6, 17, 30}
+
+    def txt(shard, index, number):
+        return b"\xff not utf-8" if number in bad else f"text {number}"
+
+    def cls(shard, index, number):
+        return b"seven" if number == 23 else number % 10
+
+    paths = write_shards(tmp_path, [9, 14, 11], {"txt": txt, "cls": cls})
+
+    def make():
+        ds = wds.WebDataset(paths, shardshuffle=False)
+        if idiom == "decode":
+            return ds.decode(handler=handler).to_tuple("txt", "cls", handler=handler).batched(4)
+        return ds.to_tuple("txt", "cls").map_tuple(bytes.decode, int, handler=handler).batched(4)
+
+    assert _run(make, False, monkeypatch) == _run(make, True, monkeypatch)
