@@ -11,7 +11,10 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
-    │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   ├── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   └── MissingPartnerError        a joined sample set has no sample of this key (``join``)
+    │   ├── RecordFormatError(ValueError)  a record of a msgpack/CBOR/JSONL stream file is corrupt or truncated;
+    │   │                                  carries ``record`` (its number) and ``offset``
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
@@ -38,7 +41,9 @@ __all__ = [
     "InterleavedKeyError",
     "MissingDependencyError",
     "MissingExtensionError",
+    "MissingPartnerError",
     "OpenError",
+    "RecordFormatError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
@@ -131,6 +136,25 @@ class InterleavedKeyError(SampleFormatError):
     """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
 
     hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
+
+
+class MissingPartnerError(SampleFormatError):
+    """A join found no sample of this key in one of the joined shard sets (``key`` names the sample, ``url`` the
+    shard of the set that has it); the message names the sets that lack it."""
+
+    hint = "add the missing samples to that set, or pass a skipping handler to drop samples without all partners"
+
+
+class RecordFormatError(ShardError, ValueError):
+    """A record of a stream file (concatenated msgpack or CBOR, JSON lines) is corrupt or truncated. ``record`` is
+    the record's number (0-based; for JSONL also its line number minus one), ``offset`` its byte offset."""
+
+    def __init__(self, problem: str, *, url: str | None = None, record: int | None = None,
+                 offset: int | None = None):
+        self.problem, self.record, self.offset = problem, record, offset
+        where = f"file {url or '<stream>'!r}, record {record}, offset {offset}"
+        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or rewrite it, "
+                         "or pass a skipping handler to read the records before it", url=url)
 
 
 class StaleIndexError(ShardError, ValueError):
