@@ -20,7 +20,7 @@ FLOORS = [
     {"samples", "reading", "streams"},
     {"codecs"},
     {"io"},
-    {"writer"},
+    {"writer", "interleaved"},
     {"pipeline"},
     {"dataset", "compat", "indexed"},
     {"loader"},
