@@ -21,7 +21,7 @@ FLOORS = [
     {"codecs"},
     {"io"},
     {"writer", "interleaved"},
-    {"pipeline"},
+    {"pipeline", "spec"},
     {"dataset", "compat", "indexed"},
     {"loader"},
     {"training"},
