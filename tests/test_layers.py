@@ -22,7 +22,7 @@ FLOORS = [
     {"io"},
     {"writer", "interleaved"},
     {"pipeline", "spec"},
-    {"dataset", "compat", "indexed"},
+    {"dataset", "compat", "indexed", "join"},
     {"loader"},
     {"training"},
     {"testing"},
