@@ -100,8 +100,13 @@ def _msgpack(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[An
             except Exception as e:  # FormatError, StackError, ValueError: the bytes are not MessagePack
                 raise RecordFormatError(f"not a MessagePack record ({type(e).__name__}: {e})", url=url, record=record,
                                         offset=start) from e
+            if unpacker.tell() - start > max_record:
+                break
             yield value
             record, start = record + 1, unpacker.tell()
+        if fed - start > max_record:
+            raise RecordFormatError(f"a record is larger than max_record={max_record} bytes", url=url,
+                                    record=record, offset=start)
         if not chunk:
             if start < fed:
                 raise RecordFormatError(f"the last record is truncated ({fed - start} bytes of it)", url=url,
@@ -150,7 +155,10 @@ def _cbors(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[Any]
             raise RecordFormatError("the last record is truncated", url=url, record=record,
                                     offset=counting.start) from e
         except Exception as e:
-            raise RecordFormatError(f"not a CBOR record ({type(e).__name__}: {e})", url=url, record=record, offset=counting.start) from e
+            inner = e.__cause__ or e.__context__  # cbor2 wraps what the stream raised (a record over the limit)
+            problem = inner.problem if isinstance(inner, RecordFormatError) else \
+                f"not a CBOR record ({type(e).__name__}: {e})"
+            raise RecordFormatError(problem, url=url, record=record, offset=counting.start) from e
         yield value
         record += 1
 
