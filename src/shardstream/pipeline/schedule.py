@@ -1,15 +1,19 @@
 """The exact mixing schedule: which source each position of an epoch takes from, with exact counts per source.
 
 An epoch of a mix with per-source counts ``n_0 .. n_{S-1}`` (``N`` in all) is a sequence of ``N`` source numbers
-in which source ``i`` appears exactly ``n_i`` times. The ``j``-th appearance of source ``i`` is placed at the
-time ``(j + u_i) / n_i``; the sequence is all appearances sorted by time (ties: the lower source first). The
-phases ``u_i`` in ``[0, 1)`` are drawn from ``(seed, epoch)``, so each epoch has another order, every rank and
-worker computes the same one, and the sources are spread evenly: any window of ``w`` positions holds
-``w * n_i / N`` appearances of source ``i``, give or take one.
+in which source ``i`` appears exactly ``n_i`` times. The ``j``-th appearance of source ``i`` is placed at a time
+drawn uniformly in ``[j / n_i, (j + 1) / n_i)`` (stratified); the sequence is all appearances sorted by time (ties:
+the lower source first). The draws are a hash of ``(seed, epoch, i, j)``: each epoch has another order, every rank
+and worker computes the same one without talking, any position's time is computed on its own (nothing is stored
+per position), and the sources are spread evenly: any window of ``w`` positions holds ``w * n_i / N``
+appearances of source ``i``, give or take two.
 
-The schedule is split between ``parts`` (ranks x workers): part ``p`` takes positions ``p, p + parts, ...``
-below ``N - N % parts``, so every part gets exactly ``N // parts`` positions (the last ``N % parts`` positions of
-the epoch are left out; choose an epoch size divisible by ranks x workers to keep every position).
+Split between ``parts`` (ranks x workers), each part gets its own share of every count and its own schedule
+(drawn with the part's number too). The shares: lay the epoch's ``N`` items out source after source and deal
+them to the parts in turn; part ``p`` gets source ``i``'s items that fall to it. Every part so gets exactly
+``N // parts`` items and each source's count within one of ``n_i / parts``; the parts' shares add up to the
+counts. Where ``N`` is not a multiple of ``parts``, the last ``N % parts`` items (the end of the last source) are
+left out of the epoch: choose an epoch size divisible by ranks x workers to keep every one.
 
 Where a walk stands is the number of appearances of each source so far (``taken``): restoring needs no replay.
 
@@ -18,8 +22,10 @@ Where a walk stands is the number of appearances of each source so far (``taken`
 >>> sorted(order), len(order)
 ([0, 0, 0, 1], 4)
 >>> parts = [list(Schedule([4, 2, 2], seed=1, epoch=0).walk(part=p, parts=2)) for p in range(2)]
->>> [len(p) for p in parts], sorted(parts[0] + parts[1])
-([4, 4], [0, 0, 0, 0, 1, 1, 2, 2])
+>>> [sorted(p) for p in parts]
+[[0, 0, 1, 2], [0, 0, 1, 2]]
+>>> Schedule([5, 3, 2], seed=1).shares(3)
+[[2, 1, 0], [2, 1, 0], [1, 1, 1]]
 >>> walk = s.walk(); first = next(walk); state = walk.state(); rest = list(walk)
 >>> list(s.walk(state=state)) == rest
 True
@@ -29,13 +35,22 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
 
 __all__ = ["Schedule", "Walk"]
+
+_MASK = (1 << 64) - 1
+
+
+def _uniform(x: int) -> float:
+    """A number in [0, 1) that is a hash of ``x`` (splitmix64's finaliser)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((x ^ (x >> 31)) >> 11) / (1 << 53)
 
 
 class Schedule:
@@ -51,20 +66,32 @@ class Schedule:
             raise ConfigError(f"a mixing schedule needs counts >= 0, one per source, not {counts}")
         self.counts, self.seed, self.epoch = counts, seed, epoch
         material = repr(("exact-mix", seed, epoch)).encode()
-        rng = random.Random(int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little"))
-        self.phases = [rng.random() for _ in counts]
+        self._key = int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
 
     @property
     def total(self) -> int:
         """Positions in the epoch."""
         return sum(self.counts)
 
-    def time(self, source: int, j: int) -> float:
-        """When the ``j``-th appearance of ``source`` falls (in ``[0, 1)``)."""
-        return (j + self.phases[source]) / self.counts[source]
+    def shares(self, parts: int) -> list[list[int]]:
+        """Each part's count of each source (see the module docstring)."""
+        length = self.total - self.total % parts
+        out, start = [[0] * len(self.counts) for _ in range(parts)], 0
+        for i, n in enumerate(self.counts):
+            end = min(start + n, length)
+            for p in range(parts):  # items k in [start, end) with k % parts == p
+                first = start + (p - start) % parts
+                out[p][i] = 0 if first >= end else (end - 1 - first) // parts + 1
+            start += n
+        return out
+
+    def time(self, source: int, j: int, part: int = 0) -> float:
+        """When the ``j``-th appearance of ``source`` falls in part ``part``'s schedule (in ``[j / n, (j + 1) / n)``,
+        ``n`` the part's count of the source)."""
+        return (j + _uniform(self._key ^ (part << 52) ^ (source << 36) ^ j))
 
     def walk(self, part: int = 0, parts: int = 1, state: Any = None) -> Walk:
-        """The positions of part ``part`` of ``parts``, as source numbers; from the start, or from ``state``."""
+        """The sources of part ``part`` of ``parts``, position after position; from the start, or from ``state``."""
         return Walk(self, part, parts, state)
 
 
@@ -75,42 +102,36 @@ class Walk:
         if parts < 1 or not 0 <= part < parts:
             raise ConfigError(f"part {part} of {parts} parts does not exist")
         self.schedule, self.part, self.parts = schedule, part, parts
-        self.length = schedule.total - schedule.total % parts  # positions every part shares out
-        self.position, self.taken = 0, [0] * len(schedule.counts)
+        self.counts = schedule.shares(parts)[part]
+        self.taken = [0] * len(self.counts)
         if state is not None:
-            self.position, self.taken = int(state["position"]), [int(t) for t in state["taken"]]
-            if len(self.taken) != len(schedule.counts) or sum(self.taken) != self.position or any(
-                    t > c for t, c in zip(self.taken, schedule.counts)):
-                raise ConfigError(f"cannot restore a mixing schedule walk from {state!r}: it does not fit the "
-                                  f"counts {schedule.counts}")
-        self._heap = [(schedule.time(i, t), i) for i, (t, c) in enumerate(zip(self.taken, schedule.counts)) if t < c]
+            self.taken = [int(t) for t in state["taken"]]
+            if len(self.taken) != len(self.counts) or any(t > c or t < 0 for t, c in zip(self.taken, self.counts)):
+                raise ConfigError(f"cannot restore a mixing schedule walk from {state!r}: it does not fit this "
+                                  f"part's counts {self.counts}")
+        self._heap = [(self._time(i, t), i) for i, (t, c) in enumerate(zip(self.taken, self.counts)) if t < c]
         heapq.heapify(self._heap)
+
+    def _time(self, i: int, j: int) -> float:
+        return self.schedule.time(i, j, self.part) / self.counts[i]
 
     def __iter__(self) -> Walk:
         return self
 
-    def _step(self) -> int:
+    def __next__(self) -> int:
+        if not self._heap:
+            raise StopIteration
         _, i = heapq.heappop(self._heap)
         self.taken[i] += 1
-        self.position += 1
-        if self.taken[i] < self.schedule.counts[i]:
-            heapq.heappush(self._heap, (self.schedule.time(i, self.taken[i]), i))
+        if self.taken[i] < self.counts[i]:
+            heapq.heappush(self._heap, (self._time(i, self.taken[i]), i))
         return i
-
-    def __next__(self) -> int:
-        while self.position < self.length:
-            mine = self.position % self.parts == self.part
-            i = self._step()
-            if mine:
-                return i
-        raise StopIteration
 
     @property
     def remaining(self) -> int:
         """Positions of this part not yet walked."""
-        left = self.length - self.position
-        return max(0, -(-(left - ((self.part - self.position) % self.parts)) // self.parts)) if left > 0 else 0
+        return sum(self.counts) - sum(self.taken)
 
     def state(self) -> dict[str, Any]:
-        """Where the walk stands: the global position and the appearances of each source so far."""
-        return {"position": self.position, "taken": list(self.taken)}
+        """Where the walk stands: the appearances of each source so far."""
+        return {"taken": list(self.taken)}
