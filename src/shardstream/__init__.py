@@ -21,6 +21,8 @@ _PIPELINE_API = {
         "tarfile_samples tarfile_to_samples to_tuple unbatched unlisted url_opener warn_and_continue warn_and_stop "
         "with_epoch with_length"
     ),
+    "shardstream.pipeline.records": "cbors_to_samples jsonl_to_samples msgpack_to_samples records_to_samples",
+    "shardstream.pipeline.exactmix": "ExactMix",
     "shardstream.dataset": "WebDataset FluidWrapper",
     "shardstream.loader": "WebLoader",
     "shardstream.compat": "Processor",

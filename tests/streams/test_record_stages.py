@@ -63,3 +63,17 @@ def test_a_truncated_file_goes_to_the_handler(files, tmp_path):
     assert info.value.url == paths[1] and info.value.record == 5
     kept = list(DataPipeline(SimpleShardList(paths), cbors_to_samples(handler=ignore_and_continue)))
     assert len(kept) == 6 + 5 + 6
+
+
+def test_the_webdataset_readme_cbors_example(tmp_path, monkeypatch):
+    import numpy as np
+
+    import shardstream as wds
+
+    monkeypatch.chdir(tmp_path)
+    with RecordWriter("test.cbors") as writer:  # the README writes with cbor.dump((i, str(i)[-5:]), stream)
+        for i in np.linspace(-5.0, 5.0, 1000):
+            writer.write((float(i), str(i)[-5:]))
+    dataset = wds.DataPipeline(wds.SimpleShardList("test.cbors"), wds.cbors_to_samples())
+    data = list(iter(dataset))
+    assert (len(data), data[0]) == (1000, [-5.0, "-5.0"])
