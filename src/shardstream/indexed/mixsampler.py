@@ -29,7 +29,58 @@ import numpy as np
 from ..errors import ConfigError
 from ..pipeline.schedule import Schedule
 
-__all__ = ["ExactMixSampler"]
+__all__ = ["ExactMixSampler", "MixOrder"]
+
+
+def _permutation(seed: Any, epoch: int, source: int, passes: int, size: int) -> np.ndarray:
+    material = repr(("exact-mix-sampler", seed, epoch, source, passes)).encode()
+    key = int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
+    return np.random.default_rng(key).permutation(size)
+
+
+class MixOrder:
+    """The whole epoch of an exact mix as sample ids (positions in the sources laid end to end), by position: for
+    plans that split positions between ranks themselves (a training plan). Position ``k`` is source
+    ``Schedule(counts, seed, epoch).sequence()[k]``; its draws go through per-pass permutations of the source.
+
+    >>> order = MixOrder(sizes=[4, 2], counts=[4, 4], seed=0, epoch=0)
+    >>> ids = order.all().tolist()
+    >>> order.total, sorted(i for i in ids if i < 4), sorted(i for i in ids if i >= 4)
+    (8, [0, 1, 2, 3], [4, 4, 5, 5])
+    >>> order.ids([0, 1]).tolist() == ids[:2]
+    True
+    """
+
+    def __init__(self, sizes: Sequence[int], counts: Sequence[int], seed: Any = 0, epoch: int = 0):
+        self.sizes, self.counts, self.seed, self.epoch = [int(n) for n in sizes], [int(c) for c in counts], seed, epoch
+        if len(self.sizes) != len(self.counts) or any(n <= 0 for n, c in zip(self.sizes, self.counts) if c):
+            raise ConfigError(f"MixOrder: one count per source, and a source with a count needs samples "
+                              f"(sizes {self.sizes}, counts {self.counts})")
+        self._all: np.ndarray | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    def all(self) -> np.ndarray:
+        """Every position's sample id."""
+        if self._all is None:
+            sequence = Schedule(self.counts, self.seed, self.epoch).sequence()
+            ids = np.empty(len(sequence), dtype=np.int64)
+            offset = 0
+            for i, (size, count) in enumerate(zip(self.sizes, self.counts)):
+                draws = []
+                for passes in range(-(-count // size) if count else 0):
+                    draws.append(_permutation(self.seed, self.epoch, i, passes, size))
+                if draws:
+                    ids[sequence == i] = offset + np.concatenate(draws)[:count]
+                offset += size
+            self._all = ids
+        return self._all
+
+    def ids(self, positions: Any) -> np.ndarray:
+        """The sample ids at ``positions``."""
+        return self.all()[np.asarray(positions, dtype=np.int64)]
 
 
 class ExactMixSampler:
@@ -68,9 +119,7 @@ class ExactMixSampler:
         return Schedule(self.counts).walk(self.rank, self.num_replicas).remaining
 
     def _permutation(self, source: int, passes: int) -> np.ndarray:
-        material = repr(("exact-mix-sampler", self.seed, self.epoch, source, passes)).encode()
-        key = int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
-        return np.random.default_rng(key).permutation(self.sizes[source])
+        return _permutation(self.seed, self.epoch, source, passes, self.sizes[source])
 
     def __iter__(self) -> Iterator[int]:
         walk = Schedule(self.counts, self.seed, self.epoch).walk(self.rank, self.num_replicas, state=self._resume)
