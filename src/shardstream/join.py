@@ -8,6 +8,8 @@ partners hold under its key.
   of every set holds the same keys). Partners are read ahead as far as needed to find a key (at most
   ``max_pending`` samples held), so the keys need not be in the same order within a shard. Give every set the
   same shard order (the same ``seed`` and ``shardshuffle``, no sample shuffle before the join; shuffle after it).
+- :class:`Join` is the same lockstep join as a pipeline: fluid methods (``Join(a, b).shuffle(1000).decode()``),
+  ``set_epoch`` handed to the sets, and ``state_dict()``/``load_state_dict()`` to resume mid-epoch;
 - :func:`join_indexed` looks each key up in the partners' indexes (any shard boundaries, any order): partners are
   :class:`~shardstream.indexed.IndexedDataset` s (or anything with ``get(key)`` raising ``KeyError``).
 
@@ -33,8 +35,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .errors import ConfigError, MissingPartnerError
+from .pipeline import DataPipeline
+from .pipeline.core import Context, Source
+from .pipeline.cursors import Cursor, require
+from .pipeline.mix import _source_cursor
 
-__all__ = ["join_indexed", "join_streams", "merge_fields"]
+__all__ = ["Join", "join_indexed", "join_streams", "merge_fields"]
 
 Handler = Callable[[BaseException], bool]
 
@@ -160,3 +166,162 @@ def join_indexed(primary: Iterable[dict[str, Any]], *partners: Any, names: Seque
                 continue
             return
         yield merged
+
+
+class _PartnerCursor:
+    """A partner's cursor read ahead by key; its saved position is the oldest sample still held (re-read on
+    restore), plus the keys already given out after it (skipped when read again)."""
+
+    def __init__(self, cursor: Cursor, name: str, limit: int):
+        self.cursor, self.name, self.limit = cursor, name, limit
+        self.pending: dict[Any, dict[str, Any]] = {}
+        self.history: list[tuple[Any, Any]] = []  # (mark before, key) of every sample read since the oldest pending
+        self.given: set[Any] = set()  # keys of the history given out
+        self.skip: set[Any] = set()
+        self.done = False
+
+    def _read(self) -> tuple[Any, dict[str, Any]] | None:
+        """The next sample not to skip, with the cursor's mark before it (None at the end)."""
+        while not self.done:
+            mark = self.cursor.mark()
+            try:
+                sample = next(self.cursor)
+            except StopIteration:
+                self.done = True
+                return None
+            key = sample.get("__key__")
+            if key in self.skip:
+                self.skip.discard(key)
+                continue
+            if self.pending:
+                self.history.append((mark, key))
+            return mark, sample
+        return None
+
+    def take(self, key: Any) -> dict[str, Any] | None:
+        if key in self.pending:
+            sample = self.pending.pop(key)
+            self._given(key)
+            return sample
+        while (read := self._read()) is not None:
+            mark, sample = read
+            if sample.get("__key__") == key:
+                self._given(key)
+                return sample
+            if len(self.pending) >= self.limit:
+                raise MissingPartnerError(f"{self.limit} samples of {self.name!r} read ahead without finding this "
+                                          "key: the sets are not in the same order", key=key)
+            if not self.pending:
+                self.history = [(mark, sample.get("__key__"))]
+            self.pending[sample.get("__key__")] = sample
+        return None
+
+    def _given(self, key: Any) -> None:
+        if self.pending:
+            self.given.add(key)
+        else:
+            self.history, self.given = [], set()
+
+    def state_dict(self) -> dict[str, Any]:
+        if not self.pending:
+            return {"at": self.cursor.state_dict(), "skip": sorted(self.skip, key=repr)}
+        first = self.history[0][0]
+        return {"at": self.cursor.state_at(first), "skip": sorted(self.given | self.skip, key=repr)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.cursor.load_state_dict(state["at"])
+        self.pending, self.history, self.given, self.done = {}, [], set(), False
+        self.skip = set(state["skip"])
+
+
+class _JoinSource(Source):
+    name = "Join"
+
+    def __init__(self, datasets: Sequence[Any], names: list[str], handler: Handler, max_pending: int):
+        if len(datasets) < 2:
+            raise ConfigError("Join needs a primary set and at least one partner")
+        self.datasets, self.names, self.handler, self.max_pending = list(datasets), names, handler, max_pending
+
+    def set_epoch(self, epoch: int) -> None:
+        for dataset in self.datasets:
+            if callable(getattr(dataset, "set_epoch", None)):
+                dataset.set_epoch(epoch)
+
+    def iterate(self, ctx: Context) -> Cursor:
+        return self.cursor(ctx)
+
+    def cursor(self, ctx: Context) -> Cursor:
+        return _JoinCursor(self, ctx)
+
+
+class _JoinCursor(Cursor):
+    restorable = False
+
+    def __init__(self, source: _JoinSource, ctx: Context):
+        if ctx.loader_seed is None:
+            source.set_epoch(ctx.epoch)
+        self.source = source
+        subs = [_source_cursor(d, i, ctx, "Join") for i, d in enumerate(source.datasets)]
+        self.primary = subs[0]
+        self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(subs[1:], source.names[1:])]
+        self.ended = False
+
+    def __next__(self) -> dict[str, Any]:
+        names = self.source.names
+        while not self.ended:
+            try:
+                sample = next(self.primary)
+            except StopIteration:
+                self.ended = True
+                for partner in self.partners:
+                    extra = list(partner.pending)
+                    while (more := partner._read()) is not None:
+                        extra.append(more[1].get("__key__"))
+                    if extra and not self.source.handler(MissingPartnerError(
+                            f"{len(extra)} sample(s) of {partner.name!r} have no sample in {names[0]!r} (first: "
+                            f"{extra[0]!r})", key=extra[0])):
+                        break
+                break
+            key, merged, lacking = sample.get("__key__"), sample, []
+            for partner in self.partners:
+                part = partner.take(key)
+                if part is None:
+                    lacking.append(partner.name)
+                else:
+                    merged = merge_fields(merged, part, (names[0], partner.name))
+            if not lacking:
+                return merged
+            if not self.source.handler(_missing(key, sample.get("__url__"), lacking, names)):
+                self.ended = True
+        raise StopIteration
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"primary": self.primary.state_dict(), "partners": [p.state_dict() for p in self.partners],
+                "ended": self.ended}
+
+    def load_state_dict(self, state: Any) -> None:
+        state = require(state, ("primary", "partners", "ended"), "Join")
+        if len(state["partners"]) != len(self.partners):
+            raise ConfigError(f"cannot restore Join: the state has {len(state['partners'])} partners, this join has "
+                              f"{len(self.partners)}")
+        self.primary.load_state_dict(state["primary"])
+        for partner, saved in zip(self.partners, state["partners"]):
+            partner.load_state_dict(require(saved, ("at", "skip"), f"Join partner {partner.name}"))
+        self.ended = bool(state["ended"])
+
+
+class Join(DataPipeline):
+    """The lockstep join of ``datasets`` (the first is the primary) as a pipeline (see the module docstring).
+
+    >>> import shardstream as wds
+    >>> joined = Join([wds.WebDataset("images.tar"), wds.WebDataset("captions.tar")], names=["img", "cap"])
+    >>> it = iter(joined); first = next(it)["__key__"]; state = joined.state_dict()
+    >>> again = Join([wds.WebDataset("images.tar"), wds.WebDataset("captions.tar")], names=["img", "cap"])
+    >>> again.load_state_dict(state); [s["txt"] for s in again]
+    [b'txt 1', b'txt 2']
+    """
+
+    def __init__(self, datasets: Iterable[Any], names: Sequence[str] | None = None, handler: Handler = _reraise,
+                 max_pending: int = 10_000, seed: int | str | None = None):
+        datasets = list(datasets)
+        super().__init__(_JoinSource(datasets, _names(names, len(datasets)), handler, max_pending), seed=seed)
