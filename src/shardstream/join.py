@@ -31,7 +31,7 @@ two sets is a :class:`~shardstream.errors.ConfigError` naming both (rename one f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import ConfigError, MissingPartnerError
@@ -228,7 +228,7 @@ class _PartnerCursor:
         first = self.history[0][0]
         return {"at": self.cursor.state_at(first), "skip": sorted(self.given | self.skip, key=repr)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.cursor.load_state_dict(state["at"])
         self.pending, self.history, self.given, self.done = {}, [], set(), False
         self.skip = set(state["skip"])

@@ -214,8 +214,10 @@ class RecordWriter:
         self.path = None if hasattr(target, "write") else os.fspath(target)  # type: ignore[arg-type]
         self.format = _check_format(fmt) if fmt is not None else format_of(self.path or "")
         self._encode, self.count = _encoder(self.format), 0
+        self._stream: IO[bytes] | None
+        self._tmp: str | None
         if self.path is None:
-            self._stream, self._tmp = target, None
+            self._stream, self._tmp = target, None  # type: ignore[assignment]
         else:
             folder = os.path.dirname(os.path.abspath(self.path))
             fd, self._tmp = tempfile.mkstemp(prefix=".", suffix=".partial", dir=folder)

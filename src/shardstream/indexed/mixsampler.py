@@ -108,7 +108,8 @@ class ExactMixSampler:
             raise ConfigError(f"need 0 <= rank < num_replicas, got rank={rank}, num_replicas={num_replicas}")
         self.counts, self.seed, self.rank, self.num_replicas = [int(c) for c in counts], seed, rank, num_replicas
         self.offsets = [int(x) for x in np.cumsum([0, *self.sizes[:-1]])]
-        self.epoch, self._resume = 0, None
+        self.epoch: int = 0
+        self._resume: dict[str, Any] | None = None
         self._walk: Any = None
 
     def set_epoch(self, epoch: int) -> None:

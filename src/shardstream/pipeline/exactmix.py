@@ -91,7 +91,7 @@ class _ExactCursor(Cursor):
         return self.subs
 
     @property  # type: ignore[override]
-    def restorable(self) -> bool:
+    def restorable(self) -> bool:  # type: ignore[override]
         return all(sub.restorable for sub in self._open())
 
     @property

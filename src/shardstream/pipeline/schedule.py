@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
