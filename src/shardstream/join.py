@@ -222,11 +222,13 @@ class _PartnerCursor:
         else:
             self.history, self.given = [], set()
 
-    def state_dict(self) -> dict[str, Any]:
+    def mark(self) -> tuple[Any, tuple[Any, ...]]:
         if not self.pending:
-            return {"at": self.cursor.state_dict(), "skip": sorted(self.skip, key=repr)}
-        first = self.history[0][0]
-        return {"at": self.cursor.state_at(first), "skip": sorted(self.given | self.skip, key=repr)}
+            return self.cursor.mark(), tuple(self.skip)
+        return self.history[0][0], tuple(self.given | self.skip)
+
+    def state_at(self, mark: tuple[Any, tuple[Any, ...]]) -> dict[str, Any]:
+        return {"at": self.cursor.state_at(mark[0]), "skip": sorted(mark[1], key=repr)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.cursor.load_state_dict(state["at"])
@@ -255,8 +257,6 @@ class _JoinSource(Source):
 
 
 class _JoinCursor(Cursor):
-    restorable = False
-
     def __init__(self, source: _JoinSource, ctx: Context):
         if ctx.loader_seed is None:
             source.set_epoch(ctx.epoch)
@@ -265,6 +265,7 @@ class _JoinCursor(Cursor):
         self.primary = subs[0]
         self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(subs[1:], source.names[1:])]
         self.ended = False
+        self.restorable = all(c.restorable for c in subs)
 
     def __next__(self) -> dict[str, Any]:
         names = self.source.names
@@ -295,9 +296,16 @@ class _JoinCursor(Cursor):
                 self.ended = True
         raise StopIteration
 
+    def mark(self) -> Any:
+        return self.primary.mark(), [p.mark() for p in self.partners], self.ended
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        primary, partners, ended = mark
+        return {"primary": self.primary.state_at(primary),
+                "partners": [p.state_at(m) for p, m in zip(self.partners, partners)], "ended": ended}
+
     def state_dict(self) -> dict[str, Any]:
-        return {"primary": self.primary.state_dict(), "partners": [p.state_dict() for p in self.partners],
-                "ended": self.ended}
+        return self.state_at(self.mark())
 
     def load_state_dict(self, state: Any) -> None:
         state = require(state, ("primary", "partners", "ended"), "Join")

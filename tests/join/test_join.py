@@ -105,7 +105,7 @@ def test_join_pipeline_resumes_with_samples_held_ahead(tmp_path, stop):
     a, b = make_reordered(tmp_path)
 
     def make():
-        return Join([wds.WebDataset(a), wds.WebDataset(b)], names=["img", "cap"])
+        return Join([wds.WebDataset(a), wds.WebDataset(b)], names=["img", "cap"]).shuffle(3, seed=2)
 
     joined = make()
     it = iter(joined)
