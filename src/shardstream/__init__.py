@@ -40,7 +40,7 @@ _PIPELINE_MODULES = {
     "filters": "shardstream.pipeline",
     "handlers": "shardstream.pipeline.handlers",
     "shardlists": "shardstream.pipeline.shardlists",
-    "tariterators": "shardstream.pipeline.tariterators",
+    "tariterators": "shardstream.pipeline.stages.reading",
 }
 _PIPELINE_NAMES = {name: module for module, names in _PIPELINE_API.items() for name in names.split()}
 

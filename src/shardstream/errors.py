@@ -5,6 +5,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    │   └── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
+    │                                      configuration, rank or worker; a stage that keeps no state)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError)     not a valid tar: truncated, bad checksum, garbage; carries ``offset``
@@ -13,17 +15,20 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   ├── MissingExtensionError      a member whose name has no extension
     │   │   ├── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   │   └── MissingPartnerError        a joined sample set has no sample of this key (``join``)
-    │   ├── RecordFormatError(ValueError)  a record of a msgpack/CBOR/JSONL stream file is corrupt or truncated;
-    │   │                                  carries ``record`` (its number) and ``offset``
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
+    │   ├── RecordFormatError(ValueError)  a record file (TFRecord, Parquet..., msgpack/CBOR/JSON-lines stream
+    │   │                                  files) is corrupt: a bad checksum, a truncated record; carries
+    │   │                                  ``offset`` (and ``record``, its number, where known)
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
     │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
     │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
-    └── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    ├── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
+                                           ``failures`` lists each input with its error, ``result`` the rest
 
 Context (shard url, sample key, field) is stored in attributes *and* in the message; the original exception is
 always chained with ``raise ... from cause``. Code that adds context to an error after the fact uses
@@ -43,11 +48,13 @@ __all__ = [
     "MissingExtensionError",
     "MissingPartnerError",
     "OpenError",
+    "ProcessingError",
     "RecordFormatError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
     "StaleIndexError",
+    "StateError",
     "TarFormatError",
     "UnsafeDecodeError",
     "WorkerSplitError",
@@ -62,6 +69,16 @@ class ShardstreamError(Exception):
 
 class ConfigError(ShardstreamError, ValueError):
     """Invalid configuration: arguments, settings files or environment values."""
+
+
+class StateError(ConfigError):
+    """A state (checkpoint) cannot be saved or restored: it comes from another pipeline or configuration, another
+    rank or worker, or a stage cannot say where it is. The message names the difference and what to do.
+    ``except ConfigError`` and ``except ValueError`` still catch it.
+
+    >>> issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+    True
+    """
 
 
 class MissingDependencyError(ShardstreamError, ImportError):
@@ -145,22 +162,24 @@ class MissingPartnerError(SampleFormatError):
     hint = "add the missing samples to that set, or pass a skipping handler to drop samples without all partners"
 
 
-class RecordFormatError(ShardError, ValueError):
-    """A record of a stream file (concatenated msgpack or CBOR, JSON lines) is corrupt or truncated. ``record`` is
-    the record's number (0-based; for JSONL also its line number minus one), ``offset`` its byte offset."""
-
-    def __init__(self, problem: str, *, url: str | None = None, record: int | None = None,
-                 offset: int | None = None):
-        self.problem, self.record, self.offset = problem, record, offset
-        where = f"file {url or '<stream>'!r}, record {record}, offset {offset}"
-        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or rewrite it, "
-                         "or pass a skipping handler to read the records before it", url=url)
-
-
 class StaleIndexError(ShardError, ValueError):
     """A shard's random-access index does not describe the shard: the shard changed after it was indexed (its
     size or content fingerprint differs), or the index file is unreadable. ``url`` names the shard; the message
     names the index and the command that rebuilds it. A stale index is never used."""
+
+
+class RecordFormatError(ShardError, ValueError):
+    """A record file is corrupt: an input of another format (TFRecord, Parquet, Arrow...) or a stream file
+    (concatenated msgpack or CBOR, JSON lines): a record's checksum does not match, a record is not valid, or the
+    file ends inside a record. ``url`` names the file, ``offset`` the byte offset of the record and ``record`` its
+    number (0-based) where known."""
+
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None,
+                 record: int | None = None):
+        self.problem, self.offset, self.record = problem, offset, record
+        where = _where(url=url or "<stream>", offset=offset) + ("" if record is None else f", record {record}")
+        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or re-export it, or "
+                         "pass a skipping handler to read the records before it", url=url)
 
 
 class OpenError(ShardError, OSError):
@@ -194,6 +213,16 @@ class EncodeError(ShardstreamError, ValueError):
 
 class WorkerSplitError(ShardstreamError, RuntimeError):
     """Splitting shards across ranks/workers would leave one of them without data."""
+
+
+class ProcessingError(ShardstreamError, RuntimeError):
+    """Some tasks of a processing or conversion job failed after their retries. ``failures`` lists each failed
+    input with its error; ``result`` describes what was written. Completed tasks stay done: a rerun redoes only
+    the failed ones."""
+
+    def __init__(self, message: str, *, failures: list | None = None, result: object = None):
+        self.failures, self.result = list(failures or []), result
+        super().__init__(message)
 
 
 def add_context(exc: BaseException, **context: object) -> BaseException:
