@@ -34,11 +34,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .errors import ConfigError, MissingPartnerError
+from .errors import ConfigError, MissingPartnerError, StateError
 from .pipeline import DataPipeline
-from .pipeline.core import Context, Source
+from .pipeline.context import Context, Source
 from .pipeline.cursors import Cursor, require
-from .pipeline.mix import _source_cursor
+from .pipeline.stages.mix import _source_cursor
 
 __all__ = ["Join", "join_indexed", "join_streams", "merge_fields"]
 
@@ -310,7 +310,7 @@ class _JoinCursor(Cursor):
     def load_state_dict(self, state: Any) -> None:
         state = require(state, ("primary", "partners", "ended"), "Join")
         if len(state["partners"]) != len(self.partners):
-            raise ConfigError(f"cannot restore Join: the state has {len(state['partners'])} partners, this join has "
+            raise StateError(f"cannot restore Join: the state has {len(state['partners'])} partners, this join has "
                               f"{len(self.partners)}")
         self.primary.load_state_dict(state["primary"])
         for partner, saved in zip(self.partners, state["partners"]):

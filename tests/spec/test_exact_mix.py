@@ -11,7 +11,7 @@ import collections
 import pytest
 
 from shardstream.errors import ConfigError
-from shardstream.pipeline.exactmix import ExactMix
+from shardstream.pipeline import ExactMix
 from shardstream.spec import spec_pipeline
 from shardstream.streams import RecordWriter
 from shardstream.testing import write_shards
@@ -131,3 +131,19 @@ def test_exact_mix_checks_its_state_and_counts():
         list(other)
     with pytest.raises(ConfigError, match="has no item"):
         list(ExactMix([[], [1]], counts=[1, 1]))
+
+
+def test_webdataset_reads_a_spec_file(spec, tmp_path):
+    import yaml
+
+    import shardstream as wds
+
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    ds = wds.WebDataset(str(path), shardshuffle=True).shuffle(10).batched(20, collation_fn=None)
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        samples = [s for batch in ds for s in batch]
+        assert collections.Counter(source(s) for s in samples) == {"a": 100, "b": 60, "c": 40}
+    assert wds.WebDataset(spec).seed == 5  # a dict too; the spec's seed unless one is given
+    assert wds.WebDataset(spec, seed=1).seed == 1

@@ -6,7 +6,7 @@ import pytest
 
 from shardstream.errors import RecordFormatError
 from shardstream.pipeline import DataPipeline, SimpleShardList, ignore_and_continue, shuffle
-from shardstream.pipeline.records import cbors_to_samples, jsonl_to_samples, msgpack_to_samples, records_to_samples
+from shardstream.pipeline import cbors_to_samples, jsonl_to_samples, msgpack_to_samples, records_to_samples
 from shardstream.streams import RecordWriter
 
 STAGES = {"msgpack": msgpack_to_samples, "cbors": cbors_to_samples, "jsonl": jsonl_to_samples}

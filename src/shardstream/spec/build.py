@@ -3,7 +3,7 @@
 Each source becomes its shard list (chosen per pass when the source has ``resample``/``choose``/``subsample``
 shards, as webdataset 0.2 did), shuffled (``shardshuffle``), repeated endlessly (each pass another order), split
 between ranks and workers, read (tar shards, or stream files as records) and given its field selection and
-renames. :class:`~shardstream.pipeline.exactmix.ExactMix` takes from each exactly its count per epoch
+renames. :class:`~shardstream.pipeline.ExactMix` takes from each exactly its count per epoch
 (:meth:`~shardstream.spec.DatasetSpec.counts`; a source's size comes from ``samples:`` or from its shards'
 sidecar indexes). The storage rules of the spec are added (in every process that reads) before the first shard
 opens.
@@ -26,12 +26,12 @@ from ..io.storage_config import StorageRule, add_storage_rules
 from ..pipeline import DataPipeline, as_splitter, map as map_stage, reraise_exception, shuffle
 from ..pipeline import repeat as repeat_stage
 from ..pipeline import split_by_node, split_by_worker, tarfile_to_samples
-from ..pipeline.core import Context, Source
-from ..pipeline.exactmix import ExactMix
-from ..pipeline.records import records_to_samples
+from ..pipeline.context import Context, Source
+from ..pipeline import ExactMix, records_to_samples
+from ..pipeline.stages.exactmix import ExactMixSource
 from .parse import DatasetSpec, SourceSpec, load_spec
 
-__all__ = ["SpecShards", "source_pipeline", "source_sizes", "spec_pipeline"]
+__all__ = ["SpecShards", "source_pipeline", "source_sizes", "spec_pipeline", "spec_source"]
 
 Handler = Callable[[BaseException], bool]
 
@@ -104,15 +104,23 @@ def source_sizes(spec: DatasetSpec) -> list[int | None]:
     return sizes
 
 
-def spec_pipeline(spec: Any, *, handler: Handler = reraise_exception, shardshuffle: int | bool | None = None,
-                  nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker,
-                  seed: int | str | None = None, allow_commands: bool = False) -> ExactMix:
-    """The exact mix of a spec's sources (a path, a dict or a :class:`DatasetSpec`), as a pipeline with the fluid
-    methods. ``seed`` defaults to the spec's."""
-    spec = load_spec(spec, allow_commands=allow_commands)
+def spec_source(spec: DatasetSpec, *, handler: Handler = reraise_exception, shardshuffle: int | bool | None = None,
+                nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker) -> ExactMixSource:
+    """The source of a spec's pipeline (what ``WebDataset(spec)`` starts with): its sources' streams, mixed."""
     counts = spec.counts(source_sizes(spec) if any(
         s.samples is None and not s.shares and s.choose is None for s in spec.sources) else None)
     rules = spec.storage_rules()
     pipelines = [source_pipeline(s, rules, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
                                  workersplitter=workersplitter) for s in spec.sources]
-    return ExactMix(pipelines, counts, seed=spec.seed if seed is None else seed)
+    return ExactMixSource(pipelines, counts)
+
+
+def spec_pipeline(spec: Any, *, handler: Handler = reraise_exception, shardshuffle: int | bool | None = None,
+                  nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker,
+                  seed: int | str | None = None, allow_commands: bool = False) -> ExactMix:
+    """The exact mix of a spec's sources (a path, a dict or a :class:`DatasetSpec`), as a pipeline with the fluid
+    methods. ``seed`` defaults to the spec's. ``WebDataset(spec)`` is the same mix."""
+    spec = load_spec(spec, allow_commands=allow_commands)
+    source = spec_source(spec, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
+                         workersplitter=workersplitter)
+    return ExactMix(source.datasets, source.counts, seed=spec.seed if seed is None else seed)

@@ -280,7 +280,7 @@ def _read(path: str) -> Any:
         with open(path, encoding="utf-8") as f:
             return yaml.safe_load(f)
     except OSError as e:
-        raise ConfigError(f"cannot read the dataset spec {path!r}: {e.strerror or e}") from e
+        raise ConfigError(f"cannot read the dataset specification {path!r}: {e.strerror or e}") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"the dataset spec {path!r} is not valid YAML/JSON: {e}") from e
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..streams import format_of, iter_records
-from .core import Context, Stage, stage
-from .cursors import Cursor
-from .handlers import reraise_exception
-from .tariterators import ReaderCursor, ShardReading, url_of
+from ...streams import format_of, iter_records
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Cursor
+from ..handlers import reraise_exception
+from .reading import ReaderCursor, ShardReading, url_of
 
 __all__ = ["cbors_to_samples", "jsonl_to_samples", "msgpack_to_samples", "records_to_samples"]
 
@@ -65,9 +66,7 @@ def _cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: st
     return RecordCursor(upstream, dict(bound.arguments), name)
 
 
-_cursor.reads_shards = True  # type: ignore[attr-defined]  # the shard list before it is replayed
-
-records_to_samples = stage(_records, name="records_to_samples", fluid=False, state=_cursor)
+records_to_samples = stage(_records, name="records_to_samples", fluid=False, state=_cursor, reads_shards=True)
 
 
 def _fixed(fmt: str) -> Any:
@@ -81,8 +80,7 @@ def _fixed(fmt: str) -> Any:
         bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
         return RecordCursor(upstream, dict(bound.arguments, format=fmt), name)
 
-    cursor.reads_shards = True  # type: ignore[attr-defined]
-    return stage(read, name=f"{fmt}_to_samples", fluid=False, state=cursor)
+    return stage(read, name=f"{fmt}_to_samples", fluid=False, state=cursor, reads_shards=True)
 
 
 msgpack_to_samples = _fixed("msgpack")

@@ -30,12 +30,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
-from .core import Context, Source
-from .cursors import Cursor, require
-from .datapipeline import DataPipeline
+from ...errors import ConfigError, StateError
+from ..context import Context, Source
+from ..cursors import Cursor, require
+from ..datapipeline import DataPipeline
+from ..schedule import Schedule
 from .mix import _datasets, _source_cursor
-from .schedule import Schedule
 
 __all__ = ["ExactMix"]
 
@@ -130,12 +130,12 @@ class _ExactCursor(Cursor):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         state = require(state, ("walk", "passes", "counts", "part", "sources"), self.name)
         if list(state["counts"]) != self.source.counts or list(state["part"]) != [self.part, self.parts]:
-            raise ConfigError(f"cannot restore {self.name}: the state was saved with counts {state['counts']} at "
+            raise StateError(f"cannot restore {self.name}: the state was saved with counts {state['counts']} at "
                               f"part {state['part']}, this mix has counts {self.source.counts} at part "
                               f"{[self.part, self.parts]}")
         saved = list(state["sources"])
         if len(saved) != len(self.source.datasets):
-            raise ConfigError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this mix has "
+            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this mix has "
                               f"{len(self.source.datasets)}")
         self.passes = [int(p) for p in state["passes"]]
         self.subs = None
