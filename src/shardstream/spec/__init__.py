@@ -48,8 +48,8 @@ No URL from a spec runs a command: a ``pipe:`` URL (as written, or after the URL
 True
 """
 
-from .build import SpecShards, source_pipeline, source_sizes, spec_pipeline, spec_source
+from .build import SpecShards, source_pipeline, source_sizes, spec_pipeline, spec_source, training_sources
 from .parse import DatasetSpec, SourceSpec, apportion, is_spec, load_spec
 
 __all__ = ["DatasetSpec", "SourceSpec", "SpecShards", "apportion", "is_spec", "load_spec", "source_pipeline",
-           "source_sizes", "spec_pipeline", "spec_source"]
+           "source_sizes", "spec_pipeline", "spec_source", "training_sources"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import ConfigError
 from ..io.storage_config import StorageRule, add_storage_rules
 from ..pipeline import DataPipeline, as_splitter, map as map_stage, reraise_exception, shuffle
 from ..pipeline import repeat as repeat_stage
@@ -31,7 +32,7 @@ from ..pipeline import ExactMix, records_to_samples
 from ..pipeline.stages.exactmix import ExactMixSource
 from .parse import DatasetSpec, SourceSpec, load_spec
 
-__all__ = ["SpecShards", "source_pipeline", "source_sizes", "spec_pipeline", "spec_source"]
+__all__ = ["SpecShards", "source_pipeline", "source_sizes", "spec_pipeline", "spec_source", "training_sources"]
 
 Handler = Callable[[BaseException], bool]
 
@@ -124,3 +125,22 @@ def spec_pipeline(spec: Any, *, handler: Handler = reraise_exception, shardshuff
     source = spec_source(spec, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
                          workersplitter=workersplitter)
     return ExactMix(source.datasets, source.counts, seed=spec.seed if seed is None else seed)
+
+
+def training_sources(spec: Any) -> tuple[list[str], list[int], DatasetSpec]:
+    """For ``TrainingDataset(spec)`` (random access): every source's shards in order, how many shards each source
+    has, and the parsed spec (its counts need the sources' sizes, known once the shards are indexed). Only tar
+    sources of whole shard lists: per-source fields, renames and shard draws are the streaming path's
+    (``WebDataset(spec)``)."""
+    spec = load_spec(spec)
+    for source in spec.sources:
+        unsupported = [k for k, v in (("format", source.format != "tar"), ("fields", source.fields is not None),
+                                      ("rename", bool(source.rename)),
+                                      ("resample/choose/subsample shards", source.resample_shards or
+                                       source.choose_shards or source.subsample)) if v]
+        if unsupported:
+            raise ConfigError(f"{spec.document}: TrainingDataset reads tar sources by random access; source "
+                              f"{source.name!r} uses {', '.join(unsupported)}: use WebDataset(spec) for it")
+    if spec.storage_rules():
+        add_storage_rules(spec.storage_rules())
+    return [url for s in spec.sources for url in s.urls], [len(s.urls) for s in spec.sources], spec

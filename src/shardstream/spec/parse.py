@@ -18,7 +18,6 @@ from ..io.urls import expand_urls, split_scheme
 
 __all__ = ["DatasetSpec", "SourceSpec", "apportion", "is_spec", "load_spec"]
 
-_SPEC_ENDINGS = (".yaml", ".yml", ".json")
 _TOP = {"sources", "datasets", "seed", "epoch_size", "prefix", "buckets", "storage", "name"}
 _SOURCE = {"name", "shards", "format", "samples", "weight", "proportion", "repeat", "choose", "fields", "rename",
            "storage", "prefix", "buckets", "resample", "subsample", "choose_shards"}
@@ -26,14 +25,32 @@ _FORMATS = {"tar", "msgpack", "cbors", "jsonl"}
 
 
 def is_spec(value: Any) -> bool:
-    """Whether ``value`` names a spec (a mapping, or a path ending in .yaml/.yml/.json) rather than shard URLs.
+    """Whether ``value`` names a spec rather than shard URLs or a dataset index: a mapping, a
+    :class:`DatasetSpec`, a ``.yaml``/``.yml`` path, or a ``.json`` file whose top level has ``sources`` or
+    ``datasets`` (a dataset index, ``{"format": "shardstream-dataset-index", ...}``, is not a spec).
 
     >>> is_spec("train.yaml"), is_spec({"sources": []}), is_spec("a-{0..9}.tar")
     (True, True, False)
     """
     if isinstance(value, DatasetSpec) or isinstance(value, Mapping):
         return True
-    return isinstance(value, (str, os.PathLike)) and os.fspath(value).lower().endswith(_SPEC_ENDINGS)
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    path = os.fspath(value)
+    if path.lower().endswith((".yaml", ".yml")):
+        return True
+    if not path.lower().endswith(".json") or split_scheme(path)[0] not in ("", "file"):
+        return False
+    try:
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError:
+        return False  # not there: whoever reads it as shards or an index says so
+    except ValueError:
+        return True  # not valid JSON: load_spec says why
+    return isinstance(data, Mapping) and bool({"sources", "datasets"} & set(data))
 
 
 def _checked(urls: list[str], document: str, allow_commands: bool) -> list[str]:
