@@ -252,8 +252,8 @@ class _JoinSource(Source):
     def iterate(self, ctx: Context) -> Cursor:
         return self.cursor(ctx)
 
-    def cursor(self, ctx: Context) -> Cursor:
-        return _JoinCursor(self, ctx)
+    def cursor(self, ctx: Context | None) -> Cursor:
+        return _JoinCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
 
 
 class _JoinCursor(Cursor):

@@ -100,7 +100,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
             opener = cache_opener(cache_dir)
         self._opener = opener
         self._mix: tuple[list[int], list[int]] | None = None  # a spec's (samples, count) per source
-        spec = shards = None
+        spec, shards = None, []
         if is_spec(source):  # the sources' shards, read by random access and mixed exactly
             if shuffle != "global":
                 raise ConfigError(f"a dataset spec is mixed exactly with shuffle='global', not {shuffle!r}")
@@ -108,7 +108,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         if spec is not None:
-            ends = list(itertools.accumulate(shards, initial=0))
+            ends = list(itertools.accumulate(shards, initial=0))  # each source's shards, laid end to end
             sizes = [int(sum(self.lengths[a:b])) for a, b in zip(ends[:-1], ends[1:])]
             self._mix = (sizes, spec.counts(sizes))
         self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]

@@ -62,8 +62,8 @@ class ExactMixSource(Source):
     def iterate(self, ctx: Context) -> Cursor:
         return self.cursor(ctx)
 
-    def cursor(self, ctx: Context) -> Cursor:
-        return _ExactCursor(self, ctx)
+    def cursor(self, ctx: Context | None) -> Cursor:
+        return _ExactCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
 
     def __repr__(self) -> str:
         return f"ExactMix([{', '.join(type(d).__name__ for d in self.datasets)}], counts={self.counts})"
