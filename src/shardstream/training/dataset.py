@@ -100,7 +100,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
             opener = cache_opener(cache_dir)
         self._opener = opener
         self._mix: tuple[list[int], list[int]] | None = None  # a spec's (samples, count) per source
-        spec, shards = None, list[int]()
+        spec, shards = None, []  # type: Any, list[int]
         if is_spec(source):  # the sources' shards, read by random access and mixed exactly
             if shuffle != "global":
                 raise ConfigError(f"a dataset spec is mixed exactly with shuffle='global', not {shuffle!r}")
