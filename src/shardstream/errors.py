@@ -178,8 +178,9 @@ class RecordFormatError(ShardError, ValueError):
                  record: int | None = None):
         self.problem, self.offset, self.record = problem, offset, record
         where = _where(url=url or "<stream>", offset=offset) + ("" if record is None else f", record {record}")
-        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or re-export it, or "
-                         "pass a skipping handler to read the records before it", url=url)
+        hint = "" if record is None else ", or pass a skipping handler to read the records before it"
+        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or re-export it{hint}",
+                         url=url)
 
 
 class OpenError(ShardError, OSError):
