@@ -117,6 +117,20 @@ class Settings:
     world_size: int | None = None
     #: LOCAL_RANK: rank of this process on its node.
     local_rank: int | None = None
+    #: SHARDSTREAM_HTTP_CONNECTIONS: parallel ranged GETs of http(s)/s3 shards per process, shared by its
+    #: DataLoader workers (each gets its share, at least 2); 1 reads each shard through one stream.
+    http_connections: int = 16
+    #: SHARDSTREAM_HTTP_PART_SIZE: size of each ranged GET of a shard (accepts 8M).
+    http_part_size: int = 8 << 20
+    #: SHARDSTREAM_HTTP_READAHEAD: memory for the parts read ahead of the reader, per process, shared by its
+    #: DataLoader workers (accepts 256M).
+    http_readahead: int = 256 << 20
+    #: http_proxy / HTTP_PROXY (the lower-case name wins): the proxy of plain http requests.
+    http_proxy: str | None = None
+    #: https_proxy / HTTPS_PROXY: the proxy (a CONNECT tunnel) of https requests.
+    https_proxy: str | None = None
+    #: no_proxy / NO_PROXY: hosts and domains reached without the proxy, separated by commas (``*``: all).
+    no_proxy: str | None = None
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -137,11 +151,20 @@ class Settings:
         "block_size": _parse_size,
         "ais_endpoint": _parse_str,
         "use_ais_for": _parse_list,
+        "http_connections": _parse_int,
+        "http_part_size": _parse_size,
+        "http_readahead": _parse_size,
+        "http_proxy": _parse_str,
+        "https_proxy": _parse_str,
+        "no_proxy": _parse_str,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
         "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
+        "http_proxy": "HTTP_PROXY", "https_proxy": "HTTPS_PROXY", "no_proxy": "NO_PROXY",
     }
+    #: a name that wins over the one above when both are set (the lower-case proxy variables, as in curl)
+    _ENV_FIRST = {"http_proxy": "http_proxy", "https_proxy": "https_proxy", "no_proxy": "no_proxy"}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -150,6 +173,8 @@ class Settings:
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
             name = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
+            first = cls._ENV_FIRST.get(field.name)
+            name = first if first is not None and first in env else name
             if name in env:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])
         return cls(**values)
