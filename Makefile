@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 WEBDATASET := webdataset==1.0.2
 
-.PHONY: demo test docs test-pythons bench bench-peers bench-convert venv clean
+.PHONY: demo test docs test-pythons bench bench-peers bench-convert fuzz venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,13 @@ test-pythons:
 	  .venv-py$$v/bin/python -m pip install -q ".[test-core]"; \
 	  .venv-py$$v/bin/python -m pytest -q -p no:cacheprovider $(CORE_TESTS); \
 	done
+
+## fuzz the readers, decoders and index loaders for FUZZ_SECONDS (default 60): atheris (coverage-guided) where it
+## installs, else the structure-aware mutator; findings are saved in fuzz/findings/ and fail the target
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(PIP) install -q "atheris>=2.3" || echo "atheris does not install here: using the structure-aware mutator"
+	$(PY) fuzz/fuzz_shardstream.py --engine auto --seconds $(FUZZ_SECONDS)
 
 ## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
 bench: $(STAMP)

@@ -127,12 +127,12 @@ def spec_pipeline(spec: Any, *, handler: Handler = reraise_exception, shardshuff
     return ExactMix(source.datasets, source.counts, seed=spec.seed if seed is None else seed)
 
 
-def training_sources(spec: Any) -> tuple[list[str], list[int], DatasetSpec]:
+def training_sources(spec: Any, allow_commands: bool = False) -> tuple[list[str], list[int], DatasetSpec]:
     """For ``TrainingDataset(spec)`` (random access): every source's shards in order, how many shards each source
     has, and the parsed spec (its counts need the sources' sizes, known once the shards are indexed). Only tar
     sources of whole shard lists: per-source fields, renames and shard draws are the streaming path's
     (``WebDataset(spec)``)."""
-    spec = load_spec(spec)
+    spec = load_spec(spec, allow_commands=allow_commands)
     for source in spec.sources:
         unsupported = [k for k, v in (("format", source.format != "tar"), ("fields", source.fields is not None),
                                       ("rename", bool(source.rename)),

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..io.storage_config import StorageRule
+from ..io.trust import urls_from_document
 from ..io.urls import expand_urls, split_scheme
 
 __all__ = ["DatasetSpec", "SourceSpec", "apportion", "is_spec", "load_spec"]
@@ -54,16 +55,8 @@ def is_spec(value: Any) -> bool:
 
 
 def _checked(urls: list[str], document: str, allow_commands: bool) -> list[str]:
-    """THE one place URLs read from a spec are checked (commands need ``allow_commands``)."""
-    try:
-        from ..io.trust import urls_from_document
-    except ImportError:  # WIRE: io/trust.py (branch `security`) not merged yet; same rule, inline until then
-        if not allow_commands:
-            for url in urls:
-                if split_scheme(url)[0] == "pipe":
-                    raise ConfigError(f"{document!r} names the URL {url!r}, which runs a shell command; pass "
-                                      "allow_commands=True only if you trust it") from None
-        return urls
+    """THE one place URLs read from a spec are checked: :func:`shardstream.io.trust.urls_from_document` (a command
+    URL, as written or after the rewrite rules, needs ``allow_commands``)."""
     return urls_from_document(urls, document=document, allow_commands=allow_commands)
 
 

@@ -258,22 +258,30 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
     """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data (``b""``
     without ``keep``: then the data is only checked to be there, never copied)."""
     padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
-    if keep and size >= _DIRECT_MIN:
-        data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
-        if data is not None:
-            return data
+    if size >= _DIRECT_MIN:
+        file_end = getattr(src, "file_end", None)  # a local file knows its size: a huge size field is refused
+        end = file_end() if file_end is not None else None  # before anything is read or allocated for it
+        if end is not None and src.base + src.pos + BLOCKSIZE + padded > end:
+            raise _truncated(size, padded, end, url, offset, member)
+        if keep:
+            data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
+            if data is not None:
+                return data
     if not src.fill(BLOCKSIZE + padded):
-        end = src.base + len(src.buf)
-        raise TarFormatError(
-            f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
-            f"but the stream ends at offset {end}",
-            url=url,
-            offset=offset,
-            member=member,
-        )
+        raise _truncated(size, padded, src.base + len(src.buf), url, offset, member)
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
     return src.buf[start : start + size] if keep else b""
+
+
+def _truncated(size: int, padded: int, end: int, url: str, offset: int, member: str | None) -> TarFormatError:
+    return TarFormatError(
+        f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
+        f"but the stream ends at offset {end}",
+        url=url,
+        offset=offset,
+        member=member,
+    )
 
 
 def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarning:

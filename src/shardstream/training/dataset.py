@@ -74,13 +74,15 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
     :param lengths: ``"stream"``: samples per shard (a list, or a dict by URL) when known
     :param cache_dir: remote shards go through this shard cache
     :param keys: the key rule (see :class:`shardstream.samples.KeyRule`)
+    :param allow_commands: let a dataset index ``.json`` name ``pipe:CMD`` shards (runs commands: trusted files only)
     """
 
     def __init__(self, source: Any, *, batch_size: int, seed: int | str = 0, shuffle: str = "global",
                  window: int = 8, buffer: int = 1000, drop_last: bool = False, decode: Any = None,
                  map: Callable[[Any], Any] | None = None, collate: Callable[[list[Any]], Any] | None = default_collation_fn,
                  rank: int | None = None, world_size: int | None = None,
-                 lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None):
+                 lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None,
+                 allow_commands: bool = False):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise ConfigError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -104,8 +106,9 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         if is_spec(source):  # the sources' shards, read by random access and mixed exactly
             if shuffle != "global":
                 raise ConfigError(f"a dataset spec is mixed exactly with shuffle='global', not {shuffle!r}")
-            source, shards, spec = training_sources(source)
-        resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
+            source, shards, spec = training_sources(source, allow_commands=allow_commands)
+        resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener,
+                           allow_commands=allow_commands)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         if spec is not None:
             ends = list(itertools.accumulate(shards, initial=0))  # each source's shards, laid end to end
