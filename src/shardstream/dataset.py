@@ -51,6 +51,7 @@ from .pipeline import (
     tarfile_to_samples,
 )
 from .pipeline.context import Source
+from .spec import is_spec, load_spec, spec_source
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
@@ -61,7 +62,9 @@ class WebDataset(DataPipeline):
     """A stream of samples from tar shards, with webdataset's fluid interface (see the module docstring).
 
     ``urls``: a string (``{000..099}`` brace ranges, ``::`` between lists), a list of URLs or paths, or any
-    iterable source of URLs. ``resampled=True`` draws shards at random with replacement, endlessly, separately
+    iterable source of URLs, or a dataset spec (a ``.yaml``/``.yml``/``.json`` file, a dict or a
+    :class:`~shardstream.spec.DatasetSpec`: its sources mixed exactly, see docs/specs.md; ``handler``,
+    ``shardshuffle`` and the splitters apply to each source). ``resampled=True`` draws shards at random with replacement, endlessly, separately
     in every rank and worker (pair it with ``.with_epoch(n)``). ``handler`` decides what happens to shards and
     samples that cannot be read. ``select_files``/``rename_files`` filter and rename members before grouping;
     ``keys`` is the key rule (see :class:`shardstream.samples.KeyRule`). ``empty_check`` raises when a
@@ -92,11 +95,12 @@ class WebDataset(DataPipeline):
         keys: Any = None,
         zero_copy: bool = False,
     ):
-        super().__init__(seed=seed)
-        if isinstance(urls, dict) or (isinstance(urls, str) and urls.endswith((".yaml", ".yml", ".json"))):
-            raise ConfigError(
-                f"WebDataset({urls!r}): dataset specification files are not supported; pass the shard URLs"
-            )
+        spec = load_spec(urls) if is_spec(urls) else None  # a dataset spec: its sources, mixed exactly
+        super().__init__(seed=seed if seed is not None or spec is None else spec.seed)
+        if spec is not None:
+            self.append(spec_source(spec, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
+                                    workersplitter=workersplitter))
+            return
         self.cache_dir = cache_dir  # remote shards only (see the module docstring); local shards are read in place
         if isinstance(urls, Source) or (
             not isinstance(urls, (str, os.PathLike, list, tuple)) and isinstance(urls, Iterable)

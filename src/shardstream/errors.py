@@ -16,11 +16,13 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
     │   │   ├── ReservedFieldError         a member named like the sample's metadata (``KEY.__url__``)
-    │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   ├── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   └── MissingPartnerError        a joined sample set has no sample of this key (``join``)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
-    │   ├── RecordFormatError(ValueError)  an input of another format (TFRecord, Parquet...) is corrupt: a bad
-    │   │                                  checksum, a truncated record; carries ``offset``
+    │   ├── RecordFormatError(ValueError)  a record file (TFRecord, Parquet..., msgpack/CBOR/JSON-lines stream
+    │   │                                  files) is corrupt: a bad checksum, a truncated record; carries
+    │   │                                  ``offset`` (and ``record``, its number, where known)
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
@@ -49,6 +51,7 @@ __all__ = [
     "InterleavedKeyError",
     "MissingDependencyError",
     "MissingExtensionError",
+    "MissingPartnerError",
     "OpenError",
     "ProcessingError",
     "RecordFormatError",
@@ -182,6 +185,13 @@ class InterleavedKeyError(SampleFormatError):
     hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
 
 
+class MissingPartnerError(SampleFormatError):
+    """A join found no sample of this key in one of the joined shard sets (``key`` names the sample, ``url`` the
+    shard of the set that has it); the message names the sets that lack it."""
+
+    hint = "add the missing samples to that set, or pass a skipping handler to drop samples without all partners"
+
+
 class StaleIndexError(ShardError, ValueError):
     """A shard's random-access index does not describe the shard: the shard changed after it was indexed (its
     size or content fingerprint differs), or the index file is unreadable. ``url`` names the shard; the message
@@ -189,13 +199,18 @@ class StaleIndexError(ShardError, ValueError):
 
 
 class RecordFormatError(ShardError, ValueError):
-    """An input file of another format (TFRecord, Parquet, Arrow...) is corrupt: a record's checksum does not
-    match, or the file ends inside a record. ``url`` names the file and ``offset`` the byte offset of the record."""
+    """A record file is corrupt: an input of another format (TFRecord, Parquet, Arrow...) or a stream file
+    (concatenated msgpack or CBOR, JSON lines): a record's checksum does not match, a record is not valid, or the
+    file ends inside a record. ``url`` names the file, ``offset`` the byte offset of the record and ``record`` its
+    number (0-based) where known."""
 
-    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None):
-        self.problem, self.offset = problem, offset
-        super().__init__(f"{problem} ({_where(url=url or '<stream>', offset=offset)}); the file is corrupt or "
-                         "truncated: re-download or re-export it", url=url)
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None,
+                 record: int | None = None):
+        self.problem, self.offset, self.record = problem, offset, record
+        where = _where(url=url or "<stream>", offset=offset) + ("" if record is None else f", record {record}")
+        hint = "" if record is None else ", or pass a skipping handler to read the records before it"
+        super().__init__(f"{problem} ({where}); the file is corrupt or truncated: re-download or re-export it{hint}",
+                         url=url)
 
 
 class OpenError(ShardError, OSError):

@@ -7,7 +7,9 @@ probabilities proportional to ``--weights`` (default: equal), so every order is 
 ``--count N`` and ``--slice START:STOP[:STEP]`` then select from the resulting stream (as ``itertools.islice``).
 ``-o -`` writes one tar to standard output, for pipes such as
 ``shardstream cat a.tar b.tar -o - | shardstream split - -n 32 -o 'out-%06d.tar'`` (tarproc's
-``tarscat | tarsplit``). Samples are copied byte for byte.
+``tarscat | tarsplit``). Samples are copied byte for byte. ``--spec FILE`` reads a dataset spec (YAML/JSON, see
+docs/specs.md) instead of INPUTs: one epoch (``--epoch``, default 0) of its exact mix, in order
+(``shardstream cat --spec mix.yaml --epoch 3 -o 'epoch3-%06d.tar'``).
 
 >>> import random
 >>> list(mix([iter("aaaa"), iter("bb")], random.Random(0)))
@@ -78,7 +80,9 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
         "cat", parents=[parents["common"], parents["read"]], help="concatenate or mix datasets",
         description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="datasets: paths, URLs, brace patterns, '-' (stdin)")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="datasets: paths, URLs, brace patterns, '-' (stdin)")
+    p.add_argument("--spec", metavar="FILE", help="a dataset spec (YAML/JSON) instead of INPUTs: one epoch of its mix")
+    p.add_argument("--epoch", type=int, default=0, help="the epoch of --spec to write (default 0)")
     add_output_options(p)
     p.add_argument("--mix", action="store_true", help="interleave the datasets in a random (seeded) order")
     p.add_argument("--weights", type=_weights, metavar="W,...",
@@ -108,9 +112,21 @@ def mix(iterators: list[Iterator[Any]], rng: random.Random, weights: Sequence[fl
             del active[i], w[i]
 
 
+def _spec_samples(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    from ..spec import spec_pipeline
+
+    if args.inputs or args.mix:
+        raise ConfigError("--spec replaces INPUTs and --mix: the spec says what to mix")
+    mixed = spec_pipeline(args.spec, seed=args.seed)
+    mixed.set_epoch(args.epoch)
+    return iter(mixed)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.seed is not None and not args.mix:
-        raise ConfigError("--seed needs --mix")
+    if args.spec is None and not args.inputs:
+        raise ConfigError("cat needs INPUT datasets (or --spec FILE)")
+    if args.seed is not None and not (args.mix or args.spec):
+        raise ConfigError("--seed needs --mix (or --spec)")
     if args.weights is not None and not args.mix:
         raise ConfigError("--weights needs --mix")
     if args.weights is not None and len(args.weights) != len(args.inputs):
@@ -119,17 +135,23 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--slice cannot be combined with --skip/--count")
     if args.skip < 0 or (args.count is not None and args.count < 0):
         raise ConfigError("--skip and --count must not be negative")
+    if args.spec is not None:
+        samples, inputs = _spec_samples(args), []
+        return _write(args, samples, inputs)
     datasets = [expand_inputs([arg]) for arg in args.inputs]
     expand_inputs([url for urls in datasets for url in urls])  # '-' at most once, over all inputs
     rule = key_rule(args, lowercase=False)
     streams = [dataset_samples(urls, rule) for urls in datasets]
-    samples: Iterator[Any] = (mix(streams, random.Random(args.seed or 0), args.weights) if args.mix
-                              else itertools.chain(*streams))
+    samples = (mix(streams, random.Random(args.seed or 0), args.weights) if args.mix
+               else itertools.chain(*streams))
+    return _write(args, samples, [url for urls in datasets for url in urls])
+
+
+def _write(args: argparse.Namespace, samples: Iterator[Any], inputs: list[str]) -> int:
     if args.slice is not None:
         samples = itertools.islice(samples, *args.slice)
     elif args.skip or args.count is not None:
         samples = itertools.islice(samples, args.skip, None if args.count is None else args.skip + args.count)
-    inputs = [url for urls in datasets for url in urls]
     with SampleOutput(args.output, inputs=inputs, **output_options(args)) as out, Progress(args, desc="cat") as bar:
         for sample in samples:
             out.write(sample)

@@ -50,7 +50,8 @@ from typing import Any
 from ..config import Settings, get_settings
 from ..errors import ConfigError
 
-__all__ = ["StorageConfig", "StorageRule", "http_headers", "load_storage_config", "storage_options"]
+__all__ = ["StorageConfig", "StorageRule", "add_storage_rules", "http_headers", "load_storage_config",
+           "storage_options"]
 
 _KEYS = {"prefix", "bucket", "scheme", "endpoint_url", "region", "key", "secret", "token", "profile", "anon",
          "addressing_style", "headers", "options"}
@@ -195,8 +196,20 @@ def _load(path: str | None, mtime: float | None, inline: str | None) -> StorageC
     return config
 
 
+#: rules added by code (a dataset spec's ``storage:``), before those of the settings: arguments win
+_ADDED: tuple[StorageRule, ...] = ()
+
+
+def add_storage_rules(rules: Iterable[StorageRule]) -> None:
+    """Add rules for this process, ahead of the settings' (a dataset spec calls it where its shards are read).
+    Adding a rule already added does nothing."""
+    global _ADDED
+    _ADDED += tuple(r for r in rules if r not in _ADDED)
+
+
 def load_storage_config(settings: Settings | None = None) -> StorageConfig:
-    """The rules of the settings (file, then inline text), re-read when the file changes."""
+    """The rules added by code (:func:`add_storage_rules`), then those of the settings (file, then inline text),
+    re-read when the file changes."""
     settings = settings or get_settings()
     path = settings.storage_config
     mtime = None
@@ -205,7 +218,8 @@ def load_storage_config(settings: Settings | None = None) -> StorageConfig:
             mtime = os.stat(path).st_mtime
         except OSError as e:
             raise ConfigError(f"SHARDSTREAM_STORAGE_CONFIG={path!r}: {e.strerror or e}") from e
-    return _load(path, mtime, settings.storage)
+    loaded = _load(path, mtime, settings.storage)
+    return StorageConfig(_ADDED) + loaded if _ADDED else loaded
 
 
 def storage_options(url: str, protocol: str, settings: Settings | None = None) -> dict[str, Any]:

@@ -22,10 +22,12 @@ from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, w
 from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
 from .stages.batching import batched, default_collation_fn, listed, unbatched, unlisted
 from .stages.epochs import repeat, with_epoch, with_length
+from .stages.exactmix import ExactMix
 from .stages.fields import extract_keys, rename, rename_keys
 from .stages.mix import RandomMix, RoundRobin
 from .stages.parallel import parallel_map, tarfile_to_columns
 from .stages.per_sample import decode, getfirst, map, map_dict, map_tuple, select, to_tuple
+from .stages.records import cbors_to_samples, jsonl_to_samples, msgpack_to_samples, records_to_samples
 from .stages.reading import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
 from .stages.sampling import rsample, slice
 from .stages.shuffle import detshuffle, shuffle
@@ -35,6 +37,7 @@ from ..runtime import Placement
 __all__ = [
     "Context",
     "DataPipeline",
+    "ExactMix",
     "FluidInterface",
     "IterableDatasetBase",
     "Placement",
@@ -49,6 +52,7 @@ __all__ = [
     "as_splitter",
     "batched",
     "braceexpand",
+    "cbors_to_samples",
     "check_empty",
     "decode",
     "default_collation_fn",
@@ -60,12 +64,15 @@ __all__ = [
     "handlers",
     "ignore_and_continue",
     "ignore_and_stop",
+    "jsonl_to_samples",
     "listed",
     "map",
     "map_dict",
     "map_tuple",
+    "msgpack_to_samples",
     "parallel_map",
     "pipelinefilter",
+    "records_to_samples",
     "rename",
     "rename_keys",
     "repeat",

@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,7 +44,9 @@ from ..pipeline.resumable import Resumable
 from ..pipeline.stages.batching import default_collation_fn
 from ..runtime import Placement
 from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
+from ..indexed.mixsampler import MixOrder
 from ..order import SHUFFLES, SampleOrder, StreamOrder
+from ..spec import is_spec, training_sources
 from .plan import EpochPlan
 from .sources import resolve
 from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
@@ -98,9 +101,19 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         if self.stream and cache_dir is not None:
             opener = cache_opener(cache_dir)
         self._opener = opener
+        self._mix: tuple[list[int], list[int]] | None = None  # a spec's (samples, count) per source
+        spec, shards = None, []  # type: Any, list[int]
+        if is_spec(source):  # the sources' shards, read by random access and mixed exactly
+            if shuffle != "global":
+                raise ConfigError(f"a dataset spec is mixed exactly with shuffle='global', not {shuffle!r}")
+            source, shards, spec = training_sources(source, allow_commands=allow_commands)
         resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener,
                            allow_commands=allow_commands)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
+        if spec is not None:
+            ends = list(itertools.accumulate(shards, initial=0))  # each source's shards, laid end to end
+            sizes = [int(sum(self.lengths[a:b])) for a, b in zip(ends[:-1], ends[1:])]
+            self._mix = (sizes, spec.counts(sizes))
         self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]
         self._epoch, self._epoch_source = 0, "auto"
         self._pending = None  # a restored state, consumed by the next iter() (see Resumable)
@@ -109,18 +122,21 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
     # -- description ------------------------------------------------------------------------------------------
     @property
     def num_samples(self) -> int:
-        """Samples in the dataset (one epoch, before padding or dropping)."""
-        return int(sum(self.lengths))
+        """Samples in the dataset (one epoch, before padding or dropping; a spec's: the sum of its counts)."""
+        return int(sum(self._mix[1] if self._mix is not None else self.lengths))
 
     @property
     def config(self) -> dict[str, Any]:
         """What a saved state must agree with (see :func:`~shardstream.training.state.fingerprint`)."""
-        return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last,
+        mix = {} if self._mix is None else {"mix": list(self._mix[1])}
+        return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last, **mix,
                            window=self.window if self.shuffle in ("window", "stream") else None,
                            buffer=self.buffer if self.stream else None)
 
-    def order(self, epoch: int) -> SampleOrder | StreamOrder:
+    def order(self, epoch: int) -> SampleOrder | StreamOrder | MixOrder:
         """The epoch order (positions -> samples), independent of ranks and workers."""
+        if self._mix is not None:
+            return MixOrder(*self._mix, seed=self.seed, epoch=int(epoch))
         if self.stream:
             return StreamOrder(self.lengths, self.seed, int(epoch), True, self.window, self.buffer)
         return SampleOrder(self.lengths, self.seed, int(epoch), self.shuffle, self.window)

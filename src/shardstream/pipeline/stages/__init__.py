@@ -9,7 +9,8 @@
 - :mod:`.epochs`: ``repeat``, ``with_epoch``, ``with_length``;
 - :mod:`.reading`: ``tarfile_to_samples`` and webdataset's three reading steps (``tariterators``);
 - :mod:`.parallel`: ``parallel_map``, ``tarfile_to_columns``;
-- :mod:`.mix`: ``RandomMix``, ``RoundRobin``.
+- :mod:`.mix`: ``RandomMix``, ``RoundRobin``; :mod:`.exactmix`: ``ExactMix`` (exact counts per epoch);
+- :mod:`.records`: ``cbors_to_samples``, ``msgpack_to_samples``, ``jsonl_to_samples`` (stream files).
 
 A stage that keeps nothing between items is a generator; one that keeps state is a cursor class in the same
 module as its factory, and that class is its only implementation (see :mod:`shardstream.pipeline.core`).

@@ -1,0 +1,170 @@
+"""``ExactMix``: several datasets mixed with exact counts per epoch (not only in expectation).
+
+``ExactMix(datasets, counts)`` yields, each epoch, exactly ``counts[i]`` items of dataset ``i`` (in all ranks and
+workers together), in the order of :class:`~shardstream.pipeline.schedule.Schedule`: every source is spread
+evenly over the epoch, the order is a function of ``(seed, epoch)``, and each of the ``parts`` = ranks x
+DataLoader workers takes every ``parts``-th position, so all get the same number of items (``sum(counts) //
+parts``). A dataset that runs out before its count is read again from its start (a new pass: a pipeline with
+``shardshuffle`` or ``shuffle`` gives another order; a :class:`~shardstream.dataset.WebDataset` made with
+``repeat=True`` never runs out). In a rank or worker each dataset gives its own part of its data (a WebDataset
+deals its shards) and the mix takes from it what the schedule gives this part.
+
+Resuming: the state is the schedule's position (the items taken from each dataset so far: nothing is replayed),
+the passes over each dataset, and each dataset's own state. It restores where it was saved (the same rank and
+worker), exactly: the rest of the epoch is the same, item for item.
+
+>>> mix = ExactMix([["a"] * 10, ["b"] * 10, ["c"] * 10], counts=[6, 3, 1], seed=0)
+>>> items = list(mix)
+>>> [items.count(x) for x in "abc"], len(items)
+([6, 3, 1], 10)
+>>> mix.set_epoch(1); list(mix) != items  # another epoch, another order, the same counts
+True
+>>> it = iter(mix); first = [next(it) for _ in range(4)]; state = mix.state_dict()
+>>> again = ExactMix(mix.datasets, counts=[6, 3, 1], seed=0); again.load_state_dict(state)
+>>> list(again) == list(it)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ...errors import ConfigError, StateError
+from ..context import Context, Source
+from ..cursors import Cursor, require
+from ..datapipeline import DataPipeline
+from ..schedule import Schedule
+from .mix import _datasets, _source_cursor
+
+__all__ = ["ExactMix"]
+
+
+class ExactMixSource(Source):
+    """The source of :class:`ExactMix`: the datasets and their counts per epoch."""
+
+    name = "ExactMix"
+
+    def __init__(self, datasets: Any, counts: Sequence[int]):
+        self.datasets = _datasets(datasets, self.name)
+        counts = [int(c) for c in counts]
+        if len(counts) != len(self.datasets) or any(c < 0 for c in counts) or sum(counts) == 0:
+            raise ConfigError(f"ExactMix: give one count >= 0 per dataset ({len(self.datasets)}), with a positive "
+                              f"sum; got {counts}")
+        self.counts = counts
+
+    def set_epoch(self, epoch: int) -> None:
+        """Hand ``epoch`` to every dataset that has a ``set_epoch``."""
+        for dataset in self.datasets:
+            if callable(getattr(dataset, "set_epoch", None)):
+                dataset.set_epoch(epoch)
+
+    def iterate(self, ctx: Context) -> Cursor:
+        return self.cursor(ctx)
+
+    def cursor(self, ctx: Context | None) -> Cursor:
+        return _ExactCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
+
+    def __repr__(self) -> str:
+        return f"ExactMix([{', '.join(type(d).__name__ for d in self.datasets)}], counts={self.counts})"
+
+
+class _ExactCursor(Cursor):
+    def __init__(self, source: ExactMixSource, ctx: Context):
+        self.source, self.ctx, self.name = source, ctx, source.name
+        self.parts = ctx.world_size * ctx.num_workers
+        self.part = ctx.rank * ctx.num_workers + ctx.worker
+        self.schedule = Schedule(source.counts, ctx.seed, ctx.epoch)
+        self.walk = self.schedule.walk(self.part, self.parts)
+        self.subs: list[Cursor] | None = None
+        self.passes = [0] * len(source.datasets)
+
+    def _sub(self, i: int) -> Cursor:
+        dataset = self.source.datasets[i]
+        return _source_cursor(dataset, i, self.ctx.replace(cycle=(*self.ctx.cycle, self.passes[i])), self.name)
+
+    def _open(self) -> list[Cursor]:
+        if self.subs is None:
+            if self.ctx.loader_seed is None:
+                self.source.set_epoch(self.ctx.epoch)
+            self.subs = [self._sub(i) for i in range(len(self.source.datasets))]
+        return self.subs
+
+    @property  # type: ignore[override]
+    def restorable(self) -> bool:  # type: ignore[override]
+        return all(sub.restorable for sub in self._open())
+
+    @property
+    def remaining(self) -> int:
+        """Items this part still yields in this epoch."""
+        return self.walk.remaining
+
+    def __next__(self) -> Any:
+        subs = self._open()
+        i = next(self.walk)
+        try:
+            return next(subs[i])
+        except StopIteration:
+            pass
+        self.passes[i] += 1  # dataset i ran out: read it again from its start
+        subs[i] = self._sub(i)
+        try:
+            return next(subs[i])
+        except StopIteration:
+            raise ConfigError(f"ExactMix: dataset {i} ({type(self.source.datasets[i]).__name__}) has no item for "
+                              f"this rank/worker (part {self.part} of {self.parts}); its count is "
+                              f"{self.source.counts[i]}") from None
+
+    def mark(self) -> Any:
+        subs = self._open()
+        return self.walk.state(), tuple(self.passes), [s.mark() for s in subs]
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        walk, passes, marks = mark
+        return {"walk": walk, "passes": list(passes), "counts": list(self.source.counts),
+                "part": [self.part, self.parts], "sources": [s.state_at(m) for s, m in zip(self._open(), marks)]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state_at(self.mark())
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = require(state, ("walk", "passes", "counts", "part", "sources"), self.name)
+        if list(state["counts"]) != self.source.counts or list(state["part"]) != [self.part, self.parts]:
+            raise StateError(f"cannot restore {self.name}: the state was saved with counts {state['counts']} at "
+                              f"part {state['part']}, this mix has counts {self.source.counts} at part "
+                              f"{[self.part, self.parts]}")
+        saved = list(state["sources"])
+        if len(saved) != len(self.source.datasets):
+            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this mix has "
+                              f"{len(self.source.datasets)}")
+        self.passes = [int(p) for p in state["passes"]]
+        self.subs = None
+        subs = self._open()
+        for sub, sub_state in zip(subs, saved):
+            sub.load_state_dict(sub_state)
+        self.walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
+
+
+class ExactMix(DataPipeline):
+    """Items of ``datasets`` with exactly ``counts[i]`` items of dataset ``i`` per epoch (module docstring).
+
+    :param datasets: the datasets (WebDatasets, pipelines, lists: any iterables)
+    :param counts: items of each dataset per epoch, over all ranks and workers
+    :param seed: the schedule (and any random stage added to the mix) is a function of (seed, epoch)
+
+    >>> [len(list(ExactMix([range(100), range(100, 200)], counts=[30, 10]).batched(8)))]
+    [5]
+    """
+
+    def __init__(self, datasets: Iterable[Any], counts: Sequence[int], seed: int | str | None = None):
+        super().__init__(ExactMixSource(datasets, counts), seed=seed)
+
+    @property
+    def datasets(self) -> list[Any]:
+        """The mixed datasets."""
+        return self.pipeline[0].datasets
+
+    @property
+    def counts(self) -> list[int]:
+        """Items of each dataset per epoch."""
+        return list(self.pipeline[0].counts)

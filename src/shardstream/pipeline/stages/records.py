@@ -1,0 +1,88 @@
+"""Stream files as samples: ``msgpack_to_samples``, ``cbors_to_samples``, ``jsonl_to_samples``.
+
+The counterparts of ``tarfile_to_samples`` for stream files (see :mod:`shardstream.streams`): each reads the
+files of a shard list and yields their records, in order, as they were written. They are pipeline stages
+(``DataPipeline(SimpleShardList("a.cbors"), cbors_to_samples())``) that resume mid-file like the tar reader (the
+position is the file and the number of records read from it), and take the same ``handler``.
+``records_to_samples(format=None)`` reads any of the three, each file by its ending.
+
+>>> from shardstream.streams import RecordWriter
+>>> from shardstream.pipeline import DataPipeline, SimpleShardList
+>>> with RecordWriter("test.cbors") as w:
+...     for i in range(5):
+...         w.write((i, str(i)))
+>>> list(DataPipeline(SimpleShardList("test.cbors"), cbors_to_samples()))[:2]
+[[0, '0'], [1, '1']]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ...streams import format_of, iter_records
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Cursor
+from ..handlers import reraise_exception
+from .reading import ReaderCursor, ShardReading, url_of
+
+__all__ = ["cbors_to_samples", "jsonl_to_samples", "msgpack_to_samples", "records_to_samples"]
+
+Handler = Callable[[BaseException], bool]
+
+
+def _records(source: Iterable[Any], format: str | None = None, handler: Handler = reraise_exception,
+             opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
+    """Read each stream file of a shard list and yield its records (``format``: ``"msgpack"``, ``"cbors"``,
+    ``"jsonl"``, or None: each file's ending says)."""
+    reading = ShardReading(handler)
+
+    def read(stream: Any, url: str) -> Iterator[Any]:
+        return iter_records(stream, format or format_of(url), url=url)
+
+    yield from reading.run(source, read, opener)
+
+
+class RecordCursor(ReaderCursor):
+    """:class:`~shardstream.pipeline.tariterators.ReaderCursor` over stream files: the same position (the file and
+    the records read from it) and restore (reopen, skip those records)."""
+
+    def _open(self, item: Any) -> None:
+        handler, stop = self.options.get("handler") or reraise_exception, [False]
+
+        def watched(exn: BaseException) -> bool:
+            keep = handler(exn)
+            stop[0] = stop[0] or not keep
+            return keep
+
+        self._close()
+        self._samples, self._stop, self._url, self._count = (
+            _records([item], **dict(self.options, handler=watched)), stop, url_of(item), 0)
+
+
+def _cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
+    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
+    return RecordCursor(upstream, dict(bound.arguments), name)
+
+
+records_to_samples = stage(_records, name="records_to_samples", fluid=False, state=_cursor, reads_shards=True)
+
+
+def _fixed(fmt: str) -> Any:
+    def read(source: Iterable[Any], handler: Handler = reraise_exception,
+             opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
+        return _records(source, fmt, handler, opener)
+
+    read.__doc__ = f"Read each {fmt} stream file of a shard list and yield its records (see the module docstring)."
+
+    def cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
+        bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
+        return RecordCursor(upstream, dict(bound.arguments, format=fmt), name)
+
+    return stage(read, name=f"{fmt}_to_samples", fluid=False, state=cursor, reads_shards=True)
+
+
+msgpack_to_samples = _fixed("msgpack")
+cbors_to_samples = _fixed("cbors")
+jsonl_to_samples = _fixed("jsonl")

@@ -1,0 +1,346 @@
+"""Parsing dataset specs into :class:`DatasetSpec` (the format: :mod:`shardstream.spec`).
+
+>>> load_spec({"sources": [{"shards": "a-{0..1}.tar", "choose": 5}]}).counts()
+[5]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..io.storage_config import StorageRule
+from ..io.trust import urls_from_document
+from ..io.urls import expand_urls, split_scheme
+
+__all__ = ["DatasetSpec", "SourceSpec", "apportion", "is_spec", "load_spec"]
+
+_TOP = {"sources", "datasets", "seed", "epoch_size", "prefix", "buckets", "storage", "name"}
+_SOURCE = {"name", "shards", "format", "samples", "weight", "proportion", "repeat", "choose", "fields", "rename",
+           "storage", "prefix", "buckets", "resample", "subsample", "choose_shards"}
+_FORMATS = {"tar", "msgpack", "cbors", "jsonl"}
+
+
+def is_spec(value: Any) -> bool:
+    """Whether ``value`` names a spec rather than shard URLs or a dataset index: a mapping, a
+    :class:`DatasetSpec`, a ``.yaml``/``.yml`` path, or a ``.json`` file whose top level has ``sources`` or
+    ``datasets`` (a dataset index, ``{"format": "shardstream-dataset-index", ...}``, is not a spec).
+
+    >>> is_spec("train.yaml"), is_spec({"sources": []}), is_spec("a-{0..9}.tar")
+    (True, True, False)
+    """
+    if isinstance(value, DatasetSpec) or isinstance(value, Mapping):
+        return True
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    path = os.fspath(value)
+    if path.lower().endswith((".yaml", ".yml")):
+        return True
+    if not path.lower().endswith(".json") or split_scheme(path)[0] not in ("", "file"):
+        return False
+    try:
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError:
+        return False  # not there: whoever reads it as shards or an index says so
+    except ValueError:
+        return True  # not valid JSON: load_spec says why
+    return isinstance(data, Mapping) and bool({"sources", "datasets"} & set(data))
+
+
+def _checked(urls: list[str], document: str, allow_commands: bool) -> list[str]:
+    """THE one place URLs read from a spec are checked: :func:`shardstream.io.trust.urls_from_document` (a command
+    URL, as written or after the rewrite rules, needs ``allow_commands``)."""
+    return urls_from_document(urls, document=document, allow_commands=allow_commands)
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSpec:
+    """One source of a spec (see the module docstring for the keys)."""
+
+    name: str
+    urls: tuple[str, ...]
+    format: str = "tar"
+    samples: int | None = None
+    weight: float | None = None
+    proportion: float | None = None
+    repeat: float | None = None
+    choose: int | None = None
+    fields: tuple[str, ...] | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+    storage: tuple[StorageRule, ...] = ()
+    resample_shards: int | None = None
+    choose_shards: int | None = None
+    subsample: float | None = None
+
+    @property
+    def shares(self) -> bool:
+        """Whether the source's count is a share of ``epoch_size`` (proportion or weight)."""
+        return self.proportion is not None or self.weight is not None
+
+    def transform(self, sample: Any) -> Any:
+        """The sample with the source's field selection and renames applied (records that are not dicts pass).
+
+        >>> SourceSpec("s", ("a.tar",), fields=("jpg", "txt"), rename=(("caption", "txt"),)).transform(
+        ...     {"__key__": "k", "jpg": b"..", "txt": b"hi", "json": b"{}"})
+        {'__key__': 'k', 'jpg': b'..', 'caption': b'hi'}
+        """
+        if not isinstance(sample, dict):
+            return sample
+        if self.fields is not None:
+            keep = set(self.fields)
+            sample = {k: v for k, v in sample.items() if k in keep or k.startswith("__")}
+        if self.rename:
+            renamed = {old: new for new, old in self.rename}
+            sample = {renamed.get(k, k): v for k, v in sample.items()}
+        return sample
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """A parsed spec: its sources, ``epoch_size``, ``seed``, storage rules, and where it came from."""
+
+    sources: tuple[SourceSpec, ...]
+    epoch_size: int | None = None
+    seed: int | str | None = None
+    storage: tuple[StorageRule, ...] = ()
+    document: str = "<dict>"
+
+    def storage_rules(self) -> tuple[StorageRule, ...]:
+        """All storage rules: each source's first (they are the more specific), then the spec's."""
+        return tuple(r for s in self.sources for r in s.storage) + self.storage
+
+    def counts(self, sizes: Sequence[int | None] | None = None) -> list[int]:
+        """Samples per epoch of each source (see the module docstring); ``sizes`` gives the sources' sample counts
+        where the spec has no ``samples:`` (from their indexes).
+
+        >>> load_spec({"sources": [{"shards": "a.tar", "samples": 10, "repeat": 0.5},
+        ...                        {"shards": "b.tar", "choose": 4}]}).counts()
+        [5, 4]
+        """
+        sizes = list(sizes) if sizes is not None else [None] * len(self.sources)
+        counts: list[int | None] = []
+        for source, size in zip(self.sources, sizes):
+            size = source.samples if source.samples is not None else size
+            if source.choose is not None:
+                counts.append(source.choose)
+            elif source.repeat is not None or not source.shares:
+                if size is None:
+                    raise ConfigError(f"{self.document}: source {source.name!r} needs `samples:` (or an index) to "
+                                      "know how many samples an epoch takes from it; or give it `choose:`")
+                counts.append(round((1.0 if source.repeat is None else source.repeat) * size))
+            else:
+                counts.append(None)
+        shared = [i for i, s in enumerate(self.sources) if counts[i] is None]
+        if shared:
+            if self.epoch_size is None:
+                raise ConfigError(f"{self.document}: proportion/weight need `epoch_size:` (samples per epoch)")
+            fixed = sum(c for c in counts if c is not None)
+            room = self.epoch_size - fixed
+            if room < 0:
+                raise ConfigError(f"{self.document}: the sources with choose/repeat take {fixed} samples, more "
+                                  f"than epoch_size={self.epoch_size}")
+            proportions = [self.sources[i].proportion for i in shared]
+            if all(p is not None for p in proportions):
+                total = round(math.fsum(proportions) * self.epoch_size)  # type: ignore[arg-type]
+                if total > room:
+                    raise ConfigError(f"{self.document}: the proportions take {total} samples, the sources with "
+                                      f"choose/repeat {fixed}: more than epoch_size={self.epoch_size}")
+                shares = apportion(proportions, total)  # type: ignore[arg-type]
+            elif all(p is None for p in proportions):
+                shares = apportion([self.sources[i].weight for i in shared], room)  # type: ignore[misc]
+            else:
+                raise ConfigError(f"{self.document}: use either proportion or weight for all shared sources")
+            for i, share in zip(shared, shares):
+                counts[i] = share
+        return [int(c) for c in counts]  # type: ignore[arg-type]
+
+
+def apportion(weights: Sequence[float], total: int) -> list[int]:
+    """``total`` split in whole numbers proportional to ``weights`` that add up to ``total`` exactly (largest
+    remainders; ties to the earlier source).
+
+    >>> apportion([1, 1, 1], 10), apportion([0.7, 0.2, 0.1], 7)
+    ([4, 3, 3], [5, 1, 1])
+    """
+    weights = [float(w) for w in weights]
+    if any(w < 0 or not math.isfinite(w) for w in weights) or (weights and math.fsum(weights) <= 0):
+        raise ConfigError(f"weights must be finite, >= 0, with a positive sum: {weights}")
+    if total < 0:
+        raise ConfigError(f"cannot share out {total} samples")
+    if not weights:
+        return []
+    s = math.fsum(weights)
+    exact = [w * total / s for w in weights]
+    counts = [math.floor(x) for x in exact]
+    left = total - sum(counts)
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[:left]:
+        counts[i] += 1
+    return counts
+
+
+def _number(value: Any, what: str, *, integer: bool = False, positive: bool = False) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{what} must be a number >= 0, not {value!r}")
+    if integer and int(value) != value:
+        raise ConfigError(f"{what} must be a whole number, not {value!r}")
+    if positive and value <= 0:
+        raise ConfigError(f"{what} must be > 0, not {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _join(base: str, url: str, folder: str | None) -> str:
+    if split_scheme(url)[0] or url.startswith("/") or url == "-":
+        return url
+    if base:
+        return base + url if base.endswith(("/", ":")) else f"{base}/{url}"
+    return os.path.join(folder, url) if folder else url
+
+
+def _storage_rule(entry: Any, urls: Sequence[str], where: str) -> tuple[StorageRule, ...]:
+    if entry is None:
+        return ()
+    if not isinstance(entry, Mapping) or "prefix" in entry or "bucket" in entry:
+        raise ConfigError(f"{where}: a source's `storage:` is a mapping of settings (endpoint_url, profile...) "
+                          "without prefix/bucket: it applies to the source's own URLs")
+    common = os.path.commonprefix(list(urls))
+    prefix = common[: common.rfind("/") + 1] or common
+    if not prefix:
+        raise ConfigError(f"{where}: its URLs share no prefix, so `storage:` cannot be matched to them")
+    return (StorageRule.from_dict({**entry, "prefix": prefix}, where),)
+
+
+def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: str | None, allow_commands: bool,
+            webdataset: bool) -> SourceSpec:
+    where = f"{document}: source {i}"
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where} must be a mapping with `shards:`, not {entry!r}")
+    unknown = sorted(set(entry) - _SOURCE)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(_SOURCE)}")
+    if "shards" not in entry:
+        raise ConfigError(f"{where} has no `shards:`")
+    buckets = entry.get("buckets", entry.get("prefix", top.get("buckets", "")))
+    buckets = [buckets] if isinstance(buckets, str) else list(buckets or [""])
+    if len(buckets) != 1:
+        raise ConfigError(f"{where}: one bucket per source (got {buckets}); write one source per bucket")
+    base = _join(str(top.get("prefix") or ""), buckets[0], None) if buckets[0] else str(top.get("prefix") or "")
+    raw = expand_urls(entry["shards"] if isinstance(entry["shards"], str) else [str(u) for u in entry["shards"]])
+    urls = _checked([_join(base, u, folder) for u in raw], document, allow_commands)
+    if not urls:
+        raise ConfigError(f"{where}: `shards:` names no shard")
+    name = str(entry.get("name", f"source{i}"))
+    fmt = entry.get("format")
+    if fmt is None:
+        from ..streams import FORMATS
+
+        fmt = next((f for f, ends in FORMATS.items() if urls[0].lower().endswith(ends)), "tar")
+    if fmt not in _FORMATS:
+        raise ConfigError(f"{where}: format {fmt!r} is not one of {sorted(_FORMATS)}")
+    choose = _number(entry.get("choose"), f"{where}: choose", integer=True)
+    choose_shards = _number(entry.get("choose_shards"), f"{where}: choose_shards", integer=True, positive=True)
+    if webdataset and choose is not None:  # webdataset 0.2: `choose` counts shards
+        choose, choose_shards = None, choose
+    counts = [k for k in ("weight", "proportion", "repeat") if entry.get(k) is not None] + (["choose"] if choose
+                                                                                            is not None else [])
+    if len(counts) > 1:
+        raise ConfigError(f"{where}: give one of weight, proportion, repeat, choose (not {counts})")
+    shard_rules = [k for k in ("resample", "subsample") if entry.get(k) is not None] + (
+        ["choose"] if choose_shards is not None else [])
+    if len(shard_rules) > 1:
+        raise ConfigError(f"{where}: give one of resample, choose (shards), subsample (not {shard_rules})")
+    fields = entry.get("fields")
+    if fields is not None:
+        fields = tuple(fields.split(";") if isinstance(fields, str) else (str(f) for f in fields))
+    rename = entry.get("rename") or {}
+    if not isinstance(rename, Mapping):
+        raise ConfigError(f"{where}: `rename:` maps new names to old ones, e.g. {{image: jpg}}")
+    proportion = _number(entry.get("proportion"), f"{where}: proportion")
+    if proportion is not None and proportion > 1:
+        raise ConfigError(f"{where}: proportion is a fraction of the epoch (<= 1), not {proportion}")
+    subsample = _number(entry.get("subsample"), f"{where}: subsample", positive=True)
+    if subsample is not None and subsample > 1:
+        raise ConfigError(f"{where}: subsample is a fraction of the shards (<= 1), not {subsample}")
+    if choose_shards is not None and choose_shards > len(urls):
+        raise ConfigError(f"{where}: choose {choose_shards} shards of {len(urls)}")
+    return SourceSpec(
+        name=name, urls=tuple(urls), format=fmt,
+        samples=_number(entry.get("samples"), f"{where}: samples", integer=True),
+        weight=_number(entry.get("weight"), f"{where}: weight"), proportion=proportion,
+        repeat=_number(entry.get("repeat"), f"{where}: repeat"), choose=choose, fields=fields,
+        rename=tuple((str(k), str(v)) for k, v in rename.items()),
+        storage=_storage_rule(entry.get("storage"), urls, where),
+        resample_shards=_number(entry.get("resample"), f"{where}: resample", integer=True, positive=True),
+        choose_shards=choose_shards, subsample=subsample)
+
+
+def _read(path: str) -> Any:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read the dataset specification {path!r}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"the dataset spec {path!r} is not valid YAML/JSON: {e}") from e
+
+
+def load_spec(spec: Any, *, allow_commands: bool = False) -> DatasetSpec:
+    """Parse a spec: a path to a ``.yaml``/``.yml``/``.json`` file, a dict, or a :class:`DatasetSpec` (returned
+    as is). Relative local shard paths in a file are relative to the file's folder. ``allow_commands=True``
+    lets the spec's URLs run commands (``pipe:``); without it they raise
+    :class:`~shardstream.errors.UnsafeURLError`.
+
+    >>> load_spec({"prefix": "s3://b/", "datasets": [{"shards": "x-{0..1}.tar", "choose": 1}]}).sources[0]
+    SourceSpec(name='source0', urls=('s3://b/x-0.tar', 's3://b/x-1.tar'), format='tar', samples=None, weight=None, \
+proportion=None, repeat=None, choose=None, fields=None, rename=(), storage=(), resample_shards=None, choose_shards=1, \
+subsample=None)
+    """
+    if isinstance(spec, DatasetSpec):
+        return spec
+    folder = None
+    if isinstance(spec, Mapping):
+        data, document = spec, "<dict>"
+    elif isinstance(spec, (str, os.PathLike)):
+        document = os.fspath(spec)
+        if split_scheme(document)[0] not in ("", "file"):
+            raise ConfigError(f"dataset spec {document!r}: read specs from local files (or pass a dict)")
+        data = _read(document)
+        folder = os.path.dirname(os.path.abspath(document))
+    else:
+        raise ConfigError(f"a dataset spec is a path or a dict, not {type(spec).__name__}")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{document}: a dataset spec is a mapping with `sources:` (or `datasets:`)")
+    unknown = sorted(set(data) - _TOP)
+    if unknown:
+        raise ConfigError(f"{document}: unknown top-level key(s) {unknown}; known: {sorted(_TOP)}")
+    webdataset = "datasets" in data
+    if webdataset and "sources" in data:
+        raise ConfigError(f"{document}: give `sources:` or `datasets:` (webdataset 0.2), not both")
+    entries = data.get("datasets" if webdataset else "sources")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{document}: `{'datasets' if webdataset else 'sources'}:` must be a non-empty list")
+    sources = tuple(_source(e, i, data, document, folder, allow_commands, webdataset) for i, e in enumerate(entries))
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{document}: source names repeat: {names}")
+    storage = data.get("storage")
+    from ..io.storage_config import StorageConfig
+
+    rules = StorageConfig.from_data({"storage": storage} if storage is not None else None, document).rules
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, str))):
+        raise ConfigError(f"{document}: seed must be an integer or a string, not {seed!r}")
+    return DatasetSpec(sources=sources, epoch_size=_number(data.get("epoch_size"), f"{document}: epoch_size",
+                                                           integer=True), seed=seed, storage=rules,
+                       document=document)
