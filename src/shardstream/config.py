@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["ENV_PREFIX", "Settings", "choose", "get_settings"]
+__all__ = ["ENV_PREFIX", "Settings", "choose", "get_settings", "secure_mode"]
 
 ENV_PREFIX = "SHARDSTREAM_"
 T = TypeVar("T")
@@ -117,6 +118,13 @@ class Settings:
     world_size: int | None = None
     #: LOCAL_RANK: rank of this process on its node.
     local_rank: int | None = None
+    #: SHARDSTREAM_SECURE (or webdataset's WDS_SECURE): secure mode: no ``pipe:`` URLs, no local files, no URL
+    #: rewriting from the environment, no unpickling (see :mod:`shardstream.io.secure`).
+    secure: bool = False
+    #: SHARDSTREAM_ALLOW_OBSOLETE (or webdataset's ALLOW_OBSOLETE): allow webdataset's obsolete functions.
+    allow_obsolete: bool = False
+    #: every WDS_<NAME> variable: the values of ``${NAME}`` in shard URLs (webdataset's ``envsubst``).
+    url_vars: tuple[tuple[str, str], ...] = ()
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -137,11 +145,22 @@ class Settings:
         "block_size": _parse_size,
         "ais_endpoint": _parse_str,
         "use_ais_for": _parse_list,
+        "secure": _parse_bool,
+        "allow_obsolete": _parse_bool,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
         "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
+        "url_vars": "WDS_<NAME>",
     }
+    #: webdataset's names for the same settings, read when the shardstream variable is not set
+    #: (GOPEN_REWRITE / WDS_REWRITE hold ``FROM=TO`` rules separated by ``;``, as SHARDSTREAM_URL_REWRITES does)
+    _WDS_NAMES = {
+        "cache_dir": ("WDS_CACHE",), "cache_size": ("WDS_CACHE_SIZE",), "secure": ("WDS_SECURE",),
+        "url_rewrites": ("GOPEN_REWRITE", "WDS_REWRITE"), "allow_obsolete": ("ALLOW_OBSOLETE",),
+    }
+    #: WDS_* variables that are settings, not ``${NAME}`` values
+    _WDS_SETTINGS = frozenset({"WDS_CACHE", "WDS_CACHE_SIZE", "WDS_SECURE", "WDS_REWRITE"})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -149,9 +168,14 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
-            name = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
-            if name in env:
+            if field.name not in cls._PARSERS:
+                continue
+            names = (cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper()), *cls._WDS_NAMES.get(field.name, ()))
+            name = next((n for n in names if n in env), None)
+            if name is not None:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])
+        values["url_vars"] = tuple(sorted((k[4:], v) for k, v in env.items() if k.startswith("WDS_")
+                                          and k not in cls._WDS_SETTINGS))
         return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":
@@ -167,3 +191,16 @@ def get_settings() -> Settings:
 def choose(explicit: T | None, setting: T) -> T:
     """Explicit argument wins; fall back to the setting. ``choose(None, 5) == 5``; ``choose(0, 5) == 0``."""
     return setting if explicit is None else explicit
+
+
+def secure_mode(settings: Settings | None = None) -> bool:
+    """Whether secure mode is on: ``shardstream.utils.enforce_security`` when that module is loaded (webdataset's
+    runtime switch, initialised from the settings), else ``SHARDSTREAM_SECURE`` / ``WDS_SECURE``.
+
+    >>> secure_mode(Settings(secure=True)) or "shardstream.utils" in sys.modules
+    True
+    """
+    flag = getattr(sys.modules.get("shardstream.utils"), "enforce_security", None)
+    if flag is not None:
+        return bool(flag)
+    return (settings or get_settings()).secure
