@@ -21,6 +21,7 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
     │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
+    ├── ObsoleteNameError(AttributeError)  an old webdataset name (``wds.ShardList``...); names the replacement
     └── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
 
 The second builtin of ``TarFormatError`` and ``WorkerSplitError`` is what webdataset raises in those cases
@@ -45,6 +46,7 @@ __all__ = [
     "InterleavedKeyError",
     "MissingDependencyError",
     "MissingExtensionError",
+    "ObsoleteNameError",
     "OpenError",
     "SampleFormatError",
     "ShardError",
@@ -173,6 +175,10 @@ class UnsafeDecodeError(DecodeError):
 
 class EncodeError(ShardstreamError, ValueError):
     """A value could not be encoded for its extension."""
+
+
+class ObsoleteNameError(ShardstreamError, AttributeError):
+    """A name from an old webdataset version that no longer exists; the message names what replaced it."""
 
 
 class WorkerSplitError(ShardstreamError, RuntimeError, ValueError):
