@@ -194,13 +194,13 @@ def choose(explicit: T | None, setting: T) -> T:
 
 
 def secure_mode(settings: Settings | None = None) -> bool:
-    """Whether secure mode is on: ``shardstream.utils.enforce_security`` when that module is loaded (webdataset's
-    runtime switch, initialised from the settings), else ``SHARDSTREAM_SECURE`` / ``WDS_SECURE``.
+    """Whether secure mode is on: ``SHARDSTREAM_SECURE`` / ``WDS_SECURE`` in the settings, or webdataset's
+    runtime switch ``shardstream.utils.enforce_security`` (set from the same variables when that module loads).
 
-    >>> secure_mode(Settings(secure=True)) or "shardstream.utils" in sys.modules
+    >>> secure_mode(Settings(secure=True))
     True
     """
     flag = getattr(sys.modules.get("shardstream.utils"), "enforce_security", None)
-    if flag is not None:
+    if settings is None and flag is not None:
         return bool(flag)
-    return (settings or get_settings()).secure
+    return (settings or get_settings()).secure or bool(flag)
