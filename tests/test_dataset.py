@@ -12,6 +12,7 @@ import shardstream as wds
 from shardstream.errors import ConfigError, WorkerSplitError
 from shardstream.pipeline import placement
 from shardstream.config import Settings
+from shardstream.testing import write_shards
 
 
 def write_tar(path, members):
@@ -26,9 +27,8 @@ def write_tar(path, members):
 @pytest.fixture
 def shards(tmp_path):
     """8 shards x 4 samples: keys k{shard}{i}, fields txt and cls."""
-    for n in range(8):
-        write_tar(tmp_path / f"d-{n:03d}.tar",
-                  [(f"k{n}{i}.{ext}", str(n * 4 + i).encode()) for i in range(4) for ext in ("txt", "cls")])
+    number = lambda shard, index, n: str(n)  # noqa: E731
+    write_shards(tmp_path, [4] * 8, {"txt": number, "cls": number}, name="d-{shard:03d}.tar", key="k{shard}{index}")
     return str(tmp_path / "d-{000..007}.tar")
 
 

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import shardstream as wds  # noqa: E402
 from shardstream.errors import WorkerSplitError  # noqa: E402
+from shardstream.testing import write_shards  # noqa: E402
 
 ALL_KEYS = sorted(f"k{n}{i:02d}" for n in range(6) for i in range(10))
 
@@ -20,13 +21,8 @@ ALL_KEYS = sorted(f"k{n}{i:02d}" for n in range(6) for i in range(10))
 def shards(tmp_path_factory):
     """6 shards x 10 samples: keys k{shard}{i:02d}; .npy-free: txt and cls only, so decode is cheap."""
     root = tmp_path_factory.mktemp("loader")
-    for n in range(6):
-        with tarfile.open(root / f"l-{n}.tar", "w") as tf:
-            for i in range(10):
-                for ext, data in (("txt", f"k{n}{i:02d}".encode()), ("cls", str(i).encode())):
-                    info = tarfile.TarInfo(f"k{n}{i:02d}.{ext}")
-                    info.size = len(data)
-                    tf.addfile(info, io.BytesIO(data))
+    fields = {"txt": lambda shard, i, n: f"k{shard}{i:02d}", "cls": lambda shard, i, n: str(i)}
+    write_shards(root, [10] * 6, fields, name="l-{shard}.tar", key="k{shard}{index:02d}")
     return str(root / "l-{0..5}.tar")
 
 

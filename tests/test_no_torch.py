@@ -29,12 +29,11 @@ SCRIPT = BLOCK_TORCH + textwrap.dedent(
     import numpy as np
     import shardstream as wds
     from shardstream.errors import MissingDependencyError
+    from shardstream.testing import write_shards
 
     tmp = tempfile.mkdtemp()
-    for n in range(2):
-        with wds.TarWriter(os.path.join(tmp, f"t-{n}.tar")) as sink:
-            for i in range(5):
-                sink.write({"__key__": f"{n}-{i}", "npy": np.full((2, 3), i, np.float32), "cls": i, "txt": "x"})
+    fields = {"npy": lambda shard, i, n: np.full((2, 3), i, np.float32), "cls": lambda shard, i, n: i, "txt": "x"}
+    write_shards(tmp, [5, 5], fields, name="t-{shard}.tar", key="{shard}-{index}")
 
     url = os.path.join(tmp, "t-{0..1}.tar")
     ds = wds.WebDataset(url, shardshuffle=True, seed=0).shuffle(4).decode().to_tuple("npy", "cls", "txt").batched(4)

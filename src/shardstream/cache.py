@@ -25,8 +25,7 @@ from .config import get_settings
 from .io import open_url, split_scheme
 from .io.cache import ShardCache
 from .io.local import path_of
-from .pipeline.handlers import reraise_exception
-from .pipeline.tariterators import url_opener
+from .pipeline import reraise_exception, url_opener
 from .tar.compress import compression
 from .utils import obsolete
 

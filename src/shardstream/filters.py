@@ -42,6 +42,7 @@ from .pipeline import (
     pipelinefilter,
     rename,
     rename_keys,
+    reraise_exception,
     rsample,
     select,
     shuffle,
@@ -50,7 +51,6 @@ from .pipeline import (
     unbatched,
     unlisted,
 )
-from .pipeline.handlers import reraise_exception
 from .utils import PipelineStage, identity
 
 try:

@@ -5,6 +5,6 @@
 True
 """
 
-from .pipeline.handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .pipeline import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
 
 __all__ = ["ignore_and_continue", "ignore_and_stop", "reraise_exception", "warn_and_continue", "warn_and_stop"]

@@ -25,14 +25,13 @@ from itertools import islice
 from typing import Any
 
 from .errors import ConfigError, WorkerSplitError
-from .io.rewrite import envsubst as _envsubst
+from .io.urls import braceexpand, expand_urls
+from .io.urls import envsubst as _envsubst
 from .pipeline import (
     Context,
     IterableDatasetBase as IterableDataset,
     ResampledShards,
     SimpleShardList,
-    braceexpand,
-    expand_urls,
     pipelinefilter,
     single_node_only,
     split_by_node,
@@ -55,7 +54,7 @@ default_rng = random.Random()
 
 
 def envsubst(s: str) -> str:
-    """``s`` with ``${NAME}`` replaced by the value of ``WDS_NAME`` (see :func:`shardstream.io.rewrite.envsubst`)."""
+    """``s`` with ``${NAME}`` replaced by the value of ``WDS_NAME`` (see :func:`shardstream.io.urls.envsubst`)."""
     return _envsubst(s)
 
 

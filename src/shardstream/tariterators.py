@@ -20,8 +20,15 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
-from .pipeline import expand_urls, group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
-from .pipeline.handlers import reraise_exception
+from .io.urls import expand_urls
+from .pipeline import (
+    group_by_keys,
+    reraise_exception,
+    tar_file_expander,
+    tarfile_samples,
+    tarfile_to_samples,
+    url_opener,
+)
 from .samples import KeyRule
 from .tar.compress import iter_tar
 

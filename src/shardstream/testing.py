@@ -1,4 +1,5 @@
-"""Test helpers for code built on shardstream: a checkpoint conformance check for anything resumable.
+"""Test helpers for code built on shardstream: small shards to read (:func:`write_shards`), short reads
+(:class:`ShortReads`) and a checkpoint conformance check for anything resumable.
 
 :func:`assert_checkpoint_conformance` runs a fresh object (a pipeline, a dataset, a loader) without
 interruption, saving ``state_dict()`` before many items; then, for each saved state, it makes another fresh
@@ -20,14 +21,23 @@ continue from ``load_state_dict(state)``, and each ``iter()`` of it must be the 
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ShortReads", "assert_checkpoint_conformance", "assert_same"]
+from .writer import TarWriter
+
+__all__ = ["ShortReads", "assert_checkpoint_conformance", "assert_same", "write_shards"]
+
+#: the fields :func:`write_shards` writes by default: a text naming the sample and a class label
+DEFAULT_FIELDS: Mapping[str, Any] = {
+    "txt": lambda shard, index, number: f"text {shard} {index}",
+    "cls": lambda shard, index, number: number % 10,
+}
 
 
 def assert_same(a: Any, b: Any, where: str = "item") -> None:
@@ -153,3 +163,44 @@ class ShortReads(io.RawIOBase):
         buffer[: len(chunk)] = chunk
         self._pos += len(chunk)
         return len(chunk)
+
+
+def write_shards(
+    folder: str | os.PathLike[str],
+    sizes: Sequence[int],
+    fields: Mapping[str, Any] | None = None,
+    *,
+    name: str = "shard-{shard:06d}.tar",
+    key: str = "s{shard}-{index:03d}",
+) -> list[str]:
+    """Write small shards for a test into ``folder`` (created if needed): shard ``n`` holds ``sizes[n]`` samples.
+
+    ``fields`` maps each extension to its value, or to a function ``(shard, index, number) -> value`` of the
+    shard's number, the sample's index in its shard and its number across all shards (default: ``txt``
+    ``"text {shard} {index}"`` and ``cls`` ``number % 10``). Values are encoded by the codec table as
+    :class:`~shardstream.writer.TarWriter` does (``str`` as UTF-8, ``int`` as its digits, arrays as ``.npy``...).
+    ``name`` and ``key`` are format strings of ``shard``, and of ``shard``, ``index`` and ``number``. Returns the
+    shard paths, in order.
+
+    >>> paths = write_shards("tiny", [2, 1])
+    >>> paths
+    ['tiny/shard-000000.tar', 'tiny/shard-000001.tar']
+    >>> from shardstream.pipeline import tarfile_samples
+    >>> [(s["__key__"], s["txt"], s["cls"]) for s in tarfile_samples(paths)]
+    [('s0-000', b'text 0 0', b'0'), ('s0-001', b'text 0 1', b'1'), ('s1-000', b'text 1 0', b'2')]
+    """
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    fields = DEFAULT_FIELDS if fields is None else fields
+    paths, number = [], 0
+    for shard, size in enumerate(sizes):
+        path = os.path.join(folder, name.format(shard=shard))
+        with TarWriter(path) as sink:
+            for index in range(size):
+                sample = {"__key__": key.format(shard=shard, index=index, number=number)}
+                for ext, value in fields.items():
+                    sample[ext] = value(shard, index, number) if callable(value) else value
+                sink.write(sample)
+                number += 1
+        paths.append(path)
+    return paths

@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .config import get_settings
-from .pipeline import braceexpand
-from .pipeline.placement import Placement
+from .io.urls import braceexpand
+from .pipeline import Placement
 
 __all__ = [
     "ObsoleteException",

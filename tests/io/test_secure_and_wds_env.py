@@ -8,7 +8,8 @@ import shardstream as wds
 from shardstream.config import Settings
 from shardstream.errors import ConfigError
 from shardstream.io import gopen, open_url
-from shardstream.io.rewrite import envsubst, rewrite_url
+from shardstream.io.rewrite import rewrite_url
+from shardstream.io.urls import envsubst
 
 
 @pytest.fixture

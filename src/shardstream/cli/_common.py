@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from ..errors import ConfigError
-from ..io import finish_stream, open_url, split_scheme
+from ..io import finish_stream, open_url
+from ..io.urls import expand_inputs, local_path
 from ..samples import KeyRule, group_samples
 from ..tar import iter_tar
 
@@ -135,39 +135,9 @@ def examples(*commands: str, note: str = "") -> str:
 # -- inputs ----------------------------------------------------------------------------------------------------
 
 
-def expand_inputs(args: Sequence[str]) -> list[str]:
-    """Input arguments -> shard URLs: ``{000..009}`` brace patterns are expanded (for URLs the shell cannot
-    glob); ``-`` (stdin) may appear once."""
-    urls: list[str] = []
-    for arg in args:
-        if "{" in arg and ("," in arg or ".." in arg) and not os.path.exists(arg):
-            from ..pipeline import braceexpand  # imported only here: the pipeline package is heavier
-
-            urls.extend(braceexpand(arg))
-        else:
-            urls.append(arg)
-    if urls.count("-") > 1:
-        raise ConfigError("'-' (standard input) can be read only once")
-    return urls
-
-
 def is_local_file(url: str) -> bool:
     """Whether ``url`` is a local path or ``file:`` URL (not ``-``, ``pipe:`` or a remote URL)."""
-    if url == "-":
-        return False
-    scheme, _ = split_scheme(url)
-    return scheme in ("", "file") or os.path.exists(url)
-
-
-def local_path(url: str) -> str | None:
-    """The filesystem path of a local input, or None."""
-    if not is_local_file(url):
-        return None
-    if split_scheme(url)[0] == "file":
-        from ..io.local import path_of
-
-        return path_of(url)
-    return url
+    return local_path(url) is not None
 
 
 @contextlib.contextmanager

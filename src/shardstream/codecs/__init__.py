@@ -40,9 +40,8 @@ from .decoder import (
     decode_field,
     gzfilter,
     handle_extension,
-    torch_audio,
-    torch_video,
 )
+from .media import torch_audio, torch_video
 from .encoder import encode_field, encode_sample
 from .images import (
     IMAGE_EXTENSIONS,

@@ -17,6 +17,7 @@ import gzip
 import json
 import operator
 import pickle
+import zlib
 from typing import Any
 
 import numpy as np
@@ -152,9 +153,32 @@ def pickle_dumps(value: Any) -> bytes:
     return pickle.dumps(value, protocol=PICKLE_PROTOCOL)
 
 
-def gzip_loads(data: bytes) -> bytes:
-    """Gunzip."""
-    return gzip.decompress(data)
+def gzip_loads(data: bytes, max_size: int | None = None) -> bytes:
+    """Gunzip. With ``max_size``, a result larger than that raises ValueError as soon as it is seen (a gzip bomb
+    is never inflated in full); concatenated gzip members are read one after the other, as by ``gzip``.
+
+    >>> gzip_loads(gzip_dumps(b"abc"), max_size=3)
+    b'abc'
+    >>> gzip_loads(gzip_dumps(b"abcd"), max_size=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: gunzipped data exceeds 3 bytes: not decoded
+    """
+    if max_size is None:
+        return gzip.decompress(data)
+    parts: list[bytes] = []
+    rest, total = bytes(data), 0
+    while rest:
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        part = inflate.decompress(rest, max_size - total + 1)
+        total += len(part)
+        if total > max_size:
+            raise ValueError(f"gunzipped data exceeds {max_size} bytes: not decoded")
+        parts.append(part)
+        if not inflate.eof:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        rest = inflate.unused_data.lstrip(b"\0")  # members may be followed by zero padding, as gzip allows
+    return b"".join(parts)
 
 
 def gzip_dumps(data: bytes) -> bytes:

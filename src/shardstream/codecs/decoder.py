@@ -1,7 +1,7 @@
 """Decoding samples: :class:`Decoder`, a webdataset-compatible handler chain in front of the codec table.
 
 For each field, the chain is: the ``.gz`` unwrapper, then the handlers you gave (image spec strings become
-:func:`imagehandler`), in order, then the table (:mod:`.table`). A handler is a callable
+:func:`imagehandler`; video and audio: :mod:`.media`), in order, then the table (:mod:`.table`). A handler is a callable
 ``(key, data) -> value | None`` called with ``"." + field`` (``".jpg"``, ``".seg.jpg"``), as webdataset
 does; the first non-``None`` result wins. A handler may return :class:`Continue` to go on with a new key and
 data (``.gz`` unwrapping does this). The table's answer is final (so a JSON ``null`` decodes to ``None``);
@@ -18,12 +18,10 @@ dict lookup and one call.
 from __future__ import annotations
 
 import functools
-import importlib
-import os
-import tempfile
 from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError, DecodeError, MissingDependencyError, UnsafeDecodeError, add_context
+from .handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .images import IMAGE_SPECS, ImageHandler
 from .table import lookup
 
@@ -34,8 +32,6 @@ __all__ = [
     "decode_field",
     "gzfilter",
     "handle_extension",
-    "torch_audio",
-    "torch_video",
 ]
 
 _UNSAFE_HINT = (
@@ -43,151 +39,6 @@ _UNSAFE_HINT = (
     "(decode_field(..., allow_unsafe=True) for one field)"
 )
 
-
-class Continue:
-    """Returned by a handler to go on decoding ``data`` under a new ``key`` (webdataset's ``Continue``).
-
-    >>> def unwrap_b64(key, data):
-    ...     if key.endswith(".b64"):
-    ...         return Continue(key[:-4], __import__("base64").b64decode(data))
-    >>> Decoder(unwrap_b64)({"cls.b64": b"Nw=="})
-    {'cls.b64': 7}
-    """
-
-    __slots__ = ("key", "data")
-
-    def __init__(self, key: str, data: bytes):
-        self.key, self.data = key, data
-
-
-class ExtensionHandler:
-    """The handler made by :func:`handle_extension`: calls ``f(data)`` when the key's extension matches."""
-
-    def __init__(self, extensions: str | Iterable[str], f: Callable[[bytes], Any]):
-        if isinstance(extensions, str):
-            extensions = extensions.split()
-        self.extensions = tuple(e.lower() for e in extensions)
-        self._targets = tuple(e.split(".") for e in self.extensions)
-        self.f = f
-
-    def matches(self, key: str) -> bool:
-        """Whether ``key`` ends with one of the extensions, compared dot-component by component."""
-        parts = key.lower().split(".")
-        return any(len(t) <= len(parts) and parts[-len(t) :] == list(t) for t in self._targets)
-
-    def resolve(self, key: str) -> Callable[[bytes], Any] | None:
-        """``data -> value`` for this key, or ``None`` when the handler does not apply (used for caching)."""
-        return self.f if self.matches(key) else None
-
-    def __call__(self, key: str, data: bytes) -> Any:
-        fn = self.resolve(key)
-        return None if fn is None else fn(data)
-
-    def __repr__(self) -> str:
-        return f"handle_extension({' '.join(self.extensions)!r}, {self.f!r})"
-
-
-def handle_extension(extensions: str | Iterable[str], f: Callable[[bytes], Any]) -> ExtensionHandler:
-    """A handler that decodes with ``f(data)`` the fields whose extension ends with one of ``extensions``.
-
-    ``extensions`` is a space-separated list; matching is case-insensitive and by dot-components, as in
-    webdataset: ``"jpg"`` matches ``jpg`` and ``seg.jpg`` fields, ``"seg.jpg"`` only ``...seg.jpg`` fields,
-    and a leading dot anchors at the start of the field name (``".png"`` matches the field ``png`` only).
-
-    >>> d = Decoder(handle_extension("seg.png", lambda b: "mask"), handle_extension("png", lambda b: "image"))
-    >>> d({"png": b"", "seg.png": b""})
-    {'png': 'image', 'seg.png': 'mask'}
-    """
-    return ExtensionHandler(extensions, f)
-
-
-class _GzFilter(ExtensionHandler):
-    """Gunzips ``*.gz`` fields and continues with the inner extension (webdataset's ``gzfilter``)."""
-
-    def __init__(self) -> None:
-        super().__init__("gz", _gunzip)
-
-    def resolve(self, key: str) -> Callable[[bytes], Any] | None:
-        if not self.matches(key):
-            return None
-        inner = key[:-3]
-        return lambda data: Continue(inner, _gunzip(data))
-
-    def __repr__(self) -> str:
-        return "gzfilter"
-
-
-def _gunzip(data: bytes) -> bytes:
-    import gzip
-
-    return gzip.decompress(data)
-
-
-#: The ``.gz`` handler; it always runs first in a :class:`Decoder`.
-gzfilter = _GzFilter()
-
-
-class _MediaHandler(ExtensionHandler):
-    """Writes the data to a temporary ``file.EXT`` and loads it with an optional library."""
-
-    def __init__(self, extensions: str, module: str, extra: str, feature: str, load: Callable[[Any, str], Any]):
-        super().__init__(extensions, self._decode_unknown)
-        self.module, self.extra, self.feature, self._load = module, extra, feature, load
-
-    def resolve(self, key: str) -> Callable[[bytes], Any] | None:
-        if not self.matches(key):
-            return None
-        return functools.partial(self._decode, key.rpartition(".")[2].lower())
-
-    def _decode_unknown(self, data: bytes) -> Any:  # pragma: no cover - resolve() always binds the extension
-        return self._decode("bin", data)
-
-    def _decode(self, ext: str, data: bytes) -> Any:
-        try:
-            module = importlib.import_module(self.module)
-        except ImportError as e:
-            raise MissingDependencyError(self.feature, self.extra, self.module) from e
-        with tempfile.TemporaryDirectory() as dirname:  # pragma: no cover - needs torchvision/torchaudio
-            path = os.path.join(dirname, f"file.{ext}")
-            with open(path, "wb") as stream:
-                stream.write(data)
-            return self._load(module, path)
-
-    def __repr__(self) -> str:
-        return self.feature.split()[-1]
-
-
-def _read_video(module: Any, path: str) -> Any:  # pragma: no cover - needs torchvision
-    import torchvision.io
-
-    return torchvision.io.read_video(path, pts_unit="sec")
-
-
-def _read_audio(module: Any, path: str) -> Any:  # pragma: no cover - needs torchaudio
-    return module.load(path)
-
-
-#: Handler decoding ``mp4 ogv mjpeg avi mov h264 mpg webm wmv`` with ``torchvision.io.read_video`` (as
-#: webdataset). Needs torchvision (``pip install 'shardstream[video]'``); without it, decoding such a field
-#: raises :class:`~shardstream.errors.MissingDependencyError`. Other fields are left to the next handler.
-torch_video = _MediaHandler(
-    "mp4 ogv mjpeg avi mov h264 mpg webm wmv",
-    "torchvision",
-    "video",
-    "decoding video with torch_video",
-    _read_video,
-)
-
-#: Handler decoding ``flac mp3 sox wav m4a ogg wma`` with ``torchaudio.load`` (as webdataset). Needs
-#: torchaudio (``pip install 'shardstream[audio]'``); without it, such a field raises
-#: :class:`~shardstream.errors.MissingDependencyError`.
-torch_audio = _MediaHandler(
-    "flac mp3 sox wav m4a ogg wma",
-    "torchaudio",
-    "audio",
-    "decoding audio with torch_audio",
-    _read_audio,
-)
 
 _RESOLVABLE = (ExtensionHandler, ImageHandler)
 

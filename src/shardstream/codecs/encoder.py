@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Union
 
 from ..errors import EncodeError, MissingDependencyError
-from .table import lookup
+from .table import lookup, match_extension
 
 __all__ = ["encode_field", "encode_sample"]
 
@@ -48,9 +48,9 @@ def _encode(field: str, value: Any, quality: int | None, custom: Mapping[str, Ca
     if isinstance(value, str):
         return value.encode("utf-8")
     if custom:
-        fn = custom.get(field.lower()) or custom.get(field.rpartition(".")[2].lower())
-        if fn is not None:
-            return _as_bytes(fn(value))
+        custom_found = match_extension(field, custom)
+        if custom_found is not None:
+            return _as_bytes(custom_found[1](value))
     if found is None:
         raise _Refused(
             f"no encoder for a {type(value).__name__} under extension {field!r}; give bytes or str, use a known "

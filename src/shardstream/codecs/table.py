@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from . import arrays, basic, images
 
-__all__ = ["CODECS", "Codec", "get_codec", "lookup"]
+__all__ = ["CODECS", "Codec", "get_codec", "lookup", "match_extension"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,19 +91,29 @@ def _build() -> dict[str, Codec]:
 CODECS: Mapping[str, Codec] = MappingProxyType(_build())
 
 
+def match_extension(extension: str, table: Mapping[str, T]) -> tuple[str, T] | None:
+    """THE extension rule: ``(matched key, value)`` for a field's extension in ``table`` (lower-case keys), trying
+    the full extension first, then its last dot-component, case-insensitively; None when neither is there.
+
+    >>> match_extension("Seg.JPG", {"jpg": "image"}), match_extension("seg.jpg", {"seg.jpg": "mask", "jpg": 1})
+    (('jpg', 'image'), ('seg.jpg', 'mask'))
+    """
+    ext = extension.lower()
+    value = table.get(ext)
+    if value is not None:
+        return ext, value
+    last = ext.rpartition(".")[2]
+    value = table.get(last)
+    return (last, value) if value is not None else None
+
+
 def lookup(extension: str) -> tuple[str, Codec] | None:
     """``(matched extension, codec)`` for a field's extension: full extension first, then its last component.
 
     >>> lookup("seg.png")[0], lookup("x.json.gz")[0], lookup("nope")
     ('png', 'gz', None)
     """
-    ext = extension.lower()
-    codec = CODECS.get(ext)
-    if codec is not None:
-        return ext, codec
-    last = ext.rpartition(".")[2]
-    codec = CODECS.get(last)
-    return (last, codec) if codec is not None else None
+    return match_extension(extension, CODECS)
 
 
 def get_codec(extension: str) -> Codec | None:

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError, OpenError
+from ..io.urls import local_path, split_scheme
 
 __all__ = ["ByteSource", "LocalSource", "local_path", "open_source", "register_source"]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 _FACTORIES: dict[str, Callable[[str], "ByteSource"]] = {}
 
 
@@ -114,21 +114,6 @@ class LocalSource:
         return f"LocalSource({self.url!r}, size={self.size})"
 
 
-def local_path(url: str | os.PathLike[str]) -> str | None:
-    """The local path of ``url`` (a path or a ``file:`` URL), or None for other schemes.
-
-    >>> local_path("file:///data/a.tar"), local_path("data/a.tar"), local_path("s3://b/a.tar")
-    ('/data/a.tar', 'data/a.tar', None)
-    """
-    text = os.fspath(url)
-    if text.startswith("file:"):
-        return text[7:] if text.startswith("file://") else text[5:]
-    match = _SCHEME.match(text)
-    if match and len(match.group(1)) > 1:  # a one-letter "scheme" is a Windows drive
-        return None
-    return text
-
-
 def register_source(scheme: str, factory: Callable[[str], ByteSource]) -> None:
     """Make :func:`open_source` open ``scheme://...`` URLs with ``factory(url)``.
 
@@ -153,7 +138,9 @@ def open_source(url: str | os.PathLike[str]) -> ByteSource:
     if path is not None:
         return LocalSource(path, os.fspath(url))
     text = os.fspath(url)
-    scheme = _SCHEME.match(text).group(1).lower()  # type: ignore[union-attr]
+    scheme, _ = split_scheme(text)
+    if not scheme:  # "-": standard input cannot be read at offsets
+        raise ConfigError(f"{text!r} is standard input: random access reads files; save the shard to a file first")
     factory = _FACTORIES.get(scheme)
     if factory is None:
         raise ConfigError(

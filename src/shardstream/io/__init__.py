@@ -1,7 +1,8 @@
 """Opening shards by URL: a registry of openers by scheme (see :mod:`shardstream.io.registry`).
 
 Local sources are built in: paths, ``file:`` URLs, ``-`` (stdin) and ``pipe:CMD`` (runs CMD in a shell: see
-:mod:`shardstream.io.pipe`). Other schemes are registered with :func:`register_opener`.
+:mod:`shardstream.io.pipe`). Other schemes are registered with :func:`register_opener`. What a URL names
+(its scheme, its local path, brace patterns) is decided in :mod:`shardstream.io.urls`.
 
 >>> import pathlib
 >>> _ = pathlib.Path("s.bin").write_bytes(b"12")
@@ -22,16 +23,18 @@ from .registry import (
     known_schemes,
     open_url,
     register_opener,
-    split_scheme,
     unregister_opener,
 )
+from .urls import expand_urls, local_path, split_scheme
 
 __all__ = [
     "ShardHandle",
+    "expand_urls",
     "finish_stream",
     "get_opener",
     "gopen",
     "known_schemes",
+    "local_path",
     "open_for_writing",
     "open_url",
     "register_opener",

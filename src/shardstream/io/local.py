@@ -13,22 +13,19 @@ from __future__ import annotations
 import io
 import sys
 from typing import IO
-from urllib.parse import unquote, urlsplit
 
 from ..config import get_settings
-from ..errors import ConfigError, OpenError
+from ..errors import OpenError
+from .urls import local_path
 
 __all__ = ["open_path", "open_stdin", "path_of"]
 
 
 def path_of(url: str) -> str:
-    """The filesystem path a local URL names: ``file:///abs``, ``file:rel`` or a plain path."""
-    if not url[:5].lower() == "file:":
-        return url
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
-        raise ConfigError(f"file: URL {url!r} names a remote host {parts.netloc!r}; only local files are supported")
-    return unquote(parts.path)
+    """The filesystem path a local URL names: ``file:///abs``, ``file:rel`` or a plain path (the rule is
+    :func:`shardstream.io.urls.local_path`)."""
+    path = local_path(url)
+    return url if path is None else path
 
 
 def open_path(url: str) -> IO[bytes]:

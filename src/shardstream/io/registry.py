@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import IO, Union
 
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .urls import local_path, split_scheme
 
 __all__ = [
     "ShardHandle",
@@ -37,8 +38,6 @@ __all__ = [
 
 Opener = Callable[[str], IO[bytes]]
 OpenerSpec = Union[str, Opener]
-
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,14 +84,6 @@ def known_schemes() -> list[str]:
     return sorted(_OPENERS)
 
 
-def split_scheme(url: str) -> tuple[str, str]:
-    """``"pipe:cmd"`` -> ``("pipe", "cmd")``; a path (or a Windows drive letter) -> ``("", url)``."""
-    m = _SCHEME.match(url)
-    if m is None or len(m.group(1)) == 1:
-        return "", url
-    return m.group(1).lower(), url[m.end() :]
-
-
 def _resolve(scheme: str, entry: _Entry) -> Opener:
     if not isinstance(entry.target, str):
         return entry.target
@@ -120,14 +111,12 @@ def get_opener(url: str) -> Opener:
     if url == "-":
         return _resolve("-", _STDIN)
     scheme, _ = split_scheme(url)
-    if not scheme:
-        return _resolve("file", _OPENERS["file"])
     entry = _OPENERS.get(scheme)
-    if entry is None:
-        if os.path.exists(url):  # a relative path that merely looks like a URL ("data:2024/x.tar")
-            return _resolve("file", _OPENERS["file"])
+    if entry is not None:
+        return _resolve(scheme, entry)
+    if local_path(url) is None:  # a path, or a relative path that merely looks like a URL ("data:2024/x.tar")
         raise _unknown(url, scheme)
-    return _resolve(scheme, entry)
+    return _resolve("file", _OPENERS["file"])
 
 
 def open_url(url: str | os.PathLike[str]) -> IO[bytes]:

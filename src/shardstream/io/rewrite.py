@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Iterable
 
 from ..config import Settings, get_settings, secure_mode
 from ..errors import ConfigError
 
-__all__ = ["RewriteRules", "envsubst", "rewrite_url"]
+__all__ = ["RewriteRules", "rewrite_url"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,25 +83,3 @@ def rewrite_url(url: str, settings: Settings | None = None) -> str:
                           "SHARDSTREAM_URL_REWRITES / GOPEN_REWRITE / WDS_REWRITE or secure mode")
     return RewriteRules.from_settings(settings)(url)
 
-
-_VAR = re.compile(r"\$\{(\w+)\}")
-
-
-def envsubst(url: str, settings: Settings | None = None) -> str:
-    """``url`` with each ``${NAME}`` replaced by the value of the environment variable ``WDS_NAME`` (webdataset's
-    rule); a missing variable is a :class:`~shardstream.errors.ConfigError` naming it.
-
-    >>> envsubst("${DATA}/train-{000..009}.tar", Settings(url_vars=(("DATA", "/mnt/data"),)))
-    '/mnt/data/train-{000..009}.tar'
-    """
-    if "${" not in url:
-        return url
-    values = dict((settings or get_settings()).url_vars)
-
-    def value(m: re.Match[str]) -> str:
-        if m.group(1) not in values:
-            raise ConfigError(f"{url!r} uses ${{{m.group(1)}}} but the environment variable WDS_{m.group(1)} is not "
-                              "set; set it, or write the value into the URL")
-        return values[m.group(1)]
-
-    return _VAR.sub(value, url)

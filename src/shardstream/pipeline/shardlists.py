@@ -12,119 +12,15 @@
 
 from __future__ import annotations
 
-import os
-import re
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any, Union
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import ConfigError
+from ..io.urls import Urls, braceexpand, expand_urls
 from .core import Context, Source
 
 __all__ = ["ResampledShards", "SimpleShardList", "braceexpand", "expand_urls"]
-
-Urls = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
-_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
-_CHARS = re.compile(r"^(\w)\.\.(\w)(?:\.\.(-?\d+))?$")
-
-
-def _find(text: str, char: str, start: int) -> int:
-    """Index of the first unescaped ``char`` at or after ``start`` (-1 if none)."""
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == char:
-            return i
-        i += 1
-    return -1
-
-
-def _match(text: str, open_at: int) -> tuple[int, list[int]]:
-    """(index of the matching ``}``, indices of the top-level commas between), or (-1, [])."""
-    depth, commas, i = 0, [], open_at
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i, commas
-        elif c == "," and depth == 1:
-            commas.append(i)
-        i += 1
-    return -1, []
-
-
-def _sequence(body: str) -> list[str] | None:
-    m = _RANGE.match(body)
-    if m:
-        a, b = int(m.group(1)), int(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        lo, hi = m.group(1).lstrip("-"), m.group(2).lstrip("-")
-        padded = (len(lo) > 1 and lo[0] == "0") or (len(hi) > 1 and hi[0] == "0")
-        width = max(len(m.group(1)), len(m.group(2))) if padded else 0
-        numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [f"{n:0{width}d}" for n in numbers]
-    m = _CHARS.match(body)
-    if m:
-        a, b = ord(m.group(1)), ord(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        return [chr(n) for n in (range(a, b + 1, step) if a <= b else range(a, b - 1, -step))]
-    return None
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
-
-
-def _expand(text: str, start: int = 0) -> list[str]:
-    open_at = _find(text, "{", start)
-    while open_at >= 0:
-        close_at, commas = _match(text, open_at)
-        if close_at < 0:
-            break
-        body = text[open_at + 1 : close_at]
-        if commas:
-            cuts = [open_at, *commas, close_at]
-            choices = [text[cuts[i] + 1 : cuts[i + 1]] for i in range(len(cuts) - 1)]
-        else:
-            choices = _sequence(body)  # type: ignore[assignment]
-        if choices is None:  # "{x}": literal braces; look further
-            open_at = _find(text, "{", open_at + 1)
-            continue
-        prefix, rests = text[:open_at], _expand(text[close_at + 1 :])
-        return [_unescape(prefix) + c + r for choice in choices for c in _expand(choice) for r in rests]
-    return [_unescape(text)]
-
-
-def braceexpand(pattern: str) -> list[str]:
-    """Bash-style brace expansion: ``{a,b}`` alternatives, ``{000..099}`` zero-padded ranges, ``{a..e}``,
-    ``{0..10..2}`` steps, nesting; ``\\{`` is a literal brace, and unmatched braces stay as they are.
-
-    >>> braceexpand("x{1..10..4}y"), braceexpand("{9..11}"), braceexpand("keep{this}and\\\\{that}")
-    (['x1y', 'x5y', 'x9y'], ['9', '10', '11'], ['keep{this}and{that}'])
-    """
-    return _expand(pattern)
-
-
-def expand_urls(urls: Urls) -> list[str]:
-    """A string is split on ``::`` and each part brace-expanded; a list (of strings or paths) is taken as is."""
-    if isinstance(urls, (str, os.PathLike)):
-        return [url for part in os.fspath(urls).split("::") for url in braceexpand(part)]
-    if isinstance(urls, Sequence) or hasattr(urls, "__iter__"):
-        result = []
-        for url in urls:
-            if not isinstance(url, (str, os.PathLike)):
-                raise ConfigError(f"a shard list must contain strings or paths, not {url!r}")
-            result.append(os.fspath(url))
-        return result
-    raise ConfigError(f"shards must be a string (with {{..}} and ::) or a list of URLs, not {urls!r}")
 
 
 class SimpleShardList(Source):

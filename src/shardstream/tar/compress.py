@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
 from ..errors import MissingDependencyError, TarFormatError
-from .reader import Member, iter_members, map_file
+from .buffers import map_file
+from .reader import Member, iter_members
 
 __all__ = ["compression", "iter_tar", "map_tar", "open_tar_stream", "read_tar"]
 
@@ -250,7 +251,7 @@ def map_tar(stream: BinaryIO) -> Any:
     """The uncompressed tar file behind ``stream`` mapped read-only (an ``mmap``, for
     :func:`~shardstream.tar.reader.iter_members_mapped`), or None when the shard cannot be read in place: a
     compressed file, or a stream that is not a plain regular file at its start (see
-    :func:`~shardstream.tar.reader.map_file`).
+    :func:`~shardstream.tar.buffers.map_file`).
 
     >>> import io
     >>> map_tar(io.BytesIO(b"not a file")) is None

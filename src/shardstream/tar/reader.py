@@ -27,15 +27,14 @@ that stops inside a header or inside member data (padding included) raises
 
 from __future__ import annotations
 
-import io
 import mmap
-import os
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from ..config import get_settings
 from ..errors import ConfigError, TarFormatError
+from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file
 from .header import (
     BLOCKSIZE,
     GNU_LONGLINK,
@@ -75,9 +74,6 @@ Member = tuple[str, bytes, int]
 Scan = Callable[..., tuple[list[Any], int]]
 _ZERO_BLOCK = bytes(BLOCKSIZE)
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
-_MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
-#: members at least this large are read from plain seekable files straight into their own bytes (one copy)
-_DIRECT_MIN = 1 << 20
 
 
 class TruncatedTarWarning(UserWarning):
@@ -128,124 +124,6 @@ def member_scan(accelerate: bool | None) -> Scan | None:
         raise ConfigError("accelerate=True, but the C extension shardstream.tar._scan is not built")
     use_c = accelerated() if accelerate is None else accelerate
     return _scan.scan if use_c else None
-
-
-class Source(Protocol):
-    """What :func:`walk` reads from: ``buf[pos:]`` are the unread bytes, ``buf[0]`` is at offset ``base``."""
-
-    buf: Any
-    pos: int
-    base: int
-    eof: bool
-
-    def fill(self, need: int) -> bool: ...
-
-    def take_direct(self, start: int, size: int, padded: int) -> bytes | None: ...
-
-
-class StreamBuffer:
-    """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``.
-
-    A :class:`Source` for :func:`walk`; other walks (the C sample grouping in :mod:`shardstream.samples`) may
-    consume ``buf`` from ``pos`` and hand the rest to :func:`walk` at a member boundary.
-    """
-
-    __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
-
-    def __init__(self, stream: BinaryIO, bufsize: int):
-        self._read = stream.read
-        self._bufsize = bufsize
-        self._file = stream if _is_plain_file(stream) else None
-        self.buf = b""
-        self.pos = self.base = 0
-        self.eof = False
-
-    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
-        """The data of a large member whose data begins at ``buf[start]``, read from the file in one copy.
-
-        Only for plain seekable files, and only when the buffer does not hold the whole member; returns None
-        otherwise, or when the file is shorter than the member (the caller then reports the truncation).
-        """
-        f = self._file
-        if f is None or size < _DIRECT_MIN or len(self.buf) - start >= size:
-            return None
-        f.seek(start - len(self.buf), os.SEEK_CUR)  # back to the first data byte
-        data = f.read(size)
-        pad = f.read(padded - size) if len(data) == size else b""
-        if len(data) + len(pad) < padded:
-            f.seek(self.base + len(self.buf) - (self.base + start + len(data) + len(pad)), os.SEEK_CUR)
-            return None
-        self.base += start + padded
-        self.buf, self.pos = b"", 0
-        return data
-
-    def fill(self, need: int) -> bool:
-        """Read until ``need`` bytes are available at ``pos``; False if the stream ends first.
-
-        Reads are bounded (at most ``max(bufsize, 16 MiB)`` each), so a corrupt size never allocates more
-        than the stream actually holds.
-        """
-        avail = len(self.buf) - self.pos
-        if avail >= need:
-            return True
-        self.base += self.pos
-        if avail and self._file is not None and not self.eof:
-            # a plain file: read the unread tail again with what follows (one copy of the data, not two)
-            self._file.seek(-avail, os.SEEK_CUR)
-            parts, avail = [], 0
-        else:
-            parts = [self.buf[self.pos :]] if avail else []
-        self.pos = 0
-        while avail < need and not self.eof:
-            chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
-            if chunk:
-                parts.append(chunk)
-                avail += len(chunk)
-            else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: treated as the end)
-                self.eof = True
-        self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
-        return avail >= need
-
-
-class MappedBuffer:
-    """A :class:`Source` over a whole tar held in memory (an ``mmap``, ``bytes``...): nothing left to read.
-
-    ``buf`` is the buffer itself; slicing it (headers) copies a block, member data is never touched here.
-    """
-
-    __slots__ = ("buf", "pos", "base", "eof")
-
-    def __init__(self, buffer: Any):
-        self.buf = buffer
-        self.pos = self.base = 0
-        self.eof = True
-
-    def fill(self, need: int) -> bool:
-        return len(self.buf) - self.pos >= need
-
-    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
-        return None
-
-
-def map_file(stream: BinaryIO) -> mmap.mmap | None:
-    """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
-    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty.
-
-    The map stays valid after ``stream`` is closed and lives as long as a reference to it (or to a memoryview
-    of it) does. The file must not be truncated while mapped (reading a page past its new end kills the
-    process with SIGBUS), as for any memory-mapped reader.
-    """
-    if not _is_plain_file(stream):
-        return None
-    try:
-        if stream.tell() != 0:
-            return None
-        fd = stream.fileno()
-        if os.fstat(fd).st_size == 0:
-            return None
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
 
 
 def iter_members_mapped(
@@ -374,16 +252,6 @@ def _sparse_error(url: str, offset: int, name: bytes) -> TarFormatError:
         offset=offset,
         member=name.decode("utf-8", "surrogateescape"),
     )
-
-
-def _is_plain_file(stream: BinaryIO) -> bool:
-    """A regular file opened for reading (not a pipe, socket or decompressor): cheap to seek back in."""
-    if not isinstance(stream, (io.BufferedReader, io.FileIO)):
-        return False
-    try:
-        return stream.seekable()
-    except (OSError, ValueError):
-        return False
 
 
 def _take(src: Source, size: int, url: str, offset: int, member: str | None = None, *, keep: bool = True) -> bytes:

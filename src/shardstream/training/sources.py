@@ -30,8 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
-from ..indexed.source import local_path
-from ..pipeline.shardlists import expand_urls
+from ..io.urls import expand_urls, local_path
 
 __all__ = ["Resolved", "resolve"]
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import IMAGE_EXTENSIONS
+from ..codecs.table import lookup
 from ..errors import ConfigError, OpenError
 from ..indexed import open_source
 from ..indexed.source import ByteSource
@@ -215,8 +215,9 @@ class ViewerData:
         members = self.members(i)
         fields = [ext for ext, _, _ in members]
         item: dict[str, Any] = {"index": i, "key": self.key(i), "fields": fields, "thumb": None}
-        images = [ext for ext in fields if ext.rpartition(".")[2] in IMAGE_EXTENSIONS]
-        arrays = [ext for ext in fields if ext.rpartition(".")[2] == "npy"]
+        codecs = {ext: lookup(ext) for ext in fields}  # (matched extension, codec) or None
+        images = [ext for ext, found in codecs.items() if found is not None and found[1].kind == "image"]
+        arrays = [ext for ext, found in codecs.items() if found is not None and found[0] == "npy"]
         item["thumb"] = next(iter(images), None) or next(
             (ext for ext in arrays if npy_renderable(self.read(i, ext, 4096))), None)
         if "cls" in fields:

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import shutil
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 
 from ..errors import ConfigError, OpenError, SampleFormatError, StaleIndexError, TarFormatError
 from ..indexed import DatasetIndex, ShardIndex, index_shard, open_source, sidecar_path
-from ..indexed.source import local_path
+from ..io.urls import expand_inputs, local_path
 from ..samples import KeyRule
 from ..tar.compress import compression
 
@@ -51,24 +50,11 @@ def expand_dataset(inputs: Sequence[str]) -> tuple[list[tuple[str, str | None]],
     for arg in inputs:
         if arg == "-":
             raise ConfigError("the viewer needs files or URLs, not '-' (standard input)")
-        path = local_path(arg)
         if arg.endswith(".json"):
             shards.extend((entry.url, entry.index) for entry in DatasetIndex.load(arg).shards)
             base = _parent(arg) if base is None else base
             continue
-        if path is not None and os.path.isdir(path):
-            names = [os.path.join(path, n) for n in sorted(os.listdir(path))
-                     if (".tar" in n or n.endswith(".tgz")) and not n.endswith((".ssidx", ".idx")) and n[0] != "."]
-        elif "{" in arg and not (path is not None and os.path.exists(path)):
-            from ..pipeline import braceexpand
-
-            names = list(braceexpand(arg))
-        elif path is not None and not os.path.exists(path) and glob.has_magic(path):
-            names = sorted(glob.glob(path))
-        else:
-            names = [arg]
-        if not names:
-            raise ConfigError(f"{arg!r} names no shard")
+        names = expand_inputs([arg], directories=True, globs=True)
         shards.extend((name, None) for name in names)
         base = _parent(names[0]) if base is None else base
     if not shards:

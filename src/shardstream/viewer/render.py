@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -30,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..codecs import decode_field, get_codec
+from ..codecs.basic import gzip_loads
+from ..codecs.table import lookup, match_extension
 
 __all__ = [
     "AUDIO_TYPES",
@@ -57,6 +58,7 @@ IMAGE_TYPES = {"jpg": "image/jpeg", "jpeg": "image/jpeg", "jpe": "image/jpeg", "
 AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg",
                "oga": "audio/ogg", "opus": "audio/ogg", "m4a": "audio/mp4", "weba": "audio/webm"}  # fmt: skip
 VIDEO_TYPES = {"mp4": "video/mp4", "m4v": "video/mp4", "webm": "video/webm", "ogv": "video/ogg"}
+_MEDIA_TYPES = {**IMAGE_TYPES, **AUDIO_TYPES, **VIDEO_TYPES}
 MAX_DECODE = 64 << 20  # bytes: larger fields (and larger gunzipped data) are not decoded
 MAX_TEXT = 200_000  # characters of text shown
 THUMB_SIZE = 192  # pixels, the longer side of a thumbnail
@@ -83,18 +85,14 @@ def unwrap(ext: str, data: bytes) -> tuple[str, bytes]:
     """``(inner extension, bytes)`` with ``.gz`` layers removed (``x.json.gz`` -> ``x.json``), at most
     :data:`MAX_DECODE` bytes out of each (a gzip bomb raises ``ValueError``)."""
     while ext == "gz" or ext.endswith(".gz"):
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = inflate.decompress(data, MAX_DECODE)
-        if inflate.unconsumed_tail:
-            raise ValueError(f"gunzipped data exceeds {MAX_DECODE} bytes: not decoded")
-        data, ext = out, ext[:-3].rstrip(".")
+        data, ext = gzip_loads(data, max_size=MAX_DECODE), ext[:-3].rstrip(".")
     return ext, data
 
 
 def media_type(ext: str) -> str | None:
     """The content type a browser can show a field with (images, audio, video by extension), or None."""
-    last = ext.rpartition(".")[2].lower()
-    return IMAGE_TYPES.get(last) or AUDIO_TYPES.get(last) or VIDEO_TYPES.get(last)
+    found = match_extension(ext, _MEDIA_TYPES)
+    return found[1] if found is not None else None
 
 
 def arrays_of(value: Any) -> list[tuple[str | None, np.ndarray]] | None:
@@ -274,7 +272,7 @@ def _describe(ext: str, data: bytes, classes: list[str] | None, size: int) -> di
         return {"kind": "text", "text": text[:MAX_TEXT], "truncated": len(text) > MAX_TEXT,
                 "note": "no codec for this extension: shown as UTF-8 text"}  # fmt: skip
     if not codec.safe:
-        last = inner.rpartition(".")[2]
+        last = lookup(inner)[0]  # type: ignore[index]
         return {"kind": "unsafe", "note": f"unsafe: not decoded (decoding .{last} can run code)", "hex": hexdump(plain)}
     value = decode_field(inner, plain)
     if codec.name == "text":

@@ -6,7 +6,6 @@ import bz2
 import gzip
 import lzma
 import os
-import re
 import warnings
 from typing import Any, BinaryIO, Union
 
@@ -14,7 +13,6 @@ from ..errors import ConfigError, MissingDependencyError
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 _BYTES = (bytes, bytearray, memoryview)
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 # Compression inferred from a path's ending (only when ``compress`` is None).
 _SUFFIXES = {
     ".gz": "gz", ".tgz": "gz", ".bz2": "bz2", ".tbz": "bz2", ".tbz2": "bz2",

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 
 from ..codecs import encode_sample
 from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
+from ..io.urls import local_path
 from ..tar.header import BLOCKSIZE
 from ..tar.writer import DEFAULT_OWNER, PAX_SIZE_LIMIT, TarStreamWriter, member_size
-from ._targets import _BYTES, _SCHEME, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file
+from ._targets import _BYTES, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file
 
 __all__ = ["TarWriter"]
 
@@ -117,11 +118,9 @@ class TarWriter:
             path = os.fspath(fileobj)
             if not isinstance(path, str):
                 raise ConfigError(f"TarWriter needs a str path or a binary stream, got {fileobj!r}")
-            remote = False
-            if path.startswith("file:"):
-                path = path[7:] if path.startswith("file://") else path[5:]
-            elif _SCHEME.match(path):
-                remote = True  # s3://, gs://... and pipe:CMD: see shardstream.io.remote_write
+            local = path if path == "-" else local_path(path)
+            remote = local is None  # s3://, gs://... and pipe:CMD: see shardstream.io.remote_write
+            path = path if remote else local  # type: ignore[assignment]
             kind = _compression(compress, path)
             if remote:
                 from ..io.remote_write import open_for_write

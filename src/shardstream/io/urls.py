@@ -1,0 +1,259 @@
+"""The URL rule, in one place: schemes, local paths, brace patterns and the inputs a user names.
+
+Every layer that turns a URL into something to read asks here: streaming (:func:`shardstream.io.open_url`),
+random access (:func:`shardstream.indexed.open_source`), writing (:class:`shardstream.writer.TarWriter`),
+training sources, the command line and the viewer.
+
+- :func:`split_scheme`: ``"pipe:cmd"`` -> ``("pipe", "cmd")``; a path, or a Windows drive letter, has none.
+- :func:`local_path`: the filesystem path a URL names, or None. ``file:`` URLs are percent-decoded
+  (``file:///data/x%20y.tar`` is ``/data/x y.tar``), ``file:rel/x.tar`` is relative, a ``file:`` URL naming a
+  host is a :class:`~shardstream.errors.ConfigError`, and a relative path that merely looks like a URL
+  (``data:2024/x.tar``) is a local file when it exists.
+- :func:`braceexpand` and :func:`expand_urls`: ``{000..009}`` patterns and ``::``-joined lists; ``${NAME}`` in a
+  URL string is replaced by the value of ``WDS_NAME`` (:func:`envsubst`, webdataset's rule).
+- :func:`expand_inputs`: what a user names on the command line (files, braces, and optionally directories
+  and globs) -> shard URLs.
+
+>>> split_scheme("s3://bucket/a.tar"), split_scheme("C:/data/a.tar")
+(('s3', '//bucket/a.tar'), ('', 'C:/data/a.tar'))
+>>> local_path("file:///data/x%20y.tar"), local_path("file:rel/x.tar"), local_path("s3://b/a.tar")
+('/data/x y.tar', 'rel/x.tar', None)
+>>> expand_urls("a-{0..1}.tar::b.tar")
+['a-0.tar', 'a-1.tar', 'b.tar']
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Sequence
+from typing import Union
+from urllib.parse import unquote, urlsplit
+
+from ..config import Settings, get_settings
+from ..errors import ConfigError
+
+__all__ = ["Urls", "braceexpand", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
+
+Urls = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+
+
+def split_scheme(url: str) -> tuple[str, str]:
+    """``"pipe:cmd"`` -> ``("pipe", "cmd")`` (the scheme lower-cased); a path, or a Windows drive letter, has no
+    scheme: ``("", url)``.
+
+    >>> split_scheme("pipe:cat a.tar"), split_scheme("/data/a.tar"), split_scheme("HTTP://h/a.tar")
+    (('pipe', 'cat a.tar'), ('', '/data/a.tar'), ('http', '//h/a.tar'))
+    """
+    m = _SCHEME.match(url)
+    if m is None or len(m.group(1)) == 1:
+        return "", url
+    return m.group(1).lower(), url[m.end() :]
+
+
+def local_path(url: str | os.PathLike[str]) -> str | None:
+    """The filesystem path ``url`` names, or None when it is not a local file (another scheme, or ``-``).
+
+    ``file:///abs`` and ``file://localhost/abs`` are absolute, ``file:rel`` is relative; the path of a ``file:``
+    URL is percent-decoded. A ``file:`` URL naming another host is a ConfigError. A string with an unknown
+    scheme that exists as a relative path (``data:2024/x.tar``) is that local file.
+
+    >>> local_path("file://localhost/d/a%2Bb.tar"), local_path("data/a.tar"), local_path("-")
+    ('/d/a+b.tar', 'data/a.tar', None)
+    >>> local_path("file://server/share/a.tar")
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.ConfigError: file: URL 'file://server/share/a.tar' names a remote host 'server'; only local files are supported
+    """
+    text = os.fspath(url)
+    if text == "-":
+        return None
+    scheme, _ = split_scheme(text)
+    if scheme == "file":
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigError(
+                f"file: URL {text!r} names a remote host {parts.netloc!r}; only local files are supported"
+            )
+        return unquote(parts.path)
+    if not scheme or os.path.exists(text):
+        return text
+    return None
+
+
+# -- brace patterns --------------------------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
+_CHARS = re.compile(r"^(\w)\.\.(\w)(?:\.\.(-?\d+))?$")
+
+
+def _find(text: str, char: str, start: int) -> int:
+    """Index of the first unescaped ``char`` at or after ``start`` (-1 if none)."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == char:
+            return i
+        i += 1
+    return -1
+
+
+def _match(text: str, open_at: int) -> tuple[int, list[int]]:
+    """(index of the matching ``}``, indices of the top-level commas between), or (-1, [])."""
+    depth, commas, i = 0, [], open_at
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i, commas
+        elif c == "," and depth == 1:
+            commas.append(i)
+        i += 1
+    return -1, []
+
+
+def _sequence(body: str) -> list[str] | None:
+    m = _RANGE.match(body)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        step = abs(int(m.group(3) or 1)) or 1
+        lo, hi = m.group(1).lstrip("-"), m.group(2).lstrip("-")
+        padded = (len(lo) > 1 and lo[0] == "0") or (len(hi) > 1 and hi[0] == "0")
+        width = max(len(m.group(1)), len(m.group(2))) if padded else 0
+        numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        return [f"{n:0{width}d}" for n in numbers]
+    m = _CHARS.match(body)
+    if m:
+        a, b = ord(m.group(1)), ord(m.group(2))
+        step = abs(int(m.group(3) or 1)) or 1
+        return [chr(n) for n in (range(a, b + 1, step) if a <= b else range(a, b - 1, -step))]
+    return None
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def _expand(text: str, start: int = 0) -> list[str]:
+    open_at = _find(text, "{", start)
+    while open_at >= 0:
+        close_at, commas = _match(text, open_at)
+        if close_at < 0:
+            break
+        body = text[open_at + 1 : close_at]
+        if commas:
+            cuts = [open_at, *commas, close_at]
+            choices = [text[cuts[i] + 1 : cuts[i + 1]] for i in range(len(cuts) - 1)]
+        else:
+            choices = _sequence(body)  # type: ignore[assignment]
+        if choices is None:  # "{x}": literal braces; look further
+            open_at = _find(text, "{", open_at + 1)
+            continue
+        prefix, rests = text[:open_at], _expand(text[close_at + 1 :])
+        return [_unescape(prefix) + c + r for choice in choices for c in _expand(choice) for r in rests]
+    return [_unescape(text)]
+
+
+def braceexpand(pattern: str) -> list[str]:
+    """Bash-style brace expansion: ``{a,b}`` alternatives, ``{000..099}`` zero-padded ranges, ``{a..e}``,
+    ``{0..10..2}`` steps, nesting; ``\\{`` is a literal brace, and unmatched braces stay as they are.
+
+    >>> braceexpand("x{1..10..4}y"), braceexpand("{9..11}"), braceexpand("keep{this}and\\\\{that}")
+    (['x1y', 'x5y', 'x9y'], ['9', '10', '11'], ['keep{this}and{that}'])
+    """
+    return _expand(pattern)
+
+
+def expand_urls(urls: Urls) -> list[str]:
+    """A string is split on ``::`` and each part brace-expanded; a list (of strings or paths) is taken as is."""
+    if isinstance(urls, (str, os.PathLike)):
+        return [url for part in os.fspath(urls).split("::") for url in braceexpand(envsubst(part))]
+    if isinstance(urls, Sequence) or hasattr(urls, "__iter__"):
+        result = []
+        for url in urls:
+            if not isinstance(url, (str, os.PathLike)):
+                raise ConfigError(f"a shard list must contain strings or paths, not {url!r}")
+            result.append(os.fspath(url))
+        return result
+    raise ConfigError(f"shards must be a string (with {{..}} and ::) or a list of URLs, not {urls!r}")
+
+
+_VAR = re.compile(r"\$\{(\w+)\}")
+
+
+def envsubst(url: str, settings: Settings | None = None) -> str:
+    """``url`` with each ``${NAME}`` replaced by the value of the environment variable ``WDS_NAME`` (webdataset's
+    rule); a missing variable is a :class:`~shardstream.errors.ConfigError` naming it.
+
+    >>> envsubst("${DATA}/train-{000..009}.tar", Settings(url_vars=(("DATA", "/mnt/data"),)))
+    '/mnt/data/train-{000..009}.tar'
+    """
+    if "${" not in url:
+        return url
+    values = dict((settings or get_settings()).url_vars)
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) not in values:
+            raise ConfigError(f"{url!r} uses ${{{m.group(1)}}} but the environment variable WDS_{m.group(1)} is not "
+                              "set; set it, or write the value into the URL")
+        return values[m.group(1)]
+
+    return _VAR.sub(value, url)
+
+
+# -- what a user names -----------------------------------------------------------------------------------------
+
+
+def _shard_names(directory: str) -> list[str]:
+    """The shards in a directory: ``*.tar*`` and ``*.tgz`` files, not indexes or hidden files, sorted."""
+    return [
+        os.path.join(directory, n) for n in sorted(os.listdir(directory))
+        if (".tar" in n or n.endswith(".tgz")) and not n.endswith((".ssidx", ".idx")) and n[0] != "."
+    ]  # fmt: skip
+
+
+def expand_inputs(args: Sequence[str], *, directories: bool = False, globs: bool = False) -> list[str]:
+    """Inputs a user named -> shard URLs, in order: ``{000..009}`` brace patterns are expanded (for URLs the shell
+    cannot glob) unless the argument exists as a file; with ``directories``, a directory stands for its shards
+    (``*.tar*``, ``*.tgz``); with ``globs``, a local pattern that is not itself a file is globbed. ``-``
+    (standard input) may appear once; an argument that names no shard is a ConfigError.
+
+    >>> import os
+    >>> os.makedirs("inputs", exist_ok=True)
+    >>> for name in ("b.tar", "a.tar", "a.tar.ssidx"):
+    ...     open(os.path.join("inputs", name), "wb").close()
+    >>> expand_inputs(["s-{0..1}.tar", "-"])
+    ['s-0.tar', 's-1.tar', '-']
+    >>> expand_inputs(["inputs"], directories=True) == [os.path.join("inputs", "a.tar"), os.path.join("inputs", "b.tar")]
+    True
+    >>> expand_inputs(["inputs/*.tar"], globs=True) == expand_inputs(["inputs"], directories=True)
+    True
+    """
+    urls: list[str] = []
+    for arg in args:
+        path = local_path(arg)
+        exists = path is not None and os.path.exists(path)
+        if directories and exists and os.path.isdir(path):  # type: ignore[arg-type]
+            names = _shard_names(path)  # type: ignore[arg-type]
+        elif "{" in arg and not exists:
+            names = braceexpand(arg)
+        elif globs and path is not None and not exists and glob.has_magic(path):
+            names = sorted(glob.glob(path))
+        else:
+            names = [arg]
+        if not names:
+            raise ConfigError(f"{arg!r} names no shard")
+        urls.extend(names)
+    if urls.count("-") > 1:
+        raise ConfigError("'-' (standard input) can be read only once")
+    return urls

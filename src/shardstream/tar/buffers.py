@@ -1,0 +1,156 @@
+"""What the header walk reads from: a :class:`Source` is ``buf[pos:]`` (the unread bytes, ``buf[0]`` at offset
+``base``) that can be refilled.
+
+- :class:`StreamBuffer`: any binary stream read in large chunks (files, pipes, sockets with short reads);
+  large members of plain files are read straight into their own bytes.
+- :class:`MappedBuffer`: a whole tar already in memory (an ``mmap``, ``bytes``), nothing left to read.
+- :func:`map_file`: a plain local file mapped read-only, for zero-copy reads.
+
+>>> import io
+>>> src = StreamBuffer(io.BytesIO(b"abcdef"), bufsize=4)
+>>> src.fill(5), bytes(src.buf[src.pos : src.pos + 5])
+(True, b'abcde')
+>>> MappedBuffer(b"xy").fill(3)
+False
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from typing import Any, BinaryIO, Protocol
+
+__all__ = ["MappedBuffer", "Source", "StreamBuffer", "map_file"]
+
+_MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
+#: members at least this large are read from plain seekable files straight into their own bytes (one copy)
+_DIRECT_MIN = 1 << 20
+
+
+class Source(Protocol):
+    """What :func:`~shardstream.tar.reader.walk` reads from: ``buf[pos:]`` are the unread bytes, ``buf[0]`` is at offset ``base``."""
+
+    buf: Any
+    pos: int
+    base: int
+    eof: bool
+
+    def fill(self, need: int) -> bool: ...
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None: ...
+
+
+class StreamBuffer:
+    """The unread bytes of a stream: ``buf[pos:]``, where ``buf[0]`` is at stream offset ``base``.
+
+    A :class:`Source` for :func:`~shardstream.tar.reader.walk`; other walks (the C sample grouping in :mod:`shardstream.reading`) may
+    consume ``buf`` from ``pos`` and hand the rest to :func:`walk` at a member boundary.
+    """
+
+    __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
+
+    def __init__(self, stream: BinaryIO, bufsize: int):
+        self._read = stream.read
+        self._bufsize = bufsize
+        self._file = stream if _is_plain_file(stream) else None
+        self.buf = b""
+        self.pos = self.base = 0
+        self.eof = False
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        """The data of a large member whose data begins at ``buf[start]``, read from the file in one copy.
+
+        Only for plain seekable files, and only when the buffer does not hold the whole member; returns None
+        otherwise, or when the file is shorter than the member (the caller then reports the truncation).
+        """
+        f = self._file
+        if f is None or size < _DIRECT_MIN or len(self.buf) - start >= size:
+            return None
+        f.seek(start - len(self.buf), os.SEEK_CUR)  # back to the first data byte
+        data = f.read(size)
+        pad = f.read(padded - size) if len(data) == size else b""
+        if len(data) + len(pad) < padded:
+            f.seek(self.base + len(self.buf) - (self.base + start + len(data) + len(pad)), os.SEEK_CUR)
+            return None
+        self.base += start + padded
+        self.buf, self.pos = b"", 0
+        return data
+
+    def fill(self, need: int) -> bool:
+        """Read until ``need`` bytes are available at ``pos``; False if the stream ends first.
+
+        Reads are bounded (at most ``max(bufsize, 16 MiB)`` each), so a corrupt size never allocates more
+        than the stream actually holds.
+        """
+        avail = len(self.buf) - self.pos
+        if avail >= need:
+            return True
+        self.base += self.pos
+        if avail and self._file is not None and not self.eof:
+            # a plain file: read the unread tail again with what follows (one copy of the data, not two)
+            self._file.seek(-avail, os.SEEK_CUR)
+            parts, avail = [], 0
+        else:
+            parts = [self.buf[self.pos :]] if avail else []
+        self.pos = 0
+        while avail < need and not self.eof:
+            chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
+            if chunk:
+                parts.append(chunk)
+                avail += len(chunk)
+            else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: treated as the end)
+                self.eof = True
+        self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
+        return avail >= need
+
+
+class MappedBuffer:
+    """A :class:`Source` over a whole tar held in memory (an ``mmap``, ``bytes``...): nothing left to read.
+
+    ``buf`` is the buffer itself; slicing it (headers) copies a block, member data is never touched here.
+    """
+
+    __slots__ = ("buf", "pos", "base", "eof")
+
+    def __init__(self, buffer: Any):
+        self.buf = buffer
+        self.pos = self.base = 0
+        self.eof = True
+
+    def fill(self, need: int) -> bool:
+        return len(self.buf) - self.pos >= need
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        return None
+
+
+def map_file(stream: BinaryIO) -> mmap.mmap | None:
+    """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
+    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty.
+
+    The map stays valid after ``stream`` is closed and lives as long as a reference to it (or to a memoryview
+    of it) does. The file must not be truncated while mapped (reading a page past its new end kills the
+    process with SIGBUS), as for any memory-mapped reader.
+    """
+    if not _is_plain_file(stream):
+        return None
+    try:
+        if stream.tell() != 0:
+            return None
+        fd = stream.fileno()
+        if os.fstat(fd).st_size == 0:
+            return None
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def _is_plain_file(stream: BinaryIO) -> bool:
+    """A regular file opened for reading (not a pipe, socket or decompressor): cheap to seek back in."""
+    if not isinstance(stream, (io.BufferedReader, io.FileIO)):
+        return False
+    try:
+        return stream.seekable()
+    except (OSError, ValueError):
+        return False

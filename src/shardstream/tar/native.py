@@ -1,0 +1,51 @@
+"""The optional C extension (``shardstream.tar._scan``) behind public names: use these, not the private module.
+
+The extension is built at install time when a compiler is there; without it (or with
+``SHARDSTREAM_NO_EXTENSIONS=1``) every caller takes the pure-Python path, with the same results. Each function
+here answers from the switch in force *now* (:data:`shardstream.tar.reader.USE_ACCELERATOR` and whether the
+extension is loaded), so turning the accelerator off applies everywhere at once.
+
+- :func:`accelerated`: whether the C header walk is used by default.
+- :func:`member_scan`: the C header walk for an ``accelerate=`` argument, or None.
+- :func:`sample_grouper`: the C walk that also groups members into samples (``scan_samples``), or None.
+- :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
+
+>>> accelerated() == (member_scan(None) is not None)
+True
+>>> sample_grouper(False) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import reader
+from .reader import accelerated, member_scan
+
+__all__ = ["accelerated", "column_slicer", "member_scan", "sample_grouper"]
+
+
+def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
+    """The C ``scan_samples`` (header walk and grouping into sample dicts or column batches) when the C path is
+    on for ``accelerate`` (None: :func:`accelerated`) and the extension has it; else None.
+
+    Raises :class:`~shardstream.errors.ConfigError` when ``accelerate`` is True and the extension is not built.
+
+    >>> sample_grouper(False) is None
+    True
+    """
+    if member_scan(accelerate) is None:
+        return None
+    return getattr(reader._scan, "scan_samples", None)
+
+
+def column_slicer() -> Callable[..., Any] | None:
+    """The C ``slice_column(buffer, offsets, sizes, start, stop, mode)`` when the accelerator is on; else None.
+
+    >>> column_slicer() is None or callable(column_slicer())
+    True
+    """
+    return getattr(reader._scan, "slice_column", None) if accelerated() else None
+
