@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
-from .errors import ConfigError
-from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
+from .errors import ConfigError, TarFormatError, add_context
+from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _damaged, _group, _reraise, _rule
 from .tar import compress, native, reader
+from .tar.header import BLOCKSIZE, REGULAR_TYPES, parse_header
 from .tar.buffers import StreamBuffer
 
 __all__ = ["ColumnBatches", "iter_samples"]
@@ -69,10 +70,28 @@ def _scanned(
             if need == -2:  # the batch is full
                 yield batches.flush()
                 continue
-        if not (0 < need < _C_GROUP_MAX and src.fill(need)):
+        try:
+            more = 0 < need < _C_GROUP_MAX and src.fill(need)
+        except Exception as exc:  # the stream broke inside the member at src.pos: keep what was read
+            add_context(exc, member=_member_at(src))
+            yield from _damaged(exc, url, split, on_error, stats, current, current_key)
+            return
+        if not more:
             break  # a member or header for Python; or the stream ends where Python must report it
     samples = _group(reader.walk(src, url, scan), url, split, on_error, stats, seen, current, current_key)
     yield from (samples if batches is None else batches._add_all(samples))
+
+
+def _member_at(src: StreamBuffer) -> str | None:
+    """The name in the plain file header at ``src.pos``, if it is whole in the buffer (else None)."""
+    block = src.buf[src.pos : src.pos + BLOCKSIZE]
+    try:
+        header = parse_header(bytes(block)) if len(block) == BLOCKSIZE else None
+    except TarFormatError:
+        return None
+    if header is None or header.typeflag not in REGULAR_TYPES:
+        return None
+    return header.name.decode("utf-8", "surrogateescape")
 
 
 def iter_samples(

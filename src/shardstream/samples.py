@@ -33,7 +33,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Union
 
-from .errors import ConfigError, DuplicateFieldError, InterleavedKeyError, MissingExtensionError, SampleFormatError
+from .errors import (
+    ConfigError,
+    DuplicateFieldError,
+    InterleavedKeyError,
+    MissingExtensionError,
+    SampleFormatError,
+    add_context,
+)
 
 __all__ = ["DEFAULT_RULE", "KeyRule", "SampleStats", "group_samples"]
 #: these live in :mod:`shardstream.reading` (the C-accelerated reading of shards) and stay importable from here
@@ -173,6 +180,24 @@ def _rule(rule: RuleSpec) -> KeyRule:
     return rule if isinstance(rule, KeyRule) else KeyRule(rule) if rule is not None else DEFAULT_RULE
 
 
+def _damaged(exc: Exception, url: str | None, split: Splitter, on_error: Handler, stats: SampleStats,
+             current: dict[str, Any] | None, current_key: str | None) -> Iterator[dict[str, Any]]:
+    """The end of a shard that cannot be read further. The sample being grouped is yielded if it is complete
+    (the error names a member of another sample); then the error goes to the handler. Skipped (the handler
+    returns True), an incomplete last sample is yielded too, marked ``"__partial__": True`` (webdataset yields
+    it unmarked); otherwise it is dropped."""
+    member = getattr(exc, "member", None)
+    complete = current is not None and member is not None and split(member)[0] != current_key
+    if complete:
+        stats.samples += 1
+        yield current  # type: ignore[misc]
+        current = None
+    add_context(exc, url=url)
+    if on_error(exc) and current is not None:
+        stats.samples += 1
+        yield {**current, "__partial__": True}
+
+
 def _group(
     members: Iterable[tuple[str, Any, int]],
     url: str | None,
@@ -194,7 +219,15 @@ def _group(
         stats.count(exc, members, samples)
         return bool(on_error(exc))
 
-    for name, data, _offset in members:
+    members = iter(members)
+    while True:
+        try:
+            name, data, _offset = next(members)
+        except StopIteration:
+            break
+        except Exception as exc:  # the shard is damaged or the stream broke: keep what was read (see _damaged)
+            yield from _damaged(exc, url, split, on_error, stats, current if bad is None else None, current_key)
+            return
         key, ext = split(name)
         if key == current_key:  # the common case: one more field of the current sample
             if bad is not None:

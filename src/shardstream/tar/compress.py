@@ -140,20 +140,20 @@ class _Salvaging(io.RawIOBase):
 
     A plain ``read(1 MiB)`` on ``GzipFile`` & co. raises at a truncation and drops everything it had
     decompressed in that call. Here the bytes decompressed before an error are returned first, and the error is
-    raised by the next read.
+    raised by the next read, as a :class:`~shardstream.errors.TarFormatError` naming ``url`` (errors of the
+    compressed stream itself, such as a broken connection, pass through unchanged).
     """
 
-    def __init__(self, inner: Any):
-        self._inner, self._error = inner, None
+    def __init__(self, inner: Any, kind: str, source: _Source):
+        self._inner, self._kind, self._source, self._error = inner, kind, source, None
         self._step = getattr(inner, "read1", None) or inner.read
+        self.url = "<stream>"
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int | None = -1) -> bytes:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+        self.raise_pending()
         if size is None or size < 0:
             size = 1 << 62
         parts, n = [], 0
@@ -161,9 +161,9 @@ class _Salvaging(io.RawIOBase):
             try:
                 chunk = self._step(min(size - n, 1 << 20))
             except _decompression_errors() as e:
+                self._error = e  # raised now, or by the next read once the caller has the bytes before the damage
                 if not n:
-                    raise
-                self._error = e  # raised by the next read, after the caller got the bytes before the damage
+                    self.raise_pending()
                 break
             if not chunk:
                 break
@@ -177,10 +177,14 @@ class _Salvaging(io.RawIOBase):
         return len(data)
 
     def raise_pending(self) -> None:
-        """Raise the error held back for the next read (the reader stopped before reading again)."""
-        if self._error is not None:
-            error, self._error = self._error, None
+        """Raise the error held back for the next read (also when the reader stopped before reading again)."""
+        if self._error is None:
+            return
+        error, self._error = self._error, None
+        if self._source.failed:  # the compressed stream itself failed (e.g. a broken connection)
             raise error
+        problem = f"corrupt or truncated {self._kind} data after {self._source.consumed} compressed bytes ({error})"
+        raise TarFormatError(problem, url=self.url) from error
 
     def close(self) -> None:
         self._inner.close()
@@ -244,7 +248,7 @@ def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
         inner = lzma.LZMAFile(source, "rb")
     else:
         inner = _ZstdReader(source)
-    return _Salvaging(inner), kind, source  # type: ignore[return-value]
+    return _Salvaging(inner, kind, source), kind, source  # type: ignore[return-value]
 
 
 def map_tar(stream: BinaryIO) -> Any:
@@ -304,16 +308,12 @@ def read_tar(stream: BinaryIO, url: str, read: Callable[[BinaryIO], Iterator[T]]
     [b'a.txt']
     """
     tar_stream, kind, source = _open(stream)
-    items = read(tar_stream)
-    return items if kind is None else _decompressing(items, kind, source, url, tar_stream)  # type: ignore[arg-type]
+    if kind is None:
+        return read(tar_stream)
+    tar_stream.url = url  # type: ignore[attr-defined]
+    return _decompressing(read(tar_stream), tar_stream)  # type: ignore[arg-type]
 
 
-def _decompressing(items: Iterator[T], kind: str, source: _Source, url: str, tar: _Salvaging) -> Iterator[T]:
-    try:
-        yield from items
-        tar.raise_pending()
-    except _decompression_errors() as e:
-        if source.failed:  # the compressed stream itself failed (e.g. a broken connection): not a format error
-            raise
-        problem = f"corrupt or truncated {kind} data after {source.consumed} compressed bytes ({e})"
-        raise TarFormatError(problem, url=url) from e
+def _decompressing(items: Iterator[T], tar: _Salvaging) -> Iterator[T]:
+    yield from items
+    tar.raise_pending()  # an error after the end of the archive (a damaged trailer) is still an error

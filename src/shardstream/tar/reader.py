@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from ..config import get_settings
-from ..errors import ConfigError, TarFormatError
+from ..errors import ConfigError, TarFormatError, add_context
 from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file
 from .header import (
     BLOCKSIZE,
@@ -262,7 +262,11 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
         data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
         if data is not None:
             return data
-    if not src.fill(BLOCKSIZE + padded):
+    try:
+        filled = src.fill(BLOCKSIZE + padded)
+    except TarFormatError as e:  # the (decompressed) stream broke inside this member: say which one
+        raise add_context(e, member=member, offset=offset) from e.__cause__
+    if not filled:
         end = src.base + len(src.buf)
         raise TarFormatError(
             f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
