@@ -22,7 +22,6 @@ from typing import Any, BinaryIO
 from .errors import ConfigError, TarFormatError, add_context
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _damaged, _group, _reraise, _rule
 from .tar import compress, native, reader
-from .tar.header import BLOCKSIZE, REGULAR_TYPES, parse_header
 from .tar.buffers import StreamBuffer
 
 __all__ = ["ColumnBatches", "iter_samples"]
@@ -72,26 +71,27 @@ def _scanned(
                 continue
         try:
             more = 0 < need < _C_GROUP_MAX and src.fill(need)
-        except Exception as exc:  # the stream broke inside the member at src.pos: keep what was read
-            add_context(exc, member=_member_at(src))
-            yield from _damaged(exc, url, split, on_error, stats, current, current_key)
-            return
+        except Exception as exc:  # the stream broke: Python reads what arrived before, then reports the error
+            members: Iterable[Any] = _then_raise(reader.walk(src, url, scan), exc)
+            break
         if not more:
+            members = reader.walk(src, url, scan)
             break  # a member or header for Python; or the stream ends where Python must report it
-    samples = _group(reader.walk(src, url, scan), url, split, on_error, stats, seen, current, current_key)
+    samples = _group(members, url, split, on_error, stats, seen, current, current_key)
     yield from (samples if batches is None else batches._add_all(samples))
 
 
-def _member_at(src: StreamBuffer) -> str | None:
-    """The name in the plain file header at ``src.pos``, if it is whole in the buffer (else None)."""
-    block = src.buf[src.pos : src.pos + BLOCKSIZE]
+def _then_raise(members: Iterator[Any], error: Exception) -> Iterator[Any]:
+    """The members still whole in the buffer of a broken stream, then ``error`` (the walk's own report of the
+    truncation is replaced by the error that broke the stream)."""
+    name = None
     try:
-        header = parse_header(bytes(block)) if len(block) == BLOCKSIZE else None
-    except TarFormatError:
-        return None
-    if header is None or header.typeflag not in REGULAR_TYPES:
-        return None
-    return header.name.decode("utf-8", "surrogateescape")
+        for member in members:
+            name = member[0]
+            yield member
+    except TarFormatError as e:
+        name = e.member
+    raise add_context(error, member=name)
 
 
 def iter_samples(

@@ -246,6 +246,29 @@ def test_truncated_compressed_shards(urls, tmp_path, suffix, fraction):
     run_both(f"truncated[{suffix},{fraction}]", case, str(cut))
 
 
+@pytest.mark.parametrize("suffix", ["tar", "tgz", "tar.xz"])
+def test_cut_anywhere(urls, tmp_path, suffix):
+    """A shard cut at many places (in headers, data, padding; compressed or not): the same samples as
+    webdataset every time, the partial last one included (marked ``__partial__`` here)."""
+    import lzma
+
+    raw = open(urls.replace(f"{{00..{NSHARDS - 1:02d}}}", "00"), "rb").read()
+    packed = {"tar": bytes, "tgz": lambda b: gzip.compress(b, mtime=0), "tar.xz": lzma.compress}[suffix](raw)
+    step = max(1, len(packed) // 40)
+
+    def case(lib, urls):
+        for i, url in enumerate(urls):
+            samples = lib.WebDataset(url, shardshuffle=False, handler=lib.ignore_and_continue, empty_check=False)
+            yield from ((i, {k: v for k, v in s.items() if k not in ("__partial__", "__local_path__")})
+                        for s in samples)
+
+    cuts = []
+    for n in range(300, len(packed), step):
+        cuts.append(str(tmp_path / f"cut{n}.{suffix}"))
+        open(cuts[-1], "wb").write(packed[:n])
+    run_both(f"cut_anywhere[{suffix}]", case, cuts)
+
+
 # --- writers: each library reads what the other wrote --------------------------------------------------------
 
 

@@ -213,7 +213,12 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
         if typeflag in REGULAR_TYPES:
             text = name.decode("utf-8", "surrogateescape")
             if data:
-                yield text, _take(src, size, url, offset, text), offset + BLOCKSIZE
+                try:
+                    member = _take(src, size, url, offset, text)
+                except _PaddingCut as cut:  # the last member is whole: hand it out, then report the damage
+                    yield text, cut.data, offset + BLOCKSIZE
+                    raise cut.error from cut.error.__cause__
+                yield text, member, offset + BLOCKSIZE
             else:
                 _take(src, size, url, offset, text, keep=False)
                 yield text, offset + BLOCKSIZE, size
@@ -254,6 +259,14 @@ def _sparse_error(url: str, offset: int, name: bytes) -> TarFormatError:
     )
 
 
+class _PaddingCut(Exception):
+    """Raised by :func:`_take` when a member's data is whole but its padding is cut: the data, then the error."""
+
+    def __init__(self, data: Any, error: TarFormatError):
+        super().__init__("padding cut")
+        self.data, self.error = data, error
+
+
 def _take(src: Source, size: int, url: str, offset: int, member: str | None = None, *, keep: bool = True) -> bytes:
     """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data (``b""``
     without ``keep``: then the data is only checked to be there, never copied)."""
@@ -262,19 +275,26 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
         data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
         if data is not None:
             return data
+    error: TarFormatError | None = None
     try:
         filled = src.fill(BLOCKSIZE + padded)
     except TarFormatError as e:  # the (decompressed) stream broke inside this member: say which one
-        raise add_context(e, member=member, offset=offset) from e.__cause__
+        filled, error = False, add_context(e, member=member, offset=offset)  # type: ignore[assignment]
     if not filled:
-        end = src.base + len(src.buf)
-        raise TarFormatError(
-            f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
-            f"but the stream ends at offset {end}",
-            url=url,
-            offset=offset,
-            member=member,
-        )
+        if error is None:
+            end = src.base + len(src.buf)
+            error = TarFormatError(
+                f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
+                f"but the stream ends at offset {end}",
+                url=url,
+                offset=offset,
+                member=member,
+            )
+        start = src.pos + BLOCKSIZE
+        if keep and len(src.buf) - start >= size:  # only (part of) the padding is missing: the data is whole
+            src.pos = len(src.buf)
+            raise _PaddingCut(src.buf[start : start + size], error)
+        raise error
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
     return src.buf[start : start + size] if keep else b""
