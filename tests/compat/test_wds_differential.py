@@ -124,6 +124,10 @@ FLUID = {
     "decoder_object": lambda lib, u: ds(lib, u).map(lib.Decoder([lib.imagehandler("rgb8")])),
     "decoder_handlers_first": lambda lib, u: ds(lib, u).decode(
         lib.handle_extension("seg.png", lambda b: len(b)), "l8"),
+    "decoder_pre_post": lambda lib, u: ds(lib, u).map(lib.Decoder(
+        [lib.handle_extension("cls", lambda b: int(b) * 2)], pre=[], post=[lib.autodecode.basichandlers])),
+    "decoder_no_post": lambda lib, u: ds(lib, u).map(lib.Decoder(
+        handlers=[lib.imagehandler("l8")], post=[])),
     "autodecode_imagehandler": lambda lib, u: ds(lib, u).map(
         lib.Decoder([lib.autodecode.ImageHandler("rgb")])).to_tuple("png"),
     "gz_fields": lambda lib, u: ds(lib, u).decode().to_tuple("txt.gz", "txt"),

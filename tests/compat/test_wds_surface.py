@@ -36,7 +36,6 @@ PENDING = {
     "FluidInterface.mcached": "fluid method", "FluidInterface.lmdb_cached": "fluid method",
     "MockDataset": "pipeline source", "DataPipeline.close": "pipeline", "DataPipeline.invoke": "pipeline",
     "DataPipeline.iterator1": "pipeline", "DataPipeline.iterator": "pipeline", "DataPipeline.stage": "pipeline",
-    "Decoder": "pre=/post=", "autodecode.Decoder": "pre=/post=",
     "ResampledShards": "max_urls", "shardlists.ResampledShards": "max_urls", "shardlists.ResampledShardList": "max_urls",
     "single_node_only": "group", "split_by_node": "group", "shardlists.split_by_node": "group",
     "shardlists.single_node_only": "group", "tariterators.tar_file_expander": "eof_value",

@@ -60,6 +60,8 @@ def test_secure_mode_refuses_commands_and_local_files(secure, shard):
         gopen(str(shard), "wb")
     with pytest.raises(ValueError, match="secure mode"):
         wds.autodecode.unpickle_loads(b"")
+    with pytest.raises(ValueError, match="secure mode"):
+        wds.Decoder(allow_unsafe=True)
 
 
 def test_secure_mode_refuses_rewriting(monkeypatch):
