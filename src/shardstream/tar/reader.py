@@ -220,14 +220,21 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
                     raise cut.error from cut.error.__cause__
                 yield text, member, offset + BLOCKSIZE
             else:
-                _take(src, size, url, offset, text, keep=False)
+                try:
+                    _take(src, size, url, offset, text, keep=False)
+                except _PaddingCut as cut:
+                    yield text, offset + BLOCKSIZE, size
+                    raise cut.error from cut.error.__cause__
                 yield text, offset + BLOCKSIZE, size
         elif typeflag in NO_DATA_TYPES:  # POSIX: no data blocks follow links, devices, directories, fifos
             src.pos += BLOCKSIZE
         elif typeflag == GNU_SPARSE:
             raise _sparse_error(url, offset, name)
         else:  # unknown or vendor types (GNU 'V' volume label, 'D' dump directory...): skip their data
-            _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"), keep=False)
+            try:
+                _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"), keep=False)
+            except _PaddingCut as cut:
+                raise cut.error from cut.error.__cause__
 
 
 def _changes_members(pax: dict[str, bytes]) -> bool:
@@ -291,9 +298,9 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
                 member=member,
             )
         start = src.pos + BLOCKSIZE
-        if keep and len(src.buf) - start >= size:  # only (part of) the padding is missing: the data is whole
+        if member is not None and len(src.buf) - start >= size:  # only padding is missing: the data is whole
             src.pos = len(src.buf)
-            raise _PaddingCut(src.buf[start : start + size], error)
+            raise _PaddingCut(src.buf[start : start + size] if keep else b"", error)
         raise error
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
