@@ -4,14 +4,18 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+# The dev setup pins torch (CPU); the package itself asks only for a range (pyproject's `torch` extra).
+TORCH  := torch==2.13.0
+WEBDATASET := webdataset==1.0.2
 
-.PHONY: demo test bench bench-peers venv clean
+.PHONY: demo test docs test-pythons bench bench-peers venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q "$(TORCH)"
 	$(PIP) install -q -e ".[torch,test]"
+	$(PIP) install -q "$(WEBDATASET)"  # tests/compat compares with exactly this version
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,21 +29,40 @@ test: $(STAMP)
 	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
 
+## the documentation site (mkdocs.yml) into site/, warnings as errors; `$(PY) -m mkdocs serve` to browse it
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
+## the core test suite (no torch, no servers) under each CPython 3.10-3.13: pyenv's builds when they exist
+## (`pyenv install` builds a missing one: minutes each), one .venv-py3.X per version with the package
+## installed from a wheel (not editable: the tests import the installed copy, src/ is not on the path)
+PYTHONS    ?= 3.10 3.11 3.12 3.13
+CORE_TESTS ?= tests/tar tests/codecs tests/pipeline tests/indexed tests/test_samples.py tests/test_writer.py \
+              tests/test_config.py tests/test_errors.py tests/test_no_torch.py tests/test_layers.py tests/test_logging.py
+test-pythons:
+	set -e; unset PYTHONPATH; for v in $(PYTHONS); do \
+	  py=$$(scripts/find-python.sh $$v); \
+	  echo "== Python $$v: $$py"; \
+	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v; \
+	  .venv-py$$v/bin/python -m pip install -q ".[test-core]"; \
+	  .venv-py$$v/bin/python -m pytest -q -p no:cacheprovider $(CORE_TESTS); \
+	done
+
 ## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
 bench: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q --upgrade pip
-	.venv-bench/bin/python -m pip install -q "torch==2.13.0"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
+	.venv-bench/bin/python -m pip install -q "$(TORCH)"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	.venv-bench/bin/python benchmarks/run_all.py
 
 ## issue-7 peers side by side (litdata, DALI on CPU, FFCV where it builds), each in its own venv
 bench-peers: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
-	.venv-bench/bin/python -m pip install -q "torch==2.13.0"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]"
+	.venv-bench/bin/python -m pip install -q "$(TORCH)"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py
 
 clean:
-	rm -rf $(VENV) .venv-bench .venv-peers-* build src/*.egg-info
+	rm -rf $(VENV) .venv-bench .venv-peers-* .venv-py3.* build dist site src/*.egg-info

@@ -5,6 +5,9 @@ from . import gopen as _gopen_module  # noqa: F401 - `shardstream.gopen` the mod
 from .config import Settings, get_settings
 from .errors import *  # noqa: F401,F403  (the exception tree is public API)
 from .io import gopen  # ...`shardstream.gopen` the function, as in webdataset
+from .logs import apply_settings as _apply_log_settings
+
+_apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
 
 __version__ = "0.1.0"
 

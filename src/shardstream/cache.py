@@ -14,9 +14,9 @@ that never removes a shard being read).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -130,7 +130,7 @@ def download(url: str, dest: str, chunk_size: int = 1024**2, verbose: bool = Fal
         if os.path.exists(temp):
             os.unlink(temp)
     if verbose:
-        print(f"# downloaded {url} to {dest}", file=sys.stderr)
+        logging.getLogger(__name__).info("downloaded %s to %s", url, dest)
 
 
 class StreamingOpen:

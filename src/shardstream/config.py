@@ -86,7 +86,7 @@ class Settings:
     cache_dir: str | None = None
     #: SHARDSTREAM_CACHE_SIZE: size limit of the shard cache in bytes (accepts 10G, 500M).
     cache_size: int | None = None
-    #: SHARDSTREAM_VERBOSE: print what is opened and cached.
+    #: SHARDSTREAM_VERBOSE: log what is opened, cached and written on stderr (the ``shardstream`` logger at INFO).
     verbose: bool = False
     #: SHARDSTREAM_URL_REWRITES: prefix rewrite rules ``from=to``, separated by ``;`` or spaces; first match wins.
     url_rewrites: tuple[str, ...] = ()

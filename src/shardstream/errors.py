@@ -201,6 +201,13 @@ def add_context(exc: BaseException, **context: object) -> BaseException:
         except AttributeError:  # pragma: no cover - exceptions with slots
             pass
         shown[name] = value
-    if shown and hasattr(exc, "add_note"):
-        exc.add_note("while reading " + ", ".join(f"{k}={v!r}" for k, v in shown.items()))
+    if shown:
+        note = "while reading " + ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # Python 3.10: no add_note() yet; the same attribute, which 3.11+ tracebacks show
+            try:
+                exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover - exceptions with slots
+                pass
     return exc

@@ -25,7 +25,10 @@ Exit codes, stable for scripts:
     130  interrupted (Ctrl-C)
     141  standard output was closed by its reader (e.g. ``| head``)
 
-Errors are one line on stderr, ``shardstream: error: <message>``; ``--debug`` adds the traceback.
+Errors are one line on stderr, ``shardstream: error: <message>``; ``--debug`` adds the traceback. Results go to
+stdout; diagnostics (errors, warnings, and with ``-v`` what the library does: downloads, evictions, shards
+written) go through :mod:`logging` (the ``shardstream`` logger) to stderr. ``-v`` shows INFO records, ``-vv``
+and ``--debug`` DEBUG ones (``SHARDSTREAM_VERBOSE=1`` counts as ``-v``); ``-q`` drops the summary lines.
 
 >>> main(["--version"])  # doctest: +ELLIPSIS
 shardstream ...
@@ -35,14 +38,16 @@ shardstream ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import logging
 import os
 import sys
-import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
 from . import cache, cat, create, extract, index, info, shuffle, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
@@ -52,12 +57,14 @@ __all__ = ["build_parser", "main"]
 #: the modules that register subcommands, in the order of ``--help``
 COMMANDS = (create, cat, split, shuffle, info, verify, extract, index, cache, view)
 
+log = logging.getLogger(__name__)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors: ``shardstream: error: <message> (see 'shardstream cmd --help')``."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"shardstream: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        log.error("%s (see '%s --help')", message, self.prog)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -73,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"shardstream {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary lines")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log what the library does on stderr (downloads, shards written...); -vv: debug")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     parents = common_parents()
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -90,24 +99,63 @@ def _one_line(e: BaseException) -> str:
 
 
 def _show_warning(msg: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    print(f"shardstream: warning: {' '.join(str(msg).split())}", file=sys.stderr)
+    log.warning("%s", " ".join(str(msg).split()))
 
 
 def _fail(args: argparse.Namespace, e: BaseException, code: int, prefix: str = "") -> int:
-    if getattr(args, "debug", False):
-        traceback.print_exception(e, file=sys.stderr)
-    hint = " (run with --debug for the traceback)" if prefix and not getattr(args, "debug", False) else ""
-    print(f"shardstream: error: {prefix}{_one_line(e)}{hint}", file=sys.stderr)
+    debug = getattr(args, "debug", False)
+    hint = " (run with --debug for the traceback)" if prefix and not debug else ""
+    log.error("%s%s%s", prefix, _one_line(e), hint, exc_info=e if debug else None)
     return code
+
+
+class _Format(logging.Formatter):
+    """``shardstream: <message>`` at INFO, ``shardstream: warning: <message>`` (error, debug...) otherwise."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        return f"shardstream: {level}{super().format(record)}"
+
+
+@contextlib.contextmanager
+def _logging() -> Iterator[Callable[[argparse.Namespace], None]]:
+    """For the duration of one command: the ``shardstream`` logger writes to stderr only, through the CLI's
+    format, at WARNING until :func:`configure` applies -v/-vv/--debug; everything is restored afterwards."""
+    logger = logging.getLogger("shardstream")
+    saved = logger.level, logger.propagate, logger.handlers[:]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Format())
+    logger.handlers, logger.propagate = [handler], False
+    logger.setLevel(logging.WARNING)
+
+    def configure(args: argparse.Namespace) -> None:
+        verbosity = args.verbose
+        with contextlib.suppress(ConfigError):  # a malformed environment is reported by the setting's user
+            verbosity = max(verbosity, int(Settings.from_env().verbose))
+        if getattr(args, "debug", False):
+            verbosity = 2
+        logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+    try:
+        yield configure
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate, logger.handlers = saved[1], saved[2]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``shardstream`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help, --version, usage errors
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    with _logging() as configure:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help, --version, usage errors
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+        configure(args)
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not hasattr(args, "run"):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -124,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _broken_pipe()
         return _fail(args, e, EXIT_DATA)
     except KeyboardInterrupt:
-        print("shardstream: interrupted", file=sys.stderr)
+        log.warning("interrupted")
         return 130
     except Exception as e:  # a bug: still one line, unless --debug
         return _fail(args, e, EXIT_DATA, prefix=f"unexpected {type(e).__name__}: ")

@@ -101,12 +101,14 @@ def key_rule(args: argparse.Namespace, *, lowercase: bool) -> KeyRule:
 
 
 def common_parents() -> dict[str, argparse.ArgumentParser]:
-    """Parent parsers: ``common`` (-q, --debug: also accepted after the subcommand), ``read`` (--key-rule)."""
+    """Parent parsers: ``common`` (-q, -v, --debug: also accepted after the subcommand), ``read`` (--key-rule)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="no progress bars and no summary lines on stderr")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback of an error")
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="log what the library does on stderr (downloads, shards written...); -vv: debug")
     read = argparse.ArgumentParser(add_help=False)
     read.add_argument("--key-rule", metavar="RULE", default="first-dot",
                       help="how member names split into key and extension: first-dot (WebDataset's rule, "

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
+import logging
 import os
 import random
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,6 +24,8 @@ from ._output import SampleOutput, add_output_options, is_pattern, shard_name
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
 
 __all__ = ["register", "run"]
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = examples(
     "shardstream create images/ -o images.tar",
@@ -134,8 +136,7 @@ def _class_list_path(args: argparse.Namespace) -> str | None:
     if args.class_list:
         return args.class_list
     if args.output == "-":
-        print("shardstream: warning: the class list is not written when the output is '-'; pass --class-list PATH",
-              file=sys.stderr)
+        log.warning("the class list is not written when the output is '-'; pass --class-list PATH")
         return None
     first = shard_name(args.output, 0) if is_pattern(args.output) else args.output
     return os.path.join(os.path.dirname(first), "classes.txt")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
-import sys
 from typing import Any
 
 from ._common import (
@@ -33,6 +33,8 @@ from ._common import (
 )
 
 __all__ = ["register", "run", "unsafe_reason", "write_member"]
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = examples(
     "shardstream extract dataset.tar -C extracted/",
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 written += 1
             else:
                 refused += 1
-                print(f"shardstream: refused {name!r} from {sample['__url__']}: {reason}", file=sys.stderr)
+                log.warning("refused %r from %s: %s", name, sample["__url__"], reason)
     message(args, f"extracted {plural(written, 'file')} of {plural(samples, 'sample')} to {root}"
             + (f"; refused {refused}" if refused else ""))
     return EXIT_PROBLEMS if refused else 0

@@ -19,13 +19,15 @@ the data). ``--check`` starts the server, requests the page, the dataset and its
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 import webbrowser
 from typing import Any
 
 from ._common import describe, examples, key_rule, message, plural
 
 __all__ = ["register", "run"]
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = examples(
     "shardstream view dataset.tar --check",
@@ -49,7 +51,6 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
                                                      "the shards)")
     p.add_argument("--check", action="store_true", help="start, serve a few test requests, print what they "
                                                         "returned, and exit (for scripts and tests)")
-    p.add_argument("--verbose", action="store_true", help="log every request on stderr")
     p.set_defaults(run=run)
 
 
@@ -65,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
                       rule=None if rule.rule in (None, "first-dot") else rule)  # fmt: skip
     try:
         for problem in data.problems:
-            print(f"shardstream: warning: {' '.join(problem.split())}", file=sys.stderr)
-        server = ViewerServer(data, args.host, args.port, verbose=args.verbose)
+            log.warning("%s", " ".join(problem.split()))
+        server = ViewerServer(data, args.host, args.port)
         try:
             if args.check:
                 print(f"{server.url} ok: {self_test(server)}")

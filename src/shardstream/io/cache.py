@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from ..errors import OpenError
+from ..logs import log_to_stderr
 from .registry import finish_stream, get_opener, split_scheme
 
 try:
@@ -50,6 +52,8 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ShardCache", "cache_opener"]
+
+logger = logging.getLogger(__name__)
 
 _LOCAL = ("", "file")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -85,7 +89,7 @@ class ShardCache:
     :param max_bytes: size limit; least recently used shards not being read are removed beyond it (None: none)
     :param verify: check the MD5 a server states for a shard (``Content-MD5``, GCS ``md5Hash``)
     :param url_to_name: a function ``url -> file name`` to use instead of the built-in naming
-    :param verbose: print a line to stderr for every download and eviction
+    :param verbose: show the INFO lines it logs for every download and eviction on stderr (:mod:`shardstream.logs`)
     """
 
     directory: str
@@ -189,7 +193,7 @@ class ShardCache:
             if digest is not None and digest.hexdigest() != md5:
                 raise OpenError(f"{url!r}: MD5 {digest.hexdigest()} does not match the server's {md5}", url=url)
             os.replace(tmp, path)
-            self._say(f"# cached {url} -> {path} ({written} bytes)")
+            self._say("cached %s -> %s (%d bytes)", url, path, written)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -228,7 +232,7 @@ class ShardCache:
                 if self._remove_unless_read(os.path.join(self.directory, name)):
                     removed.append(name)
                     total -= size
-                    self._say(f"# evicted {name} ({size} bytes)")
+                    self._say("evicted %s (%d bytes)", name, size)
         return removed
 
     @staticmethod
@@ -255,11 +259,10 @@ class ShardCache:
                     if now - entry.stat().st_mtime > _STALE_TMP:
                         os.unlink(entry.path)
 
-    def _say(self, message: str) -> None:
+    def _say(self, message: str, *args: Any) -> None:
         if self.verbose:
-            import sys
-
-            print(message, file=sys.stderr)
+            log_to_stderr()
+        logger.info(message, *args)
 
 
 def _read_into(stream: Any, view: memoryview) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import re
 import secrets
 import socket
@@ -43,10 +44,13 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigError
+from ..logs import log_to_stderr
 from .data import ViewerData
 from .render import MAX_DECODE, bytes_to_describe, describe_field, media_type, rendered_image, unwrap
 
 __all__ = ["ViewerServer", "self_test"]
+
+logger = logging.getLogger(__name__)
 
 _STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
            "style.css": "text/css; charset=utf-8"}  # fmt: skip
@@ -76,8 +80,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     _body = True  # whether the answer has a body (not for HEAD)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        if self.server.verbose:
-            super().log_message(format, *args)
+        logger.info("%s %s", self.address_string(), format % args)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self._answer(body=True)
@@ -274,6 +277,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, data: ViewerData, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
         self.data, self.verbose = data, verbose
+        if verbose:
+            log_to_stderr()
         self.token = secrets.token_hex(4)  # changes with every start: the page's image URLs carry it
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.loopback = host in _LOOPBACK or host.startswith("127.")
@@ -281,7 +286,7 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a browser closing its connections is normal
-            super().handle_error(request, client_address)
+            logger.error("error while answering %s", client_address, exc_info=True)
 
     @property
     def url(self) -> str:

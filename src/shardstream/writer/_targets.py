@@ -47,10 +47,13 @@ class _Counter:
 
     def __init__(self, fileobj: Any):
         self.fileobj, self.count = fileobj, 0
+        self.discarded = False  # set by an abort: what the compressor writes later (at garbage collection) is dropped
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         total = len(view)
+        if self.discarded:
+            return total
         while view:
             written = self.fileobj.write(view)
             if written is None:

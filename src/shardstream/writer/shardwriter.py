@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import ConfigError, EncodeError, WriteError
+from ..logs import log_to_stderr
 from ..tar.writer import archive_size
 from ._targets import _END_MARGIN, _compression
 from .tarwriter import TarWriter
 
 __all__ = ["ShardInfo", "ShardWriter"]
+
+logger = logging.getLogger(__name__)
 
 
 class ShardInfo(NamedTuple):
@@ -60,7 +63,7 @@ class ShardWriter:
     :param maxsize: most bytes per shard
     :param post: called with each finished shard's path (e.g. to upload it)
     :param start_shard: number of the first shard
-    :param verbose: print a line per shard to stderr
+    :param verbose: show the INFO lines it logs per shard on stderr (:mod:`shardstream.logs`)
     :param opener: ``opener(path) -> binary stream`` to write shards somewhere else than local files (e.g.
         ``lambda p: fsspec.open(p, "wb").open()``); the stream is closed when its shard is complete, and thrown
         away with its ``discard()`` method, where it has one, after an error. All-or-nothing is then up to it.
@@ -196,8 +199,12 @@ class ShardWriter:
                 raise
         self.shard += 1
         self.count = self.size = 0
+        self._say("writing %s (%d samples so far)", self.fname, self.total)
+
+    def _say(self, message: str, *args: Any) -> None:
         if self.verbose:
-            print(f"# writing {self.fname} ({self.total} samples so far)", file=sys.stderr)
+            log_to_stderr()
+        logger.info(message, *args)
 
     def _drop_stream(self, *, discard: bool) -> None:
         """Close the stream opener() gave (or throw it away, where it can: fsspec files have ``discard()``)."""
@@ -250,8 +257,7 @@ class ShardWriter:
         if self.index_entries is not None:
             self.index_entries[path] = writer.index_entries or []
         self.shard_info.append(ShardInfo(path, self.count, nbytes))  # type: ignore[arg-type]
-        if self.verbose:
-            print(f"# finished {path}: {self.count} samples, {nbytes / 1e6:.1f} MB", file=sys.stderr)
+        self._say("finished %s: %d samples, %.1f MB", path, self.count, nbytes / 1e6)
         if self.post is not None:
             self.post(path)
 

@@ -387,6 +387,8 @@ class TarWriter:
 
     def _discard(self) -> None:
         self._failed = True
+        if self._counter is not None:
+            self._counter.discarded = True  # the compressor's trailer, written when it is collected, goes nowhere
         if self._remote is not None:
             try:
                 self._remote.discard()  # aborts the upload / kills the command: nothing is published

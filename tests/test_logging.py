@@ -1,0 +1,178 @@
+"""The library reports through the ``shardstream`` logger (child loggers per module), never with print.
+
+SHARDSTREAM_VERBOSE / ``verbose=True`` / :func:`log_to_stderr` show the records on stderr; the CLI routes its
+diagnostics through the same loggers and shows the library's INFO records with ``-v``.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import shardstream
+from shardstream.cli import main
+from shardstream.io.cache import ShardCache
+from shardstream.logs import log_to_stderr, stop_logging_to_stderr
+from shardstream.writer import ShardWriter, TarWriter
+
+SRC = pathlib.Path(shardstream.__file__).parent
+
+
+def write_samples(pattern: str, n: int = 6, maxcount: int = 3, **kw) -> list[str]:
+    with ShardWriter(pattern, maxcount=maxcount, **kw) as sink:
+        for i in range(n):
+            sink.write({"__key__": f"{i:04d}", "txt": f"sample {i}"})
+    return sink.shards
+
+
+def records(caplog, name: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == name]
+
+
+def test_shardwriter_logs_each_shard_at_info(tmp_path, caplog, capsys):
+    caplog.set_level(logging.INFO, logger="shardstream")
+    shards = write_samples(str(tmp_path / "s-%d.tar"))
+    lines = records(caplog, "shardstream.writer.shardwriter")
+    assert lines == [f"writing {shards[0]} (0 samples so far)", f"finished {shards[0]}: 3 samples, 0.0 MB",
+                     f"writing {shards[1]} (3 samples so far)", f"finished {shards[1]}: 3 samples, 0.0 MB"]
+    assert capsys.readouterr().err == ""  # logged, not printed: nothing on stderr without a handler
+
+
+def test_nothing_is_shown_by_default(tmp_path, capsys):
+    write_samples(str(tmp_path / "s-%d.tar"))
+    assert capsys.readouterr() == ("", "")
+    assert logging.getLogger("shardstream").getEffectiveLevel() == logging.WARNING
+
+
+def test_cache_logs_downloads_and_evictions(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="shardstream.io.cache")
+    shards = write_samples(str(tmp_path / "s-%d.tar"))
+    size = os.path.getsize(shards[0])
+    cache = ShardCache(str(tmp_path / "cache"), max_bytes=size)  # room for one shard
+    for shard in shards:
+        with cache.open(f"pipe:cat {shard}") as stream:
+            stream.read()
+    lines = records(caplog, "shardstream.io.cache")
+    assert [line.split()[0] for line in lines] == ["cached", "cached", "evicted"]
+    assert f"pipe:cat {shards[0]}" in lines[0] and f"({size} bytes)" in lines[0]
+
+
+def test_verbose_objects_show_their_records_on_stderr(tmp_path, capsys):
+    write_samples(str(tmp_path / "s-%d.tar"), verbose=1)
+    err = capsys.readouterr().err
+    assert "shardstream.writer.shardwriter INFO: writing" in err and "INFO: finished" in err
+
+
+def test_log_to_stderr_is_one_handler_and_can_be_undone(capsys):
+    logger = logging.getLogger("shardstream")
+    handler = log_to_stderr()
+    assert log_to_stderr() is handler and logger.handlers.count(handler) == 1
+    logging.getLogger("shardstream.test").info("hello")
+    assert capsys.readouterr().err == "shardstream.test INFO: hello\n"
+    log_to_stderr("DEBUG")
+    assert logger.level == logging.DEBUG
+    stop_logging_to_stderr()
+    logging.getLogger("shardstream.test").info("hidden")
+    assert handler not in logger.handlers and logger.level == logging.NOTSET and capsys.readouterr().err == ""
+
+
+def test_a_lower_level_set_by_the_program_stays(capsys):
+    logger = logging.getLogger("shardstream")
+    logger.setLevel(logging.DEBUG)
+    log_to_stderr(logging.INFO)
+    assert logger.level == logging.DEBUG
+
+
+@pytest.mark.parametrize("value, shown", [("1", True), ("0", False)])
+def test_shardstream_verbose_shows_info_records_on_stderr(tmp_path, value, shown):
+    code = ("import shardstream as wds\n"
+            "with wds.ShardWriter('v-%d.tar', maxcount=2) as sink:\n"
+            "    sink.write({'__key__': 'a', 'txt': 'x'})\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SHARDSTREAM_VERBOSE=value))
+    assert r.returncode == 0, r.stderr
+    assert ("shardstream.writer.shardwriter INFO: writing v-0.tar" in r.stderr) is shown
+    assert ("finished v-0.tar" in r.stderr) is shown and r.stdout == ""
+
+
+def test_a_malformed_environment_does_not_break_the_import(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "import shardstream"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SHARDSTREAM_VERBOSE="maybe"))
+    assert r.returncode == 0 and r.stderr == ""
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "files").mkdir()
+    for i in range(4):
+        (tmp_path / "files" / f"{i:04d}.txt").write_text(f"text {i}")
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags", [["-v"], ["create", "-v"]])
+def test_cli_verbose_shows_the_library_records(tree, capsys, flags):
+    argv = ["create", "files", "-o", "out-%06d.tar", "--maxcount", "2"]
+    argv = flags + argv if flags == ["-v"] else [*argv[:1], "-v", *argv[1:]]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "shardstream: writing out-000000.tar (0 samples so far)" in err
+    assert "shardstream: finished out-000001.tar: 2 samples" in err
+
+
+def test_cli_without_verbose_shows_no_library_records(tree, capsys):
+    assert main(["-q", "create", "files", "-o", "out-%06d.tar", "--maxcount", "2"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_restores_the_logger(tree, capsys):
+    logger = logging.getLogger("shardstream")
+    before = logger.level, logger.propagate, list(logger.handlers)
+    TarWriter("t.tar").close()
+    assert main(["-v", "info", "t.tar"]) == 0
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+# -- no print in the library ----------------------------------------------------------------------------------
+
+#: programs, not library code: the demo prints its progress, the CLI its results (on stdout) and summary lines
+PROGRAMS = {"demo.py", "__main__.py"}
+
+
+def _prints(path: pathlib.Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "print":
+            to = next((ast.unparse(k.value) for k in node.keywords if k.arg == "file"), "sys.stdout")
+            found.append((node.lineno, f"print(file={to})"))
+        elif isinstance(func, ast.Attribute) and func.attr == "write" and ast.unparse(func.value) == "sys.stderr":
+            found.append((node.lineno, "sys.stderr.write"))
+    return found
+
+
+def test_the_library_does_not_print():
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC).as_posix()
+        if relative in PROGRAMS:
+            continue
+        for line, what in _prints(path):
+            in_cli = relative.startswith("cli/")
+            if in_cli and "stderr" not in what:
+                continue  # the command's results on stdout
+            if relative == "cli/_common.py" and what == "print(file=sys.stderr)":
+                continue  # message(): the one place for the summary lines (-q drops them)
+            offenders.append(f"{relative}:{line}: {what}")
+    assert offenders == [], "use logging.getLogger(__name__) instead:\n" + "\n".join(offenders)
