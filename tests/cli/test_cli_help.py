@@ -10,7 +10,7 @@ from shardstream.cli import build_parser
 
 from cli_helpers import shell
 
-COMMANDS = ["create", "cat", "split", "shuffle", "ls", "info", "verify", "extract", "index", "cache", "view"]
+COMMANDS = ["create", "cat", "split", "shuffle", "sort", "ls", "info", "verify", "extract", "index", "cache", "view"]
 
 
 def help_text(command: str, capsys: pytest.CaptureFixture[str]) -> str:

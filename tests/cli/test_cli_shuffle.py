@@ -13,12 +13,12 @@ from shardstream.writer import TarWriter
 
 
 def test_shuffles_every_sample_deterministically(inputs):
-    assert run_cli("shuffle", "dataset.tar", "--seed", "5", "-o", "a.tar") == 0
-    assert run_cli("shuffle", "dataset.tar", "--seed", "5", "-o", "b.tar") == 0
-    assert run_cli("shuffle", "dataset.tar", "--seed", "6", "-o", "c.tar") == 0
-    assert (inputs / "a.tar").read_bytes() == (inputs / "b.tar").read_bytes()
-    assert sorted(members("a.tar")) == sorted(members("dataset.tar"))  # bytes unchanged
-    assert keys("a.tar") != keys("dataset.tar") and keys("a.tar") != keys("c.tar")
+    assert run_cli("shuffle", "dataset.tar", "--seed", "5", "-o", "a2.tar") == 0
+    assert run_cli("shuffle", "dataset.tar", "--seed", "5", "-o", "b2.tar") == 0
+    assert run_cli("shuffle", "dataset.tar", "--seed", "6", "-o", "c2.tar") == 0
+    assert (inputs / "a2.tar").read_bytes() == (inputs / "b2.tar").read_bytes()
+    assert sorted(members("a2.tar")) == sorted(members("dataset.tar"))  # bytes unchanged
+    assert keys("a2.tar") != keys("dataset.tar") and keys("a2.tar") != keys("c2.tar")
 
 
 def test_external_shuffle_gives_the_same_bytes(inputs, tmp_path):

@@ -11,27 +11,9 @@ import pathlib
 import shutil
 
 import pytest
-from viewer_helpers import CLASSES, EXPECTED, NPY_SAMPLES, SAMPLES, XSS_KEY, XSS_TEXT
+from viewer_helpers import CLASSES, EXPECTED, NPY_SAMPLES, SAMPLES, XSS_KEY, XSS_TEXT, needs_chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# flags for running as root in a container, without network side traffic (see shared/servers/README.md)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
-
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y "
-                                                          "--no-install-recommends chromium chromium-driver)")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as e:  # a test dependency: chromium is there, so this is an incomplete install
-        raise RuntimeError("the browser tests need playwright: pip install 'shardstream[test]'") from e
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield browser
-        browser.close()
+pytestmark = needs_chromium
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import json
 import math
 import pathlib
 import pickle
+import shutil
 import struct
 import threading
 import wave
@@ -19,8 +20,16 @@ from collections.abc import Iterator
 
 import numpy as np
 import PIL.Image
+import pytest
 from shardstream.viewer import ViewerData, ViewerServer
 from shardstream.writer import TarWriter
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# flags for running as root in a container, without network side traffic (see shared/servers/README.md)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y "
+                                                               "--no-install-recommends chromium chromium-driver)")
 
 SAMPLES = 30
 PER_SHARD = 15
@@ -100,10 +109,10 @@ def build_dataset(root: pathlib.Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(inputs: list[str], **kw) -> Iterator[ViewerServer]:
-    """A viewer server on a free loopback port, serving in a thread."""
+def running(inputs: list[str], server_kw: dict | None = None, **kw) -> Iterator[ViewerServer]:
+    """A viewer server on a free loopback port, serving in a thread (``server_kw``: for ViewerServer)."""
     data = ViewerData(inputs, **kw)
-    server = ViewerServer(data)
+    server = ViewerServer(data, **(server_kw or {}))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

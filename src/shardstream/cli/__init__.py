@@ -6,6 +6,7 @@ One entry point (``shardstream``, or ``python -m shardstream``) with subcommands
     cat       concatenate datasets into one stream or new shards; --mix interleaves them randomly
     split     (alias: reshard) rewrite a dataset into N shards or shards of a given count or size
     shuffle   rewrite a dataset in a seeded, globally shuffled order, in bounded memory
+    sort      rewrite a dataset sorted by key or by a field's value, in bounded memory
     ls, info  list samples; count samples, extensions and sizes (--json)
     verify    check every header, key, extension and field; report each problem
     extract   unpack samples into a directory, safely
@@ -49,13 +50,13 @@ from typing import Any, NoReturn
 
 from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
-from . import cache, cat, create, extract, index, info, shuffle, split, verify, view
+from . import cache, cat, create, extract, index, info, shuffle, sort, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
 
 __all__ = ["build_parser", "main"]
 
 #: the modules that register subcommands, in the order of ``--help``
-COMMANDS = (create, cat, split, shuffle, info, verify, extract, index, cache, view)
+COMMANDS = (create, cat, split, shuffle, sort, info, verify, extract, index, cache, view)
 
 log = logging.getLogger(__name__)
 

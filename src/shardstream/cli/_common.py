@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -199,27 +200,53 @@ def progress_enabled(args: argparse.Namespace, stream: Any = None) -> bool:
 
 
 class Progress:
-    """A tqdm bar on stderr, or nothing (same methods) when bars are off."""
+    """A one-line progress display on stderr, or nothing (same methods) when progress is off.
 
-    def __init__(self, args: argparse.Namespace, *, desc: str, unit: str = " samples", total: int | None = None):
-        self._bar: Any = None
-        if progress_enabled(args):
-            from tqdm import tqdm
+    With a known total: ``desc: 12/40 shards (30%)``; with an unknown total (streams, ``pipe:``): a spinner and a
+    counter, ``desc: ⠹ 1234 samples (410/s)``. Redrawn at most every 0.1 s, cleared when done.
+    """
 
-            self._bar = tqdm(desc=desc, unit=unit, total=total, file=sys.stderr, dynamic_ncols=True, leave=False)
+    _SPIN = "|/-\\"
+
+    def __init__(self, args: argparse.Namespace, *, desc: str, unit: str = " samples", total: int | None = None,
+                 stream: Any = None):
+        self._stream = sys.stderr if stream is None else stream
+        self._on = progress_enabled(args, self._stream)
+        self.desc, self.unit, self.total = desc, unit, total
+        self.n = 0
+        self._extra = ""
+        self._start = self._last = time.monotonic()
+        self._drawn = 0
+        if self._on:
+            self._draw()
+
+    def _draw(self) -> None:
+        if self.total:
+            text = f"{self.desc}: {self.n}/{self.total}{self.unit} ({100 * self.n // self.total}%)"
+        else:
+            rate = self.n / max(time.monotonic() - self._start, 1e-6)
+            text = f"{self.desc}: {self._SPIN[self._drawn % 4]} {self.n}{self.unit} ({rate:.0f}/s)"
+        text += f" {self._extra}" if self._extra else ""
+        self._stream.write("\r" + text[:200] + "\x1b[K")
+        self._stream.flush()
+        self._drawn += 1
 
     def update(self, n: int = 1) -> None:
-        if self._bar is not None:
-            self._bar.update(n)
+        self.n += n
+        if self._on:
+            now = time.monotonic()
+            if now - self._last >= 0.1:
+                self._last = now
+                self._draw()
 
     def describe(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(text, refresh=False)
+        self._extra = text
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        if self._on:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._on = False
 
     def __enter__(self) -> Progress:
         return self

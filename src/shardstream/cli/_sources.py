@@ -88,7 +88,7 @@ def _source_loader(spec: str, base: str, allow_pipe: bool, where: str) -> Callab
 
 
 def _const(data: bytes) -> Callable[[], bytes]:
-    return lambda: data
+    return functools.partial(bytes, data)  # picklable, for create -j
 
 
 def tree_samples(root: str, rule: KeyRule, *, imagefolder: bool = False, include_hidden: bool = False

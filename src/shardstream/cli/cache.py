@@ -22,6 +22,7 @@ __all__ = ["register", "run"]
 EXAMPLES = examples(
     "shardstream cache list --cache-dir shard-cache",
     "shardstream cache list --cache-dir shard-cache --json",
+    "shardstream cache clear --cache-dir shard-cache --max-size 2K --dry-run",
     "shardstream cache clear --cache-dir shard-cache --max-size 2K",
     "shardstream cache clear --cache-dir shard-cache",
 )
@@ -37,6 +38,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--max-size", type=parse_size, metavar="SIZE",
                    help="clear: keep the most recently used shards that fit in SIZE")
     p.add_argument("--json", action="store_true", help="list: machine-readable output")
+    p.add_argument("--dry-run", action="store_true", help="clear: print what would be removed; remove nothing")
     p.set_defaults(run=run)
 
 
@@ -67,6 +69,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--json applies to 'list'")
     cache = ShardCache(directory, max_bytes=args.max_size or 0)
     before = cache.entries()
+    if args.dry_run:  # least recently used first, until what is left fits in --max-size (as evict does)
+        left_bytes = sum(size for size, _ in before.values())
+        removed = []
+        for name, (size, _) in sorted(before.items(), key=lambda item: (item[1][1], item[0])):
+            if left_bytes <= (args.max_size or 0):
+                break
+            removed.append(name)
+            left_bytes -= size
+            print(name)
+        message(args, f"dry run: would remove {plural(len(removed), 'cached shard')} "
+                      f"({human(sum(before[n][0] for n in removed))}) from {directory}")
+        return 0
     removed = cache.evict()
     left = len(before) - len(removed)
     message(args, f"removed {plural(len(removed), 'cached shard')} ({human(sum(before[n][0] for n in removed))}) from "

@@ -5,6 +5,8 @@ re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every s
 beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``.
 ``--shuffle`` writes the samples of a directory or recipe in a seeded random order (only the listing is
 shuffled, so it costs nothing); JSON Lines keep their order (use ``shardstream shuffle`` afterwards).
+``-j N`` writes the shards of a directory or recipe on N processes when their boundaries are known in advance
+(a shard pattern with ``--maxcount``, no ``--maxsize``); the bytes are the same as with one process.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._common import Progress, describe, examples, key_rule, local_path, message, opened
-from ._output import SampleOutput, add_output_options, is_pattern, shard_name
+from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
+from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
 
 __all__ = ["register", "run"]
@@ -32,6 +35,8 @@ EXAMPLES = examples(
     "shardstream create images/ --imagefolder --shuffle --seed 0 -o 'train/train-%06d.tar' --maxcount 10",
     "shardstream create recipe.txt -o recipe.tar",
     "shardstream create samples.jsonl -o 'captions-%06d.tar' --maxsize 1M",
+    "shardstream create images/ --imagefolder --dry-run --json -o preview.tar",
+    "shardstream create images/ -j 2 --maxcount 2 -o 'parallel/images-%06d.tar'",
     "printf 'x.txt text:hello\\nx.cls text:1\\n' | shardstream create - -o hello.tar",
     note="Directory: files sharing a key (path up to the first dot of the name) form a sample; member names are\n"
     "the relative paths. --imagefolder: ROOT/<class>/<file>, adds .cls (classes sorted, numbered from 0) and\n"
@@ -59,6 +64,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, help="random seed of --shuffle (default 0)")
     p.add_argument("--allow-pipe", action="store_true", help="allow pipe:CMD sources (runs shell commands)")
     p.add_argument("--include-hidden", action="store_true", help="include files and folders starting with '.'")
+    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -112,24 +118,46 @@ def run(args: argparse.Namespace) -> int:
     return _write_planned(args, planned, [])
 
 
+def _load(piece: list[Planned]) -> Iterator[dict[str, Any]]:
+    return (p.load() for p in piece)
+
+
 def _write_planned(args: argparse.Namespace, planned: list[Planned], classes: list[str]) -> int:
     if args.shuffle:
         random.Random(args.seed or 0).shuffle(planned)
-    return _write(args, (p.load() for p in planned), len(planned), classes)
+    if can_write_in_parallel(args):
+        class_list = _class_list_path(args) if classes else None
+        _check_class_list(args, class_list)
+        pieces = [planned[a:b] for a, b in count_pieces(len(planned), args.maxcount)]
+        result = write_parallel(args, "create", _load, pieces)
+        _write_class_list(args, class_list, classes)
+        return finish(args, "create", {**result, "classes": classes, "class_list": class_list}, summary(result))
+    return _write(args, _load(planned), len(planned), classes)
+
+
+def _check_class_list(args: argparse.Namespace, class_list: str | None) -> None:
+    if class_list and os.path.exists(class_list) and not args.overwrite:
+        raise ConfigError(f"the class list {class_list!r} exists; pass --overwrite to replace it "
+                          "(or --class-list PATH)")
+
+
+def _write_class_list(args: argparse.Namespace, class_list: str | None, classes: list[str]) -> None:
+    if class_list and not args.dry_run:
+        with open(class_list, "w", encoding="utf-8") as f:
+            f.write("".join(f"{name}\n" for name in classes))
 
 
 def _write(args: argparse.Namespace, samples: Iterable[dict[str, Any]], total: int | None, classes: list[str]) -> int:
     class_list = _class_list_path(args) if classes else None
-    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize,
-                      duplicates=args.duplicate_keys) as out, Progress(args, desc="create", total=total) as bar:
+    _check_class_list(args, class_list)
+    with SampleOutput(args.output, **output_options(args)) as out, Progress(args, desc="create", total=total) as bar:
         for sample in samples:
             out.write(sample)
             bar.update()
-    if class_list:
-        with open(class_list, "w", encoding="utf-8") as f:
-            f.write("".join(f"{name}\n" for name in classes))
-    message(args, out.summary() + (f"; {len(classes)} classes in {class_list}" if class_list else ""))
-    return 0
+    _write_class_list(args, class_list, classes)
+    result = {**out.result(), "classes": classes, "class_list": class_list}
+    return finish(args, "create", result, out.summary() + (f"; {len(classes)} classes in {class_list}"
+                                                           if class_list else ""))
 
 
 def _class_list_path(args: argparse.Namespace) -> str | None:

@@ -40,6 +40,7 @@ EXAMPLES = examples(
     "shardstream extract dataset.tar -C extracted/",
     "shardstream extract shards-*.tar -C labels/ --fields cls,txt --limit 5",
     "shardstream extract dataset.tar -C extracted/ --overwrite",
+    "shardstream extract dataset.tar -C elsewhere/ --limit 2 --dry-run",
 )
 
 
@@ -53,6 +54,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--fields", metavar="EXT,...", help="only these extensions (comma-separated)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N samples")
     p.add_argument("--overwrite", action="store_true", help="replace existing files (never through links)")
+    p.add_argument("--dry-run", action="store_true", help="print the paths that would be written; write nothing")
     p.set_defaults(run=run)
 
 
@@ -69,8 +71,10 @@ def unsafe_reason(name: str) -> str | None:
     return None
 
 
-def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False) -> str | None:
-    """Write ``data`` to ``root/name``; returns why it was refused, or None when written."""
+def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False, dry_run: bool = False
+                 ) -> str | None:
+    """Write ``data`` to ``root/name``; returns why it was refused, or None when written (``dry_run``: when it
+    would be written; nothing is created)."""
     reason = unsafe_reason(name)
     if reason is not None:
         return reason
@@ -82,7 +86,11 @@ def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False) 
         path = os.path.join(path, part)
         if os.path.islink(path):
             return f"{path!r} is a symbolic link"
+        if dry_run and not os.path.lexists(path):
+            continue
         if not os.path.isdir(path):
+            if dry_run:
+                return f"{path!r} exists and is not a directory"
             try:
                 os.mkdir(path)
             except FileExistsError:
@@ -92,6 +100,10 @@ def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False) 
     flags |= os.O_TRUNC if overwrite else os.O_EXCL
     if os.path.islink(target):
         return f"{target!r} is a symbolic link"
+    if dry_run:
+        if os.path.isdir(target):
+            return f"{target!r} is a directory"
+        return f"{target!r} exists (--overwrite replaces it)" if os.path.exists(target) and not overwrite else None
     try:
         fd = os.open(target, flags, 0o666)
     except FileExistsError:
@@ -111,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=False)
     wanted = {f.strip() for f in args.fields.split(",") if f.strip()} if args.fields else None
     root = args.directory
-    os.makedirs(root, exist_ok=True)
+    if not args.dry_run:
+        os.makedirs(root, exist_ok=True)
     written = refused = samples = 0
 
     def all_samples() -> Any:
@@ -127,12 +140,15 @@ def run(args: argparse.Namespace) -> int:
             if wanted is not None and ext not in wanted and ext.lower() not in wanted:
                 continue
             name = f"{key}.{ext}"
-            reason = write_member(root, name, data, overwrite=args.overwrite)
+            reason = write_member(root, name, data, overwrite=args.overwrite, dry_run=args.dry_run)
+            if reason is None and args.dry_run:
+                print(os.path.join(root, name))
             if reason is None:
                 written += 1
             else:
                 refused += 1
                 log.warning("refused %r from %s: %s", name, sample["__url__"], reason)
-    message(args, f"extracted {plural(written, 'file')} of {plural(samples, 'sample')} to {root}"
+    verb = "dry run: would extract" if args.dry_run else "extracted"
+    message(args, f"{verb} {plural(written, 'file')} of {plural(samples, 'sample')} to {root}"
             + (f"; refused {refused}" if refused else ""))
     return EXIT_PROBLEMS if refused else 0

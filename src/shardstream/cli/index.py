@@ -27,6 +27,7 @@ EXAMPLES = examples(
     "shardstream index dataset.tar",
     "shardstream index shards-*.tar --dataset shards.json --dali",
     "shardstream index shards-*.tar --rebuild --quiet",
+    "shardstream index shards-*.tar --dali --dry-run",
 )
 
 
@@ -39,6 +40,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--dataset", metavar="PATH", help="also write the dataset index (JSON) to PATH")
     p.add_argument("--dali", action="store_true", help="also write DALI index files (NAME.idx beside NAME.tar)")
     p.add_argument("--rebuild", action="store_true", help="rebuild sidecars even when they match their shard")
+    p.add_argument("--dry-run", action="store_true", help="print the index files that would be written; write nothing")
     p.set_defaults(run=run)
 
 
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
     rule = key_rule(args, lowercase=True)
     shards = expand_inputs(args.inputs)
+    if args.dry_run:
+        return _dry_run(args, shards, rule)
     built = kept = 0
     for shard in progress(args, shards, desc="index", unit=" shards", total=len(shards)):
         if args.dataset is None:  # (index_dataset below builds or reuses the sidecars itself)
@@ -73,6 +77,19 @@ def run(args: argparse.Namespace) -> int:
         message(args, f"indexed {counts}; dataset index {args.dataset}{dali}")
     else:
         message(args, f"indexed {plural(len(shards), 'shard')} ({built} built, {kept} already fresh){dali}")
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, shards: list[str], rule: KeyRule) -> int:
+    """Print the index files that would be written (one path a line); write nothing."""
+    from ..indexed import sidecar_path
+
+    paths = [sidecar_path(s) for s in shards if args.rebuild or not _fresh(s, rule)]
+    paths += [dali_path(s) for s in shards] if args.dali else []
+    paths += [args.dataset] if args.dataset is not None else []
+    for path in paths:
+        print(path)
+    message(args, f"dry run: would write {plural(len(paths), 'index file')}")
     return 0
 
 

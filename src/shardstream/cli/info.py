@@ -1,11 +1,17 @@
 """``shardstream ls`` and ``shardstream info``: what a dataset contains.
 
 ``ls`` prints one line per sample: the key, then ``ext:bytes`` for each field (``--json``: one JSON object per
-line with ``url``, ``key`` and ``fields``). ``info`` prints a summary: shards, samples, extensions with their
+line with ``url``, ``key`` and ``fields``). ``ls --fields key,cls,txt,json:meta.width`` prints a table instead
+(tab-separated, a header line first; tarproc's ``tar2tsv``): per sample the key (``key``), the shard (``url``),
+the text of a field (``cls``; tabs and newlines shown as ``\\t`` and ``\\n``, at most ``--width`` characters), or
+a value inside a JSON field (``json:a.b``); an empty cell when the sample has no such field. With ``--json`` each
+line is an object with those names. ``info`` prints a summary: shards, samples, extensions with their
 counts and total/min/max sizes, the sample size histogram (powers of two), the first and last key
 (``--json``: one JSON document with the same numbers, per shard too). Sizes are the bytes of the fields as
 stored (compressed fields stay compressed). Extensions are compared as the reader does (lower-cased).
 
+>>> field_value({"__key__": "k", "json": b'{"a": {"b": [5, 6]}}'}, "json:a.b.1"), field_value({"txt": b"a\\tb"}, "txt")
+(6, 'a\\tb')
 >>> s = Summary(); s.add({"__key__": "a", "__url__": "x.tar", "jpg": b"1234", "cls": b"1"})
 >>> s.samples, s.extensions["jpg"], s.histogram()
 (1, {'count': 1, 'bytes': 4, 'min': 4, 'max': 4}, [{'from': 4, 'to': 8, 'count': 1}])
@@ -20,12 +26,13 @@ from typing import Any
 
 from ._common import describe, examples, expand_inputs, fields, human, key_rule, progress, shard_samples
 
-__all__ = ["Summary", "register", "run_info", "run_ls"]
+__all__ = ["Summary", "field_value", "register", "run_info", "run_ls"]
 
 LS_EXAMPLES = examples(
     "shardstream ls dataset.tar",
     "shardstream ls shards-*.tar --json",
     "shardstream ls 'pipe:cat dataset.tar' | head -n 3",
+    "shardstream ls dataset.tar --fields key,cls,txt,json:i | head -n 4",
 )
 INFO_EXAMPLES = examples(
     "shardstream info dataset.tar",
@@ -45,14 +52,58 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
         )
         p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        if name == "ls":
+            p.add_argument("--fields", metavar="NAME,...",
+                           help="print a table of these: key, url, a field's text (cls, txt), a JSON value (json:a.b)")
+            p.add_argument("--width", type=int, default=200, metavar="N", help="--fields: at most N characters a cell")
         p.set_defaults(run=run)
+
+
+def field_value(sample: dict[str, Any], spec: str) -> Any:
+    """The value ``spec`` names in a sample (see the module docstring): text, a JSON value, or None."""
+    if spec in ("key", "__key__"):
+        return sample.get("__key__")
+    if spec in ("url", "__url__"):
+        return sample.get("__url__")
+    field, _, path = spec.partition(":")
+    data = sample.get(field)
+    if data is None:
+        return None
+    text = bytes(data).decode("utf-8", "replace") if isinstance(data, (bytes, bytearray, memoryview)) else str(data)
+    if not path:
+        return text.strip()
+    try:
+        value = json.loads(text)
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return value
+
+
+def _cell(value: Any, width: int) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 def run_ls(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=True)
     out = sys.stdout
+    specs = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    if specs is not None and not args.json:
+        out.write("\t".join(specs) + "\n")
     for url in expand_inputs(args.inputs):
         for sample in shard_samples(url, rule):
+            if specs is not None:
+                values = [field_value(sample, spec) for spec in specs]
+                if args.json:
+                    out.write(json.dumps(dict(zip(specs, values)), ensure_ascii=False) + "\n")
+                else:
+                    out.write("\t".join(_cell(v, args.width) for v in values) + "\n")
+                continue
             sizes = {ext: len(data) for ext, data in fields(sample)}
             if args.json:
                 out.write(json.dumps({"url": url, "key": sample["__key__"], "fields": sizes}) + "\n")

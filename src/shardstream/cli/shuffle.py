@@ -7,7 +7,8 @@ sorted in memory. Otherwise it is an external sort through temporary shards: the
 bucket that is still too large is scattered again). Memory stays near ``--memory`` (plus the largest sample),
 the temporary shards (in ``--tmpdir``) need about the size of the dataset on disk, and each sample is read and
 written twice. The order depends only on the input and ``--seed``, never on ``--memory`` or ``--buckets``:
-the same input and seed give byte-identical output.
+the same input and seed give byte-identical output. ``-j N`` reads, scatters and sorts local shards on N
+processes (:mod:`shardstream.cli._pshuffle`), with the same bytes as one process.
 
 >>> data = [{"__key__": str(i), "x": b"0123456789"} for i in range(50)]
 >>> in_memory = [s["__key__"] for s in shuffled(data, 2, memory=1 << 20)]
@@ -35,12 +36,13 @@ from ._common import (
     expand_inputs,
     key_rule,
     local_path,
-    message,
     parse_size,
     positive_int,
     shard_samples,
 )
-from ._output import SampleOutput, add_output_options
+from ._output import SampleOutput, add_output_options, finish, output_options
+from ._parallel import add_workers_option
+from ._pshuffle import can_shuffle_in_parallel, parallel_shuffled
 
 __all__ = ["register", "run", "shuffled"]
 
@@ -48,6 +50,8 @@ EXAMPLES = examples(
     "shardstream shuffle dataset.tar --seed 0 -o shuffled.tar",
     "shardstream shuffle shards-*.tar --seed 7 --memory 64K -o 'shuffled-%06d.tar' --maxcount 10",
     "cat dataset.tar | shardstream shuffle - --memory 16K --buckets 4 -o from-stdin.tar",
+    "shardstream shuffle dataset.tar --seed 1 -o shuffled.tar --overwrite --json --quiet",
+    "shardstream shuffle shards-*.tar --seed 3 -j 2 -o 'parallel/shuffled-%06d.tar' --maxcount 8",
 )
 
 _SPAN = 1 << 64
@@ -68,6 +72,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--buckets", type=positive_int, metavar="K",
                    help="temporary shards per scatter pass (default: from the input size, or 64)")
     p.add_argument("--tmpdir", metavar="DIR", help="directory for the temporary shards (default: the system's)")
+    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -177,11 +182,16 @@ def _auto_buckets(inputs: list[str], memory: int) -> int:
 def run(args: argparse.Namespace) -> int:
     inputs = expand_inputs(args.inputs)
     buckets = args.buckets or _auto_buckets(inputs, args.memory)
-    samples = dataset_samples(inputs, key_rule(args, lowercase=False))
-    with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize, duplicates=args.duplicate_keys,
-                      inputs=inputs) as out, Progress(args, desc="shuffle") as bar:
-        for sample in shuffled(samples, args.seed, memory=args.memory, buckets=buckets, tmpdir=args.tmpdir):
+    rule = key_rule(args, lowercase=False)
+    if can_shuffle_in_parallel(inputs, args.workers):
+        ordered = parallel_shuffled(inputs, rule, args.seed, memory=args.memory, buckets=buckets,
+                                    workers=args.workers, tmpdir=args.tmpdir)
+    else:
+        ordered = shuffled(dataset_samples(inputs, rule), args.seed, memory=args.memory, buckets=buckets,
+                           tmpdir=args.tmpdir)
+    with SampleOutput(args.output, inputs=inputs, **output_options(args)) as out, \
+            Progress(args, desc="shuffle") as bar:
+        for sample in ordered:
             out.write(sample)
             bar.update()
-    message(args, out.summary())
-    return 0
+    return finish(args, "shuffle", out.result(), out.summary())

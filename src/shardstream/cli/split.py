@@ -8,6 +8,9 @@ A sample is never split across shards, and bytes are copied as they are.
   sample ``i`` goes to shard ``i mod N`` (shard sizes differ by at most one sample; shards beyond the number of
   samples are valid empty tars). N shards are open at once. To keep the samples in order, use ``--maxcount``.
 
+``-j N`` with ``--maxcount`` (no ``--maxsize``) counts the samples of each input shard, then writes the output
+shards on N processes (the inputs are read twice; the bytes are the same as with one process).
+
 Note: tarproc's ``tarsplit -n`` meant samples per shard; that is ``--maxcount`` here.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 from typing import Any
 
 from ..errors import ConfigError
@@ -30,7 +34,10 @@ from ._common import (
     plural,
     positive_int,
 )
-from ._output import SampleOutput, add_output_options, is_pattern, shard_name
+from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
+from ._parallel import (add_workers_option, can_write_in_parallel, count_pieces, count_samples, ordered_map,
+                        read_segments, segments, summary, write_parallel)
+from ._replace import OutputPlan
 
 __all__ = ["register", "run"]
 
@@ -38,7 +45,9 @@ EXAMPLES = examples(
     "shardstream split dataset.tar -n 4 -o 'part-%06d.tar'",
     "shardstream reshard shards-*.tar --maxcount 5 -o 'small/small-%06d.tar'",
     "shardstream split dataset.tar --maxsize 64K -o 'sized-{shard:04d}.tar'",
+    "shardstream split dataset.tar --maxcount 3 -o 'sized-{shard:04d}.tar' --overwrite --dry-run --json",
     "cat dataset.tar | shardstream split - --maxcount 7 -o 'stdin-%06d.tar'",
+    "shardstream split shards-*.tar --maxcount 6 -j 2 -o 'parallel/part-%06d.tar'",
 )
 
 #: -n above this many shards is refused when the open-file limit cannot be read
@@ -55,6 +64,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     add_output_options(p)
     p.add_argument("-n", "--shards", type=positive_int, metavar="N",
                    help="exactly N shards: sample i goes to shard i mod N (one pass, works on streams)")
+    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -75,27 +85,49 @@ def run(args: argparse.Namespace) -> int:
     if args.shards is not None and (args.maxcount is not None or args.maxsize is not None):
         raise ConfigError("-n cannot be combined with --maxcount/--maxsize")
     inputs = expand_inputs(args.inputs)
+    options = output_options(args)
     samples = dataset_samples(inputs, key_rule(args, lowercase=False))
+    if args.shards is None and can_write_in_parallel(args):
+        rule = key_rule(args, lowercase=False)
+        counts = list(ordered_map(count_samples, [(url, rule) for url in inputs], workers=args.workers))
+        pieces = [segments(counts, a, b) for a, b in count_pieces(sum(counts), args.maxcount)]
+        result = write_parallel(args, "split", functools.partial(read_segments, inputs, rule), pieces, inputs)
+        return finish(args, "split", result, summary(result))
     if args.shards is None:
-        with SampleOutput(args.output, maxcount=args.maxcount, maxsize=args.maxsize, duplicates=args.duplicate_keys,
-                          inputs=inputs) as out, Progress(args, desc="split") as bar:
+        with SampleOutput(args.output, inputs=inputs, **options) as out, Progress(args, desc="split") as bar:
             for sample in samples:
                 out.write(sample)
                 bar.update()
-        message(args, out.summary())
-        return 0
+        return finish(args, "split", out.result(), out.summary())
+    if args.workers > 1:
+        message(args, f"-j {args.workers}: split -n writes on one process (one pass, sample i to shard i mod N)")
     if args.shards > _open_limit():
         raise CommandError(f"-n {args.shards} would open more files than allowed at once ({_open_limit()}); "
                            "use --maxcount or --maxsize instead", code=2)
-    with contextlib.ExitStack() as stack:
-        outputs = [
-            stack.enter_context(SampleOutput(shard_name(args.output, i), duplicates=args.duplicate_keys, inputs=inputs))
-            for i in range(args.shards)
-        ]
-        total = 0
-        with Progress(args, desc="split") as bar:
-            for total, sample in enumerate(samples, 1):
-                outputs[(total - 1) % args.shards].write(sample)
-                bar.update()
-    message(args, f"wrote {plural(total, 'sample')} to {plural(args.shards, 'shard')} ({args.output})")
-    return 0
+    plan = OutputPlan(args.output, overwrite=args.overwrite)
+    del options["maxcount"], options["maxsize"], options["overwrite"]
+    total = 0
+    try:
+        with contextlib.ExitStack() as stack:
+            outputs = [
+                stack.enter_context(SampleOutput(shard_name(args.output, i), inputs=inputs, plan=plan,
+                                                 write_as=shard_name(plan.write_pattern, i), **options))
+                for i in range(args.shards)
+            ]
+            with Progress(args, desc="split") as bar:
+                for total, sample in enumerate(samples, 1):
+                    outputs[(total - 1) % args.shards].write(sample)
+                    bar.update()
+    except BaseException:
+        if not args.dry_run:
+            plan.discard(args.shards)
+        raise
+    removed = plan.would_remove(args.shards) if args.dry_run else plan.commit(args.shards)[1]
+    shards = [info for out in outputs for info in out.result()["shards"]]
+    result = {"output": args.output, "dry_run": args.dry_run, "samples": total, "shards": shards,
+              "replaced": removed, "renamed_keys": sum(out.renamed for out in outputs)}
+    verb = "dry run: would write" if args.dry_run else "wrote"
+    line = f"{verb} {plural(total, 'sample')} to {plural(args.shards, 'shard')} ({args.output})"
+    if removed:
+        line += f"; {'would replace' if args.dry_run else 'replaced'} {plural(len(removed), 'old file')}"
+    return finish(args, "split", result, line)

@@ -11,7 +11,8 @@ code from the data) are "not checked (unsafe)" unless ``--allow-unsafe``. When a
 A problem inside a sample does not stop the shard: the sample is skipped and checking goes on. A broken header
 stops that shard (what follows cannot be located) and checking goes on with the next shard. Each problem is one
 line on stdout: ``SHARD: offset N, member 'NAME', sample 'KEY': what is wrong`` (the offset is the byte offset
-of the member's data in the uncompressed tar). Exit status: 0 when no problem was found, 1 otherwise.
+of the member's data in the uncompressed tar). ``-j N`` checks N shards at a time in separate processes; the
+report is the same, in the same order. Exit status: 0 when no problem was found, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -26,11 +27,28 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..codecs import decode_field, get_codec
-from ..errors import (DecodeError, MissingDependencyError, OpenError, SampleFormatError, TarFormatError,
-                      UnsafeDecodeError)
+from ..errors import (
+    DecodeError,
+    MissingDependencyError,
+    OpenError,
+    SampleFormatError,
+    TarFormatError,
+    UnsafeDecodeError,
+)
 from ..samples import KeyRule, group_samples
 from ..tar import TruncatedTarWarning, iter_tar
-from ._common import EXIT_PROBLEMS, describe, examples, expand_inputs, fields, key_rule, opened, plural, progress
+from ._common import (
+    EXIT_PROBLEMS,
+    describe,
+    examples,
+    expand_inputs,
+    fields,
+    key_rule,
+    opened,
+    plural,
+    progress,
+)
+from ._parallel import add_workers_option, ordered_map
 
 __all__ = ["Problem", "ShardReport", "register", "run", "verify_shard"]
 
@@ -39,6 +57,7 @@ EXAMPLES = examples(
     "shardstream verify shards-*.tar --json",
     "shardstream verify --no-decode 'pipe:cat dataset.tar'",
     "shardstream verify -q shards-*.tar && echo dataset ok",
+    "shardstream verify -j 2 shards-*.tar",
 )
 _RECENT = 4096  # members remembered for locating problems (a sample is reported right after its last member)
 
@@ -84,6 +103,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-unsafe", action="store_true", help="also decode unsafe fields (.pyd, .pickle: unpickling)")
     p.add_argument("--no-index", action="store_true", help="do not check the indexes beside the shards")
     p.add_argument("--json", action="store_true", help="one JSON report on stdout")
+    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -155,6 +175,10 @@ def verify_shard(url: str, rule: KeyRule, *, decode: bool = True, allow_unsafe: 
     return report
 
 
+def _verify(url: str, rule: KeyRule, decode: bool, allow_unsafe: bool) -> ShardReport:
+    return verify_shard(url, rule, decode=decode, allow_unsafe=allow_unsafe)
+
+
 def _check_index(report: ShardReport, rule: KeyRule) -> None:
     """An index beside a local shard must match it (see :mod:`shardstream.cli.index`)."""
     from .index import index_problems
@@ -166,8 +190,9 @@ def run(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=True)
     urls = expand_inputs(args.inputs)
     reports = []
-    for url in progress(args, urls, desc="verify", unit=" shards", total=len(urls)):
-        report = verify_shard(url, rule, decode=not args.no_decode, allow_unsafe=args.allow_unsafe)
+    jobs = [(url, rule, not args.no_decode, args.allow_unsafe) for url in urls]
+    for report in progress(args, ordered_map(_verify, jobs, workers=args.workers), desc="verify", unit=" shards",
+                           total=len(urls)):
         if not args.no_index:
             _check_index(report, rule)
         reports.append(report)

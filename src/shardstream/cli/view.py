@@ -11,6 +11,16 @@ sidecar index beside a shard is used when it is fresh, otherwise the headers are
 (nothing is written beside your data). Remote shards are downloaded once into the shard cache (``--cache-dir``,
 default ``SHARDSTREAM_CACHE_DIR``, else a temporary directory removed when the viewer stops).
 
+The page marks broken samples (a field that does not decode, a field most samples have but this one lacks,
+an odd size) and can show only those; it has a statistics page (labels, field presence and sizes, image
+sizes), a sortable table of every sample's scalar values, filters (key substring, class, ``name OP value``),
+and draws boxes and points from COCO- or YOLO-like JSON over the image. These cover the first
+``--scan-limit`` samples (read once, when first needed). ``--decode SPEC`` and ``--transform module:func``
+show what the training pipeline makes of a sample beside its stored fields: ``func`` is imported from the
+module you name (the current directory first) and called on the (decoded) sample; arrays and tensors are
+shown as images with their value range, or as statistics and heat maps. The viewer runs no code named by
+the data.
+
 The server answers only for what the dataset contains (samples by number, fields by extension), to requests
 for 127.0.0.1 or localhost; ``--host 0.0.0.0`` serves other machines too (anyone who reaches the port sees
 the data). ``--check`` starts the server, requests the page, the dataset and its first sample, and exits.
@@ -32,6 +42,7 @@ log = logging.getLogger(__name__)
 EXAMPLES = examples(
     "shardstream view dataset.tar --check",
     "shardstream view 'shards-{000000..000003}.tar' --check --port 0",
+    "shardstream view dataset.tar --decode rgb --check",
     note="Without --check the viewer runs until Ctrl-C: shardstream view shards-*.tar --open",
 )
 
@@ -51,6 +62,12 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
                                                      "the shards)")
     p.add_argument("--check", action="store_true", help="start, serve a few test requests, print what they "
                                                         "returned, and exit (for scripts and tests)")
+    p.add_argument("--decode", metavar="SPEC", help="decode samples as the pipeline would (an image spec: rgb, "
+                                                     "torchrgb, pil, l...) and show the result beside the fields")
+    p.add_argument("--transform", metavar="MODULE:FUNC", help="call FUNC (imported from MODULE: your code) on each "
+                                                             "shown sample (after --decode) and show what it returns")
+    p.add_argument("--scan-limit", type=int, default=20000, metavar="N",
+                   help="samples read for statistics, the table, filters and problem marks (default 20000)")
     p.set_defaults(run=run)
 
 
@@ -61,13 +78,19 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import ConfigError
 
         raise ConfigError(f"--port {args.port} is not a port number (0-65535; 0 picks a free port)")
+    from ..viewer.transform import TransformedView, load_function
+
+    transformed = None
+    if args.decode or args.transform:
+        transformed = TransformedView(args.decode, load_function(args.transform) if args.transform else None)
     rule = key_rule(args, lowercase=True)
     data = ViewerData(args.inputs, cache_dir=args.cache_dir, classes=args.classes,
                       rule=None if rule.rule in (None, "first-dot") else rule)  # fmt: skip
     try:
         for problem in data.problems:
             log.warning("%s", " ".join(problem.split()))
-        server = ViewerServer(data, args.host, args.port)
+        server = ViewerServer(data, args.host, args.port, transformed=transformed,
+                              scan_limit=args.scan_limit)
         try:
             if args.check:
                 print(f"{server.url} ok: {self_test(server)}")

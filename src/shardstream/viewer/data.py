@@ -3,7 +3,8 @@
 :class:`ViewerData` opens a dataset once, when the viewer starts (:mod:`.opening`): every shard gets a
 random-access index (its sidecar ``NAME.tar.ssidx`` when it is fresh, otherwise one built in memory from a scan
 of the headers: nothing is written next to your data); remote shards are downloaded once into the shard cache
-(``cache_dir``, or ``SHARDSTREAM_CACHE_DIR``, or a temporary directory removed on :meth:`ViewerData.close`).
+(``cache_dir``, or ``SHARDSTREAM_CACHE_DIR``, or a temporary directory removed on :meth:`ViewerData.close`),
+unless they are http(s) shards with an index: those are read in place, a field at a time (:mod:`.remote`).
 Reads then happen at the index's offsets through read-only memory maps: serving a page reads only the fields it
 shows, and filtering by extension is a vectorised pass over the index arrays, not over the data.
 
@@ -40,6 +41,7 @@ from ..indexed import open_source
 from ..indexed.source import ByteSource
 from ..samples import KeyRule
 from .opening import OpenShard, ShardOpener, expand_dataset
+from .remote import RangeSource
 from .render import Thumbnails, npy_renderable, thumbnail
 
 __all__ = ["ViewerData"]
@@ -149,7 +151,7 @@ class ViewerData:
             with self._lock:
                 source = self._sources.get(number)
                 if source is None:
-                    source = self._sources[number] = open_source(shard.path)
+                    source = self._sources[number] = RangeSource(shard.path) if shard.remote else open_source(shard.path)
                     while len(self._sources) > _OPEN_SOURCES:
                         self._sources.popitem(last=False)[1].close()
                 self._sources.move_to_end(number)
@@ -201,9 +203,11 @@ class ViewerData:
         k = rng.randrange(total)
         return k if rows is None else int(rows[k])
 
-    def listing(self, offset: int = 0, limit: int = 48, ext: str | None = None) -> dict[str, Any]:
-        """A page of samples: ``{"total", "offset", "limit", "items": [summary, ...]}`` (see :meth:`summary`)."""
-        rows = self.matching(ext)
+    def listing(self, offset: int = 0, limit: int = 48, ext: str | None = None, rows: np.ndarray | None = None
+                ) -> dict[str, Any]:
+        """A page of samples: ``{"total", "offset", "limit", "items": [summary, ...]}`` (see :meth:`summary`);
+        only samples with field ``ext``, or only the sample numbers ``rows``, when given."""
+        rows = self.matching(ext) if rows is None else rows
         total = len(self) if rows is None else len(rows)
         offset = max(0, min(offset, total))
         numbers = range(offset, min(total, offset + max(0, limit)))

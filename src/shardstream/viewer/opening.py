@@ -4,8 +4,10 @@
   ``*.tar*`` files) and dataset index files (``.json``) -> the list of shards (and the index each JSON names).
 - :class:`ShardOpener`: one shard -> :class:`OpenShard` (a local plain tar and its index). The shard's sidecar
   ``NAME.tar.ssidx`` is used when it is fresh and was built with the same key rule; otherwise the headers are
-  scanned into an index in memory (nothing is written beside the data). A remote shard is downloaded once into
-  the shard cache; a compressed one is decompressed into a temporary directory (removed by ``close``). Problems
+  scanned into an index in memory (nothing is written beside the data). A remote http(s) shard with an index
+  (its sidecar next to it, or the one a dataset JSON names) is read in place with ranged requests
+  (:mod:`.remote`); other remote shards are downloaded once into the shard cache; a compressed one is
+  decompressed into a temporary directory (removed by ``close``). Problems
   (a stale sidecar, a broken shard, a missing class list) are collected in ``problems``, never fatal.
 
 >>> from shardstream.writer import TarWriter
@@ -63,13 +65,15 @@ def expand_dataset(inputs: Sequence[str]) -> tuple[list[tuple[str, str | None]],
 
 
 class OpenShard:
-    """One shard ready for random access: the url the user gave, the local plain tar that is read, its index,
-    its first sample's number in the dataset and its own number."""
+    """One shard ready for random access: the url the user gave, what is read (a local plain tar, or the remote
+    URL itself when ``remote``: ranged reads), its index, its first sample's number in the dataset and its own
+    number."""
 
-    __slots__ = ("url", "path", "index", "first", "number")
+    __slots__ = ("url", "path", "index", "first", "number", "remote")
 
-    def __init__(self, url: str, path: str, index: ShardIndex, first: int, number: int):
+    def __init__(self, url: str, path: str, index: ShardIndex, first: int, number: int, remote: bool = False):
         self.url, self.path, self.index, self.first, self.number = url, path, index, first, number
+        self.remote = remote
 
     def __repr__(self) -> str:
         return f"OpenShard({self.url!r}, samples={len(self.index)}, first={self.first})"
@@ -121,6 +125,9 @@ class ShardOpener:
             return True
 
         try:
+            remote = self._remote(url, index_url, first, number)
+            if remote is not None:
+                return remote
             path = self.local_copy(url)
             index = self._sidecar(url, path, index_url)
             if index is None:
@@ -129,6 +136,36 @@ class ShardOpener:
             self.problems.append(f"shard {url!r} skipped: {e}")
             return None
         return OpenShard(url, path, index, first, number)
+
+    def _remote(self, url: str, index_url: str | None, first: int, number: int) -> OpenShard | None:
+        """A remote http(s) shard with an index beside it (or named by the dataset JSON) is read with ranged
+        requests (:mod:`.remote`): nothing is downloaded but the index. None when that does not apply."""
+        from .remote import RangeSource, ranged
+
+        if local_path(url) is not None or not ranged(url):
+            return None
+        where = index_url or sidecar_path(url)
+        from ..io import open_url
+
+        try:
+            with open_url(where) as f:
+                data = f.read()
+        except (OSError, ConfigError):
+            return None  # no index there: downloaded into the cache instead
+        try:
+            index = ShardIndex.from_bytes(data, url, where)
+            source = RangeSource(url)
+            try:
+                index.check(source, where)
+            finally:
+                source.close()
+        except (StaleIndexError, OpenError) as e:
+            self.problems.append(f"{e} (downloaded and indexed instead)")
+            return None
+        rule = self.rule or KeyRule()
+        if (index.rule, index.lowercase) != (rule.rule or "first-dot", rule.lowercase):
+            return None
+        return OpenShard(url, url, index, first, number, remote=True)
 
     def _sidecar(self, url: str, path: str, index_url: str | None) -> ShardIndex | None:
         """The shard's own index, when there is one, it matches the shard and was built with our key rule."""

@@ -1,16 +1,8 @@
 """The viewer's web server: the page, its static files and a JSON API, on the standard library's HTTP server.
 
-Endpoints (``GET``; samples by number, fields by extension; nothing else addresses data)::
-
-    /                          the page (static/index.html), /static/app.js, /static/style.css
-    /api/info                  samples, shards, extensions, class names, problems met while opening
-    /api/samples?offset=&limit=&ext=    a page of grid tiles (only samples with field EXT when given)
-    /api/find?key=KEY          {"index": n} of the sample with that key (null if none)
-    /api/random?ext=           {"index": n} of a random sample (with field EXT)
-    /api/sample/N              every field of sample N, described for display (see render.describe_field)
-    /api/field/N/EXT           the field's bytes: images, audio and video with their type, else a download
-    /api/image/N/EXT[?array=NAME]      a PNG of an image in a format browsers do not show, or of an array
-    /api/thumb/N[?ext=EXT]     the sample's thumbnail (generated on first request, then cached)
+Paths: ``/`` (the page, static/index.html), ``/static/sample.js``, ``/static/app.js``, ``/static/style.css``,
+``/api/field/N/EXT`` (a field's bytes: images, audio and video with their type and Range support, else a
+download), and the JSON API of :mod:`.routes` under ``/api/``.
 
 Every response carries a strict Content-Security-Policy and ``nosniff``; a path segment ``.`` or ``..`` (also
 percent-encoded), an empty segment or an unknown parameter value is a 4xx answer; on a loopback address only
@@ -46,32 +38,22 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..errors import ConfigError
 from ..logs import log_to_stderr
 from .data import ViewerData
-from .render import MAX_DECODE, bytes_to_describe, describe_field, media_type, rendered_image, unwrap
+from .render import MAX_DECODE, media_type, unwrap
+from .routes import Answer, Api
+from .routes import Problem as HTTPProblem
+from .routes import number as _number
+from .transform import TransformedView
 
 __all__ = ["ViewerServer", "self_test"]
 
 logger = logging.getLogger(__name__)
 
 _STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+           "sample.js": "text/javascript; charset=utf-8",
            "style.css": "text/css; charset=utf-8"}  # fmt: skip
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")  # fmt: skip
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-_MAX_LIMIT = 500
-
-
-class HTTPProblem(Exception):
-    """An answer other than 200: status code and message (sent as ``{"error": message}``)."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-def _number(text: str, what: str = "sample number") -> int:
-    if not re.fullmatch(r"-?\d{1,18}", text):
-        raise HTTPProblem(400, f"{what} {text!r} is not an integer")
-    return int(text)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -139,7 +121,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return decoded, {name: values[0] for name, values in query.items()}
 
     def _route(self, path: list[str], query: dict[str, str]) -> None:
-        data = self.server.data
         if not path or path == ["index.html"]:
             return self._static("index.html")
         head, rest = path[0], path[1:]
@@ -148,57 +129,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if head != "api" or not rest:
             raise HTTPProblem(404, "no such page")
         name, args = rest[0], rest[1:]
-        ext = query.get("ext") or None
-        if name == "info" and not args:
-            return self._send_json({**data.info(), "token": self.server.token})
-        if name == "samples" and not args:
-            offset = _number(query.get("offset", "0"), "offset")
-            limit = min(_number(query.get("limit", "48"), "limit"), _MAX_LIMIT)
-            return self._send_json(data.listing(offset, limit, ext))
-        if name == "find" and not args:
-            key = query.get("key", "")
-            try:
-                return self._send_json({"index": data.find(key), "key": key})
-            except KeyError:  # an answer, not an error: the page asks before trying the text as a number
-                return self._send_json({"index": None, "key": key})
-        if name == "random" and not args:
-            i = data.random(ext)
-            if i is None:
-                raise HTTPProblem(404, "no sample to choose from")
-            return self._send_json({"index": i})
-        if name == "sample" and len(args) == 1:
-            return self._send_json(self._sample(_number(args[0])))
         if name == "field" and len(args) == 2:
             i = _number(args[0])
-            return self._field(i, self._ext(i, args[1]))
-        if name == "image" and len(args) == 2:
-            i = _number(args[0])
-            try:
-                png = rendered_image(self._ext(i, args[1]), data.read(i, args[1]), query.get("array"))
-            except (ValueError, OSError) as e:  # not an image, or one that does not decode
-                raise HTTPProblem(422, f"field {args[1]!r} of sample {i} cannot be shown as an image: {e}") from e
-            return self._send(png, "image/png", cache=True)
-        if name == "thumb" and len(args) == 1:
-            i = _number(args[0])
-            thumb = data.thumbnail(i, self._ext(i, ext) if ext else None)
-            if thumb is None:
-                raise HTTPProblem(404, f"sample {i} has no image to show")
-            return self._send(thumb[0], thumb[1], cache=True)
-        raise HTTPProblem(404, "no such endpoint")
-
-    def _ext(self, i: int, ext: str) -> str:
-        if ext not in [name for name, _, _ in self.server.data.members(i)]:
-            raise HTTPProblem(404, f"sample {i} has no field {ext!r}")
-        return ext
-
-    def _sample(self, i: int) -> dict[str, Any]:
-        data = self.server.data
-        shard, _ = data.locate(i)
-        fields = []
-        for ext, _, size in data.members(i):
-            head = data.read(i, ext, bytes_to_describe(ext, size) if size <= MAX_DECODE else 1 << 20)
-            fields.append(describe_field(ext, head, classes=data.classes, size=size))
-        return {"index": i, "key": data.key(i), "shard": shard.url, "fields": fields}
+            return self._field(i, self.server.api.ext(i, args[1]))
+        value = self.server.api.answer(name, args, query)
+        if isinstance(value, Answer):
+            return self._send(value.body, value.kind, cache=value.cache)
+        if name == "info":
+            value = {**value, "token": self.server.token}
+        return self._send_json(value)
 
     def _field(self, i: int, ext: str) -> None:
         data = self.server.data
@@ -271,14 +210,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class ViewerServer(http.server.ThreadingHTTPServer):
-    """The viewer's HTTP server over a :class:`~shardstream.viewer.data.ViewerData` (port 0: a free port)."""
+    """The viewer's HTTP server over a :class:`~shardstream.viewer.data.ViewerData` (port 0: a free port).
+
+    ``transformed``: what ``--decode``/``--transform`` make of a sample (shown beside the stored fields);
+    ``scan_limit``: how many samples the statistics, the table, the filters and the problem marks cover.
+    """
 
     daemon_threads = True
 
-    def __init__(self, data: ViewerData, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
+    def __init__(self, data: ViewerData, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False,
+                 transformed: TransformedView | None = None, scan_limit: int = 20000):
         self.data, self.verbose = data, verbose
         if verbose:
             log_to_stderr()
+        self.api = Api(data, transformed, scan_limit)
         self.token = secrets.token_hex(4)  # changes with every start: the page's image URLs carry it
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.loopback = host in _LOOPBACK or host.startswith("127.")
@@ -295,7 +240,8 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
 
 def self_test(server: ViewerServer) -> str:
-    """Serve a few requests from ``server`` in a thread (the page, info, a listing, sample 0 and its thumbnail)
+    """Serve a few requests from ``server`` in a thread (the page, info, a listing, sample 0, its thumbnail and
+    its transformed form)
     and describe what came back; raises on any failure. For ``shardstream view --check``."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -318,6 +264,11 @@ def self_test(server: ViewerServer) -> str:
             if item["thumb"] is not None:
                 get("/api/thumb/0")
                 text += f"; thumbnail of .{item['thumb']}"
+            if sample["transformed"]:
+                result = json.loads(get("/api/transformed/0"))
+                if result["error"]:
+                    raise RuntimeError(f"{result['spec']} failed on sample 0: {result['error']}")
+                text += f"; {result['spec']}: {', '.join(p['name'] for p in result['parts'])}"
         return text
     finally:
         server.shutdown()

@@ -1,0 +1,75 @@
+"""The viewer on remote shards served by nginx: with an index beside them, only the index and the bytes of the
+fields shown cross the network (ranged reads); nothing is downloaded into the cache."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import shapes
+from viewer_helpers import get, get_json, running
+
+from shardstream.indexed import index_shard
+from shardstream.writer import TarWriter
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "io"))
+from remote_servers import Nginx, missing  # noqa: E402
+
+pytestmark = pytest.mark.skipif(missing("nginx") is not None, reason=str(missing("nginx")))
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory):
+    root = tmp_path_factory.mktemp("www")
+    for name in shapes.build_shapes(root):
+        index_shard(str(root / name))  # the sidecar NAME.tar.ssidx next to the shard
+    shutil.copy(root / "shapes-000001.tar", root / "unindexed.tar")
+    rng = np.random.default_rng(0)
+    with TarWriter(str(root / "big.tar")) as sink:  # 40 samples of 200 KB: 8 MB
+        for i in range(40):
+            sink.write({"__key__": f"big{i:03d}", "bin": rng.bytes(200_000), "cls": i % 3})
+    index_shard(str(root / "big.tar"))
+    server = Nginx(str(root), str(tmp_path_factory.mktemp("nginx")))
+    yield root, server
+    server.stop()
+
+
+def test_indexed_remote_shards_are_read_in_place(nginx, tmp_path):
+    root, server = nginx
+    cache = tmp_path / "cache"
+    with running([server.url("shapes-{000000..000001}.tar")], cache_dir=str(cache)) as viewer:
+        info = get_json(viewer, "/api/info")
+        assert info["samples"] == shapes.SAMPLES and info["classes"] == shapes.CLASSES
+        sample = get_json(viewer, "/api/sample/13")
+        assert sample["key"] == "shape0013" and sample["overlay"]["boxes"][0]["label"] == "disc"
+        status, _, body = get(viewer, "/api/field/13/png")
+        assert status == 200 and body == shapes.sample(13)["png"]
+        page = get_json(viewer, "/api/samples?limit=4")
+        assert [i["key"] for i in page["items"]] == [f"shape{i:04d}" for i in range(4)]
+        assert all(i["problems"] == [] for i in page["items"])  # no scan of a remote dataset for a page
+        assert get_json(viewer, "/api/stats")["broken"] == len(shapes.BROKEN)  # the scan, when asked for
+    assert not cache.exists() or not [n for n in os.listdir(cache) if n.endswith(".tar")]
+
+
+def test_only_the_fields_shown_cross_the_network(nginx, tmp_path):
+    root, server = nginx
+    with running([server.url("big.tar")], cache_dir=str(tmp_path / "cache")) as viewer:
+        assert get_json(viewer, "/api/info")["samples"] == 40
+        assert [i["label"] for i in get_json(viewer, "/api/samples?limit=6")["items"]] == [0, 1, 2, 0, 1, 2]
+        status, _, body = get(viewer, "/api/field/17/bin")
+        assert status == 200 and len(body) == 200_000
+        (source,) = viewer.data._sources.values()
+        size = os.path.getsize(root / "big.tar")
+        assert source.fetched < size / 10, (source.fetched, size)  # the labels of 6 samples and one field
+
+
+def test_a_remote_shard_without_index_is_downloaded(nginx, tmp_path):
+    root, server = nginx
+    cache = tmp_path / "cache"
+    with running([server.url("unindexed.tar")], cache_dir=str(cache)) as viewer:
+        assert get_json(viewer, "/api/sample/0")["key"] == "shape0012"
+    assert len([n for n in os.listdir(cache) if n.endswith(".tar")]) == 1
