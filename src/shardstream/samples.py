@@ -182,20 +182,22 @@ def _rule(rule: RuleSpec) -> KeyRule:
 
 def _damaged(exc: Exception, url: str | None, split: Splitter, on_error: Handler, stats: SampleStats,
              current: dict[str, Any] | None, current_key: str | None) -> Iterator[dict[str, Any]]:
-    """The end of a shard that cannot be read further. The sample being grouped is yielded if it is complete
-    (the error names a member of another sample); then the error goes to the handler. Skipped (the handler
-    returns True), an incomplete last sample is yielded too, marked ``"__partial__": True`` (webdataset yields
-    it unmarked); otherwise it is dropped."""
+    """The end of a shard that cannot be read further: the sample being grouped is yielded if it is complete (the
+    error names a member of another sample); then ``exc`` is raised, with the incomplete sample, if any, as its
+    ``partial_sample`` (marked ``"__partial__": True``) for a reader whose handler skips the error to yield
+    (webdataset yields it, unmarked). ``on_error`` (the handler of *sample* errors) is not asked."""
     member = getattr(exc, "member", None)
-    complete = current is not None and member is not None and split(member)[0] != current_key
-    if complete:
+    if current is not None and member is not None and split(member)[0] != current_key:
         stats.samples += 1
-        yield current  # type: ignore[misc]
+        yield current
         current = None
     add_context(exc, url=url)
-    if on_error(exc) and current is not None:
-        stats.samples += 1
-        yield {**current, "__partial__": True}
+    if current is not None:
+        try:
+            exc.partial_sample = {**current, "__partial__": True}  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - exceptions with slots
+            pass
+    raise exc
 
 
 def _group(

@@ -32,6 +32,8 @@ pytestmark = [
 COMPARED = Counter()  # case -> samples compared (printed at the end of the module)
 #: issue 12 items not done yet; each has a strict xfail test below, so fixing one turns that test red
 PENDING_FIELDS = {"__local_path__"}
+PARTIAL = pytest.mark.xfail(strict=True, reason="pending: the reading loop yields the error's partial_sample "
+                            "when its handler skips (in the pipeline rewrite)")
 PENDING_CASES = {"batched": "tuples", "batched_no_partial": "tuples"}
 NSHARDS, PER_SHARD = 4, 6
 
@@ -217,6 +219,7 @@ def damaged(urls, tmp_path_factory) -> list[str]:
     return [shards[0], str(root / "garbage.tar"), str(root / "cut.tar"), shards[2]]
 
 
+@PARTIAL
 @pytest.mark.parametrize("handler", ["warn_and_continue", "ignore_and_continue"])
 def test_skipping_handlers_on_damaged_shards(damaged, handler):
     """Every complete sample, and the partial last one of the cut shard; shardstream marks that one
@@ -232,6 +235,7 @@ def test_skipping_handlers_on_damaged_shards(damaged, handler):
     assert sorted(partial) == ["__key__", "__partial__", "__url__", "cls", "json", "npy"]  # cut in its 4th field
 
 
+@PARTIAL
 @pytest.mark.parametrize("suffix", ["tgz", "tar.xz"])
 @pytest.mark.parametrize("fraction", [0.5, 0.8])
 def test_truncated_compressed_shards(urls, tmp_path, suffix, fraction):
@@ -250,6 +254,7 @@ def test_truncated_compressed_shards(urls, tmp_path, suffix, fraction):
     run_both(f"truncated[{suffix},{fraction}]", case, str(cut))
 
 
+@PARTIAL
 @pytest.mark.parametrize("suffix", ["tar", "tgz", "tar.xz"])
 def test_cut_anywhere(urls, tmp_path, suffix):
     """A shard cut at many places (in headers, data, padding; compressed or not): the same samples as
