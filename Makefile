@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 WEBDATASET := webdataset==1.0.2
 
-.PHONY: demo test docs test-pythons bench bench-peers venv clean
+.PHONY: demo test docs test-pythons bench bench-peers bench-convert venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ bench-peers: $(STAMP)
 	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py
+
+## issue-14 conversion benchmark: shardstream vs litdata, Streaming, webdataset (each peer in its own venv)
+bench-convert: $(STAMP)
+	PYTHON=$(PYTHON) benchmarks/peers/setup.sh litdata streaming webdataset
+	$(PY) benchmarks/bench_convert.py
 
 clean:
 	rm -rf $(VENV) .venv-bench .venv-peers-* .venv-py3.* build dist site src/*.egg-info

@@ -10,7 +10,7 @@ import pytest
 
 import shardstream as wds
 from shardstream.errors import ConfigError, WorkerSplitError
-from shardstream.pipeline import placement
+from shardstream import runtime as placement
 from shardstream.config import Settings
 from shardstream.testing import write_shards
 

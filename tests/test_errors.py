@@ -27,6 +27,8 @@ from shardstream.errors import (
         (errors.UnsafeDecodeError, ValueError),
         (errors.EncodeError, ValueError),
         (errors.WorkerSplitError, RuntimeError),
+        (errors.ProcessingError, RuntimeError),
+        (errors.RecordFormatError, ValueError),
     ],
 )
 def test_every_error_is_a_shardstream_error_and_a_builtin(cls, builtin):

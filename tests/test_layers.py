@@ -21,10 +21,13 @@ FLOORS = [
     {"codecs"},
     {"io"},
     {"writer"},
+    {"runtime", "order"},
     {"pipeline"},
     {"dataset", "compat", "indexed"},
     # webdataset's module paths (`shardstream.autodecode`, `shardstream.cache`...): thin modules over the floors below
     {"autodecode", "cache", "filters", "gopen", "handlers", "mix", "shardlists", "tariterators", "tenbin", "utils"},
+    {"process"},
+    {"convert"},
     {"loader"},
     {"training"},
     {"testing"},

@@ -3,9 +3,11 @@
 #   .venv-peers-litdata  litdata (PyPI)
 #   .venv-peers-dali     nvidia-dali-cuda130 (runs on the CPU with device_id=None)
 #   .venv-peers-ffcv     ffcv (compiles; needs Debian libopencv-dev libturbojpeg0-dev pkg-config)
+#   .venv-peers-streaming  mosaicml-streaming (MDSWriter; benchmarks/bench_convert.py)
+#   .venv-peers-webdataset webdataset==1.0.2 (ShardWriter; benchmarks/bench_convert.py)
 # torch==2.13.0 (CPU wheel) is installed FIRST in each, so that no peer pulls a CUDA build of torch.
 # A peer that cannot be installed here is reported with the reason, and the others go on.
-# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv]     (default: all three)
+# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv] [streaming] [webdataset]   (default: the first three)
 set -u
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python3}"
@@ -49,6 +51,10 @@ install_peer() {  # install_peer NAME PIP-ARGS... ; also installs numpy and Pill
 for peer in "${peers[@]}"; do
     case "$peer" in
         litdata) install_peer litdata litdata ;;
+        streaming)  # no torchvision build matches torch 2.13: remove what pip pulled in (bench_convert.py stubs it)
+            install_peer streaming mosaicml-streaming
+            .venv-peers-streaming/bin/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 ;;
+        webdataset) install_peer webdataset webdataset==1.0.2 ;;
         dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
         ffcv)
             missing=()
@@ -62,7 +68,7 @@ for peer in "${peers[@]}"; do
                 status+=("ffcv: skipped"); continue
             fi
             install_peer ffcv numba opencv-python-headless ffcv ;;
-        *) echo "unknown peer $peer (litdata, dali, ffcv)"; exit 2 ;;
+        *) echo "unknown peer $peer (litdata, dali, ffcv, streaming, webdataset)"; exit 2 ;;
     esac
 done
 echo "== peers: ${status[*]}"

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import ConfigError
+from .io.cache import cache_opener
 from .pipeline import (
     DataPipeline,
     FluidInterface,
@@ -49,7 +50,7 @@ from .pipeline import (
     split_by_worker,
     tarfile_to_samples,
 )
-from .pipeline.core import Source
+from .pipeline.context import Source
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
@@ -117,8 +118,6 @@ class WebDataset(DataPipeline):
             for splitter in (nodesplitter, workersplitter):
                 if splitter is not None:
                     self.append(as_splitter(splitter))
-        from .io.cache import cache_opener
-
         cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
                              url_to_name=url_to_name)
         cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache

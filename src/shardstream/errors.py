@@ -5,6 +5,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
+    │   └── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
+    │                                      configuration, rank or worker; a stage that keeps no state)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
@@ -15,6 +17,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
+    │   ├── RecordFormatError(ValueError)  an input of another format (TFRecord, Parquet...) is corrupt: a bad
+    │   │                                  checksum, a truncated record; carries ``offset``
     │   ├── OpenError(OSError)             the shard could not be opened / fetched / piped
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
@@ -22,7 +26,9 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
     ├── ObsoleteNameError(AttributeError)  an old webdataset name (``wds.ShardList``...); names the replacement
-    └── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
+    ├── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
+    └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
+                                           ``failures`` lists each input with its error, ``result`` the rest
 
 The second builtin of ``TarFormatError`` and ``WorkerSplitError`` is what webdataset raises in those cases
 (``tarfile.ReadError`` for a damaged shard, ``ValueError`` for a worker without data), so ``except`` clauses
@@ -48,10 +54,13 @@ __all__ = [
     "MissingExtensionError",
     "ObsoleteNameError",
     "OpenError",
+    "ProcessingError",
+    "RecordFormatError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
     "StaleIndexError",
+    "StateError",
     "TarFormatError",
     "UnsafeDecodeError",
     "WorkerSplitError",
@@ -66,6 +75,16 @@ class ShardstreamError(Exception):
 
 class ConfigError(ShardstreamError, ValueError):
     """Invalid configuration: arguments, settings files or environment values."""
+
+
+class StateError(ConfigError):
+    """A state (checkpoint) cannot be saved or restored: it comes from another pipeline or configuration, another
+    rank or worker, or a stage cannot say where it is. The message names the difference and what to do.
+    ``except ConfigError`` and ``except ValueError`` still catch it.
+
+    >>> issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+    True
+    """
 
 
 class MissingDependencyError(ShardstreamError, ImportError):
@@ -148,6 +167,16 @@ class StaleIndexError(ShardError, ValueError):
     names the index and the command that rebuilds it. A stale index is never used."""
 
 
+class RecordFormatError(ShardError, ValueError):
+    """An input file of another format (TFRecord, Parquet, Arrow...) is corrupt: a record's checksum does not
+    match, or the file ends inside a record. ``url`` names the file and ``offset`` the byte offset of the record."""
+
+    def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None):
+        self.problem, self.offset = problem, offset
+        super().__init__(f"{problem} ({_where(url=url or '<stream>', offset=offset)}); the file is corrupt or "
+                         "truncated: re-download or re-export it", url=url)
+
+
 class OpenError(ShardError, OSError):
     """A shard could not be opened, fetched or piped."""
 
@@ -183,6 +212,16 @@ class ObsoleteNameError(ShardstreamError, AttributeError):
 
 class WorkerSplitError(ShardstreamError, RuntimeError, ValueError):
     """Splitting shards across ranks/workers would leave one of them without data."""
+
+
+class ProcessingError(ShardstreamError, RuntimeError):
+    """Some tasks of a processing or conversion job failed after their retries. ``failures`` lists each failed
+    input with its error; ``result`` describes what was written. Completed tasks stay done: a rerun redoes only
+    the failed ones."""
+
+    def __init__(self, message: str, *, failures: list | None = None, result: object = None):
+        self.failures, self.result = list(failures or []), result
+        super().__init__(message)
 
 
 def add_context(exc: BaseException, **context: object) -> BaseException:

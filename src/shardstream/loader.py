@@ -64,20 +64,22 @@ class WebLoader(DataPipeline):
         """The dataset the DataLoader reads."""
         return self.loader.dataset
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: int, *, source: str = "user") -> None:
         """Make the next iteration epoch ``epoch``, for this loader and its dataset."""
-        super().set_epoch(epoch)
+        super().set_epoch(epoch, source=source)
         self._push_epoch(epoch, force=True)
 
     def _push_epoch(self, epoch: int, force: bool = False) -> None:
+        """Hand ``epoch`` to the dataset before the DataLoader copies it into the workers: always after this
+        loader's ``set_epoch``, else unless the user set the dataset's own epoch."""
         dataset = self.dataset
         if not isinstance(dataset, DataPipeline):
             if force and callable(getattr(dataset, "set_epoch", None)):
                 dataset.set_epoch(epoch)
             return
-        if force or dataset._epoch_source != "user":
-            dataset._epoch, dataset._epoch_source = int(epoch), "loader"
+        if force or dataset.epoch_source != "user":
+            dataset.set_epoch(epoch, source="loader")
 
     def __iter__(self) -> Iterator[Any]:
-        self._push_epoch(self._epoch)
+        self._push_epoch(self.epoch)
         return super().__iter__()

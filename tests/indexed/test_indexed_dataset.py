@@ -154,3 +154,13 @@ def test_verify_can_be_turned_off(dataset, streamed, tmp_path):
     assert lax[0] == streamed(paths)[0]
     assert "IndexedDataset" in repr(lax) and "samples=23" in repr(lax)
 
+
+
+@pytest.mark.parametrize("cut", [slice(None), slice(3, 17), slice(None, None, 3), slice(None, None, -2),
+                                 slice(20, 2, -4), slice(7, 3), slice(-1, None)])
+def test_shard_spans_cover_the_view_in_order(dataset, cut):
+    ds, _ = dataset
+    view = ds[cut]
+    spans = list(view.shard_spans())
+    assert [shard.sample(i)["__key__"] for shard, rows in spans for i in rows] == [s["__key__"] for s in view]
+    assert [len(rows) for _, rows in spans] == view.shard_lengths

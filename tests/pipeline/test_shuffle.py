@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from shardstream.pipeline import Context, DataPipeline, Placement, shuffle, split_by_worker
+from shardstream.pipeline.iteration import build_chain
 
 
 def run(ctx, n=50, bufsize=20, initial=5):
@@ -55,7 +56,7 @@ def test_pipeline_shuffle_before_split_keeps_the_split_exact():
     for worker in range(3):
         ctx = Context(seed=0, placement=Placement(worker=worker, num_workers=3))
         last = max(i for i, s in enumerate(pipeline.pipeline) if getattr(s, "splits", False))
-        seen += list(pipeline._chain(pipeline.pipeline, ctx, last))
+        seen += list(build_chain(pipeline.pipeline, ctx, last))
     assert sorted(seen) == list(range(40))
 
 

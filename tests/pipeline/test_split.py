@@ -15,7 +15,7 @@ from shardstream.pipeline import (
     split_by_node,
     split_by_worker,
 )
-from shardstream.pipeline import placement as placement_module
+from shardstream import runtime as placement_module
 from shardstream.config import Settings
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import shardstream as wds
-import shardstream.pipeline.tariterators as tariterators
+import shardstream.pipeline.stages.reading as tariterators
 from shardstream.errors import ConfigError
 from shardstream.pipeline import DataPipeline, shuffle, stage
 

@@ -107,7 +107,7 @@ def test_stateful_dataloader_protocol(shards, shuffle):
 
 @pytest.mark.parametrize("shuffle", ["global", "stream"])
 def test_resuming_does_not_read_the_consumed_samples(shards, shuffle, monkeypatch):
-    import shardstream.pipeline.tariterators as tariterators
+    import shardstream.pipeline.stages.reading as tariterators
     from shardstream.training import iterators
 
     read = collections.Counter()

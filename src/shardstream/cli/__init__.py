@@ -3,6 +3,8 @@
 One entry point (``shardstream``, or ``python -m shardstream``) with subcommands, one module each::
 
     create    build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines
+    convert   convert HF datasets, Parquet, TFRecord, CSV/JSONL, ImageFolders to shards, in parallel (Dask too)
+    map       apply a Python function or a shell command to every sample, in parallel
     cat       concatenate datasets into one stream or new shards; --mix interleaves them randomly
     split     (alias: reshard) rewrite a dataset into N shards or shards of a given count or size
     shuffle   rewrite a dataset in a seeded, globally shuffled order, in bounded memory
@@ -50,13 +52,13 @@ from typing import Any, NoReturn
 
 from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
-from . import cache, cat, create, extract, index, info, shuffle, sort, split, verify, view
+from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
 
 __all__ = ["build_parser", "main"]
 
 #: the modules that register subcommands, in the order of ``--help``
-COMMANDS = (create, cat, split, shuffle, sort, info, verify, extract, index, cache, view)
+COMMANDS = (create, convert, map, cat, split, shuffle, sort, info, verify, extract, index, cache, view)
 
 log = logging.getLogger(__name__)
 

@@ -27,16 +27,25 @@ value or the error (naming the sample's key). Every other field, shard and datas
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
 
 from ..codecs import Decoder
 from ..errors import ConfigError
-from ..samples import ColumnBatches
+from ..reading import ColumnBatches
+from ..tar.native import column_slicer
+from .shardindex import ShardIndex
 
-if TYPE_CHECKING:
-    from .dataset import IndexedDataset, _Open
-    from .shardindex import ShardIndex
+
+class _Spans(Protocol):
+    """What the column reader needs of a dataset (an :class:`~shardstream.indexed.IndexedDataset`)."""
+
+    @property
+    def stages(self) -> tuple[Any, ...]: ...
+
+    def shard_spans(self) -> Iterable[tuple[Any, range]]: ...
 
 __all__ = ["iter_columns"]
 
@@ -45,54 +54,38 @@ NATIVE_MODES = {"text": 1, "int": 3}
 _BYTES, _KEYS = 0, 2
 
 
-def iter_columns(ds: IndexedDataset, batch_size: int, *, partial: bool = True) -> Iterator[dict[str, list]]:
+def iter_columns(ds: _Spans, batch_size: int, *, partial: bool = True) -> Iterator[dict[str, list]]:
     """Column batches of ``ds`` (see the module docstring); ``ds`` may decode with a ``Decoder``, nothing else."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-    stages = ds._stages
+    stages = ds.stages
     if len(stages) > 1 or (stages and not isinstance(stages[0], Decoder)):
         raise ConfigError("IndexedDataset.columns() decodes with one Decoder only (no map/transform, which run "
                           "per sample): batch iter(dataset) instead")  # fmt: skip
     decoder: Decoder | None = stages[0] if stages else None
-    scan = _slicer()
+    scan = column_slicer()
     batches = ColumnBatches(batch_size)
-    rows = ds._rows
-    if rows.step != 1 or scan is None:
-        yield from _per_sample(ds, rows, batches, decoder)
-    else:
-        start = rows.start
-        for number, end in enumerate(ds._ends):
-            first = end - ds._shards[number].samples
-            lo, hi = max(start, first), min(rows.stop, end)
-            if lo >= hi:
-                continue
-            shard = ds._shard(number)
-            layout = _Layout.of(shard, ds._zero_copy)
-            if layout is None:
-                yield from _per_sample(ds, range(lo, hi), batches, decoder)
-                continue
-            pos = lo - first
-            while pos < hi - first:
-                filled = len(next(iter(batches.columns.values()), ()))
-                if batches.columns and batches.columns.keys() != layout.names:
-                    filled = 0  # this shard's rows end the batch: all of batch_size is free after it
-                take = min(batch_size - filled, hi - first - pos)
-                yield from _extend(batches, layout.chunk(scan, pos, pos + take, decoder))
-                pos += take
+    for shard, rows in ds.shard_spans():
+        layout = _Layout.of(shard) if scan is not None and rows.step == 1 else None
+        if layout is None:
+            yield from _per_sample(shard, rows, batches, decoder)
+            continue
+        pos, hi = rows.start, rows.stop
+        while pos < hi:
+            filled = len(next(iter(batches.columns.values()), ()))
+            if batches.columns and batches.columns.keys() != layout.names:
+                filled = 0  # this shard's rows end the batch: all of batch_size is free after it
+            take = min(batch_size - filled, hi - pos)
+            yield from _extend(batches, layout.chunk(scan, pos, pos + take, decoder))
+            pos += take
     last = batches.flush()
     if last is not None and partial:
         yield last
 
 
-def _slicer() -> Any:
-    from ..tar import accelerated, reader
-
-    return getattr(reader._scan, "slice_column", None) if accelerated() else None
-
-
-def _per_sample(ds: IndexedDataset, rows: range, batches: ColumnBatches, decoder: Decoder | None) -> Iterator[dict]:
-    for row in rows:
-        sample = ds._sample(row)
+def _per_sample(shard: Any, rows: range, batches: ColumnBatches, decoder: Decoder | None) -> Iterator[dict]:
+    for i in rows:
+        sample = shard.sample(i)
         done = batches.add(decoder(sample) if decoder is not None else sample)
         if done is not None:
             yield done
@@ -118,23 +111,22 @@ class _Layout:
 
     __slots__ = ("shard", "names", "fields", "key_offsets", "key_sizes", "buffer", "zero_copy")
 
-    def __init__(self, shard: _Open, fields: list[tuple[str, Any, Any]], key_offsets: Any, key_sizes: Any,
+    def __init__(self, shard: Any, fields: list[tuple[str, Any, Any]], key_offsets: Any, key_sizes: Any,
                  buffer: Any, zero_copy: bool):  # fmt: skip
         self.shard, self.fields, self.buffer, self.zero_copy = shard, fields, buffer, zero_copy
         self.key_offsets, self.key_sizes = key_offsets, key_sizes
         self.names = dict.fromkeys(["__key__", "__url__", *(name for name, _, _ in fields)]).keys()
 
     @classmethod
-    def of(cls, shard: _Open, zero_copy: bool) -> _Layout | None:
-        layout = getattr(shard, "layout", False)
+    def of(cls, shard: Any) -> _Layout | None:
+        """The layout of an :class:`~shardstream.indexed.dataset.OpenShard` (cached on it), or None."""
+        layout: Any = getattr(shard, "layout", False)
         if layout is False:
-            layout = shard.layout = cls._build(shard, zero_copy)
+            layout = shard.layout = cls._build(shard, shard.zero_copy)
         return layout
 
     @classmethod
-    def _build(cls, shard: _Open, zero_copy: bool) -> _Layout | None:
-        import numpy as np
-
+    def _build(cls, shard: Any, zero_copy: bool) -> _Layout | None:
         buffer = getattr(shard.source, "buffer", None)
         index: ShardIndex = shard.index
         n = len(index)
@@ -170,7 +162,7 @@ class _Layout:
             if column is None:
                 if self.zero_copy:
                     view = self.shard.source.view
-                    column = [view(o, s) for o, s in zip(offsets[lo:hi].tolist(), sizes[lo:hi].tolist())]
+                    column = [view(o, s) for o, s in zip(offsets[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True)]
                 else:
                     column = scan(self.buffer, offsets, sizes, lo, hi, _BYTES)
                 if kind != "":

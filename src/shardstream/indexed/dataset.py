@@ -40,6 +40,7 @@ from typing import Any
 from ..codecs import Decoder, as_decoder
 from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
+from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import ByteSource, open_source
@@ -49,15 +50,30 @@ __all__ = ["IndexedDataset"]
 Stage = Callable[[dict], Any]
 
 
-class _Open:
-    """One shard opened in this process: its index, its source, and where it starts in the dataset."""
+class OpenShard:
+    """One shard opened in this process: its index, its source (``source.buffer`` is its memory map, when it has
+    one), its URL, and where it starts in the dataset (``first``). ``sample(i)`` reads its ``i``-th sample, fields
+    undecoded (``memoryview`` objects with ``zero_copy``). ``layout`` is free for readers that cache a description
+    of the shard (the column reader of :mod:`~shardstream.indexed.columns` does)."""
 
-    __slots__ = ("first", "index", "source", "read", "url", "layout")
+    __slots__ = ("first", "index", "source", "read", "url", "zero_copy", "layout")
 
     def __init__(self, first: int, index: ShardIndex, source: ByteSource, zero_copy: bool, url: str):
-        self.first, self.index, self.source, self.url = first, index, source, url
+        self.first, self.index, self.source, self.url, self.zero_copy = first, index, source, url, zero_copy
         self.read = source.view if zero_copy else source.read
-        self.layout: Any = False  # indexed/columns.py's column layout of this shard, once computed
+        self.layout: Any = False
+
+    def sample(self, i: int) -> dict:
+        """Sample ``i`` of this shard (a shard-local number), its fields as bytes or views."""
+        index, read = self.index, self.read
+        exts, ids, offsets, sizes = index.extensions, index.ext_ids, index.offsets, index.sizes
+        sample: dict[str, Any] = {"__key__": index.key(i), "__url__": self.url}
+        for m in range(index.starts[i], index.starts[i + 1]):
+            sample[exts[ids[m]]] = read(offsets[m], sizes[m])
+        return sample
+
+
+_Open = OpenShard  # the former private name
 
 
 class _Handles:
@@ -68,7 +84,7 @@ class _Handles:
     def __init__(self, indexes: dict[int, ShardIndex] | None = None):
         self.pid = os.getpid()
         self.indexes: dict[int, ShardIndex] = indexes or {}
-        self.open: dict[int, _Open] = {}
+        self.open: dict[int, OpenShard] = {}
 
     def close(self) -> None:
         for shard in self.open.values():
@@ -93,7 +109,7 @@ def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[in
     if not shards:
         raise ConfigError("IndexedDataset needs a dataset index (.json), a shard, or a list of shards")
     entries, loaded = [], {}
-    for number, shard in enumerate(map(os.fspath, shards)):
+    for number, shard in enumerate(os.fspath(s) for s in shards):
         index = loaded[number] = ShardIndex.load(shard)
         if rule is not None and rule_spec(rule) != (index.rule, index.lowercase):
             raise StaleIndexError(
@@ -184,9 +200,40 @@ class IndexedDataset:
         >>> [b["cls"] for b in batches], batches[1]["txt"]
         ([[0, 1, 2], [3, 4, 5], [6, 7]], ['text 3', 'text 4', 'text 5'])
         """
-        from .columns import iter_columns
-
         return iter_columns(self, batch_size, partial=partial)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """What is applied to each sample read, in order (the decoder, then the maps).
+
+        >>> IndexedDataset("train.json", decode=True).map(len).stages[1] is len
+        True
+        """
+        return self._stages
+
+    def shard_spans(self) -> Iterator[tuple[OpenShard, range]]:
+        """This dataset's samples, in order, as runs inside one shard: ``(shard, rows)``, ``rows`` the shard-local
+        sample numbers of the run (a view with a step other than 1 gives a stepped range). The shard is opened in
+        this process (see :class:`OpenShard`); the samples are not read.
+
+        >>> [(shard.url, list(rows)) for shard, rows in IndexedDataset("train.json")[2:5].shard_spans()]
+        [('train-000.tar', [2]), ('train-001.tar', [0, 1])]
+        """
+        rows, ends = self._rows, self._ends
+        k, n = 0, len(rows)
+        while k < n:
+            row = rows[k]
+            number = bisect_right(ends, row)
+            first, end = ends[number] - self._shards[number].samples, ends[number]
+            # the run: positions k .. j-1 of rows, all inside [first, end)
+            if rows.step > 0:
+                j = min(n, k + -(-(end - row) // rows.step))
+            else:
+                j = min(n, k + -(-(row - first + 1) // -rows.step))
+            yield self._shard(number), range(row - first, rows[j - 1] - first + (1 if rows.step > 0 else -1),
+                                             rows.step)
+            k = j
+
 
     # -- fluent -----------------------------------------------------------------------------------------------
 
@@ -224,17 +271,10 @@ class IndexedDataset:
         return sample
 
     def _sample(self, row: int) -> dict:
-        number = bisect_right(self._ends, row)
-        shard = self._shard(number)
-        index = shard.index
-        i = row - shard.first
-        exts, ids, offsets, sizes, read = index.extensions, index.ext_ids, index.offsets, index.sizes, shard.read
-        sample = {"__key__": index.key(i), "__url__": shard.url}
-        for m in range(index.starts[i], index.starts[i + 1]):
-            sample[exts[ids[m]]] = read(offsets[m], sizes[m])
-        return sample
+        shard = self._shard(bisect_right(self._ends, row))
+        return shard.sample(row - shard.first)
 
-    def _shard(self, number: int) -> _Open:
+    def _shard(self, number: int) -> OpenShard:
         handles = self._handles
         if handles.pid != os.getpid():  # a forked worker: never share the parent's maps and file offsets
             handles = self._handles = _Handles()
@@ -257,7 +297,7 @@ class IndexedDataset:
             self._handles.indexes[number] = index
         return index
 
-    def _open(self, number: int) -> _Open:
+    def _open(self, number: int) -> OpenShard:
         entry, index = self._shards[number], self._index(number)
         source = open_source(entry.url)
         try:
@@ -270,7 +310,7 @@ class IndexedDataset:
             source.close()
             raise
         first = self._ends[number] - entry.samples
-        shard = self._handles.open[number] = _Open(first, index, source, self._zero_copy, entry.url)
+        shard = self._handles.open[number] = OpenShard(first, index, source, self._zero_copy, entry.url)
         return shard
 
     def close(self) -> None:

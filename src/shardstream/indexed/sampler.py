@@ -3,8 +3,9 @@
 :class:`LocalitySampler` gives every sample once per epoch in a random order, but reads stay inside a *window*
 of ``window`` shards at a time: it shuffles the order of the shards, cuts that order into windows of ``window``
 shards, and shuffles the samples inside each window. The page cache (or a shard cache) then holds the few shards
-being read, instead of every shard being touched all the time; larger windows mix more. The order depends only
-on ``(seed, epoch)`` (a ``numpy.random.Generator`` seeded with both; no global random state): call
+being read, instead of every shard being touched all the time; larger windows mix more. The order is
+:class:`shardstream.order.SampleOrder`'s ``"window"`` order, a pure function of ``(seed, epoch)`` and the shard
+lengths: the same as ``TrainingDataset(shuffle="window")`` for the same seed, epoch and window. Call
 :meth:`~LocalitySampler.set_epoch` at each epoch, as with ``torch.utils.data.DistributedSampler``.
 
 :class:`DistributedLocalitySampler` cuts that same global order (equal on every rank) into ``num_replicas``
@@ -33,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, WorkerSplitError
+from ..order import SampleOrder
+from ..runtime import distributed_rank
 
 __all__ = ["DistributedLocalitySampler", "LocalitySampler"]
 
@@ -77,23 +80,15 @@ class LocalitySampler:
         return sum(self.lengths)
 
     def order(self, epoch: int | None = None) -> np.ndarray:
-        """The positions of one epoch (default: the current one), as an int64 array."""
-        total = sum(self.lengths)
-        if not self.shuffle:
-            return np.arange(total, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, self.epoch if epoch is None else int(epoch)])
-        starts = np.concatenate([[0], np.cumsum(self.lengths)])
-        shards = rng.permutation(len(self.lengths))
-        order = np.empty(total, dtype=np.int64)
-        filled = 0
-        for w in range(0, len(shards), self.window):
-            begin = filled
-            for shard in shards[w : w + self.window]:
-                n = self.lengths[shard]
-                order[filled : filled + n] = np.arange(starts[shard], starts[shard] + n)
-                filled += n
-            rng.shuffle(order[begin:filled])  # in place, inside this window only
-        return order
+        """The positions of one epoch (default: the current one), as an int64 array.
+
+        >>> LocalitySampler([3, 3], window=1, seed=0).order(0).tolist() == SampleOrder(
+        ...     (3, 3), seed=0, epoch=0, shuffle="window", window=1).all().tolist()
+        True
+        """
+        epoch = self.epoch if epoch is None else int(epoch)
+        shuffle = "window" if self.shuffle else "none"
+        return SampleOrder(tuple(self.lengths), self.seed, epoch, shuffle, self.window).all()
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.order().tolist())
@@ -115,8 +110,6 @@ class DistributedLocalitySampler(LocalitySampler):
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):  # fmt: skip
         super().__init__(data, window=window, shuffle=shuffle, seed=seed)
         if num_replicas is None or rank is None:
-            from ..pipeline.placement import distributed_rank
-
             found_rank, found_world = distributed_rank()
             rank = found_rank if rank is None else rank
             num_replicas = found_world if num_replicas is None else num_replicas

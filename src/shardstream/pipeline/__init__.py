@@ -1,4 +1,5 @@
-"""Streaming pipelines: stages (one small module per family), shard lists, splitting, shuffling.
+"""Streaming pipelines: the engine (core, cursors, iteration, resumable), the recipe (:class:`DataPipeline`), shard
+lists, and the stage families under :mod:`.stages` (one module each).
 
 Every stage is declared once with :func:`~shardstream.pipeline.core.stage`; that declaration gives both the
 pipeline form (``map(f)``, used in :class:`DataPipeline`) and the fluid method (``dataset.map(f)``).
@@ -14,20 +15,22 @@ True
 """
 
 from . import handlers
-from .batching import batched, default_collation_fn, listed, unbatched, unlisted
-from .core import REGISTRY, Context, FluidInterface, Source, Stage, StageSpec, pipelinefilter, stage
+from .context import Context, Source
+from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
 from .datapipeline import DataPipeline, IterableDatasetBase
-from .epochs import repeat, with_epoch, with_length
-from .fields import extract_keys, rename, rename_keys
-from .filters import decode, getfirst, map, map_dict, map_tuple, rsample, select, slice, to_tuple
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
-from .mix import RandomMix, RoundRobin
-from .parallel import parallel_map, tarfile_to_columns
-from .placement import Placement
 from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
-from .shuffle import detshuffle, shuffle
-from .split import as_splitter, check_empty, single_node_only, split_by_node, split_by_worker
-from .tariterators import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
+from .stages.batching import batched, default_collation_fn, listed, unbatched, unlisted
+from .stages.epochs import repeat, with_epoch, with_length
+from .stages.fields import extract_keys, rename, rename_keys
+from .stages.mix import RandomMix, RoundRobin
+from .stages.parallel import parallel_map, tarfile_to_columns
+from .stages.per_sample import decode, getfirst, map, map_dict, map_tuple, select, to_tuple
+from .stages.reading import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
+from .stages.sampling import rsample, slice
+from .stages.shuffle import detshuffle, shuffle
+from .stages.split import as_splitter, check_empty, single_node_only, split_by_node, split_by_worker
+from ..runtime import Placement
 
 __all__ = [
     "Context",

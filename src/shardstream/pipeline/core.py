@@ -5,10 +5,16 @@ and returns its *factory*: ``factory(*args, **kwargs)`` checks the arguments and
 picklable callable ``stage(source) -> iterator``. The same registration adds a fluid method of the same name
 to :class:`FluidInterface` (``pipeline.map(f)`` == ``pipeline.compose(map(f))``): nothing is declared twice.
 
-Stages that make random choices, or that split data between ranks and workers, receive a :class:`Context`
-(``ctx=``): the seed, the epoch, the rank and worker, and whether their input is still the same in every
-worker. Every random choice comes from ``ctx.rng()``, a fresh ``random.Random`` derived from those values:
-there is no hidden global random state, and an iteration is reproducible from ``(seed, epoch)``.
+A stage is one of two things, never both:
+
+- a generator function that keeps nothing between the items it yields (``state="pass"``: map, select, decode,
+  batched...); a resumable pipeline saves its position through it;
+- a :class:`~shardstream.pipeline.cursors.Cursor` class that keeps state (shuffle, repeat, split, slice...): its
+  factory, ``state=factory``, is the stage's *only* implementation. ``fn`` then only declares the signature and the
+  documentation, and calling the stage on an iterable (``shuffle(5)(items)``) builds the cursor.
+
+Stages that make random choices, or that split data between ranks and workers, receive a
+:class:`~shardstream.pipeline.context.Context` (``ctx=``): the seed, the epoch, the rank and worker.
 
 >>> @stage
 ... def _twice(source, n=2):
@@ -26,101 +32,63 @@ True
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import random
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Literal, Union
 
-from .placement import Placement
+from .context import Context, Source
+from .adapters import as_cursor
+from .cursors import CursorFactory
 
 __all__ = [
     "REGISTRY",
     "Context",
-    "Source",
     "FluidInterface",
+    "Source",
     "Stage",
     "StageSpec",
+    "StateKind",
     "pipelinefilter",
     "stage",
     "unregister",
 ]
 
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    """The inputs of every random or placement-dependent choice a stage makes during one iteration.
-
-    ``cycle`` counts restarts of the upstream within one epoch (``repeat``, ``with_epoch``); ``stage`` is the
-    stage's position in its pipeline; ``shared`` is True where the data is still the same in every rank and
-    worker (before a splitter), so the random choices there must be the same everywhere too.
-
-    >>> a, b = Context(seed=1, epoch=0), Context(seed=1, epoch=1)
-    >>> a.rng().random() == Context(seed=1, epoch=0).rng().random() != b.rng().random()
-    True
-    """
-
-    seed: int | str = 0
-    epoch: int = 0
-    placement: Placement = Placement()
-    cycle: tuple[int, ...] = ()
-    stage: int = 0
-    shared: bool = False
-    loader_seed: int | None = None
-
-    @classmethod
-    def current(cls, seed: int | str | None = None, epoch: int = 0) -> "Context":
-        """A context for an iteration starting now, here (rank and worker read from the runtime)."""
-        return cls(seed=0 if seed is None else seed, epoch=epoch, placement=Placement.current())
-
-    def replace(self, **changes: Any) -> "Context":
-        """A copy with some fields changed."""
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def rank(self) -> int:
-        return self.placement.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.placement.world_size
-
-    @property
-    def worker(self) -> int:
-        return self.placement.worker
-
-    @property
-    def num_workers(self) -> int:
-        return self.placement.num_workers
-
-    def rng(self, *salt: Any) -> random.Random:
-        """A new ``random.Random`` seeded from (seed, epoch, loader_seed, cycle, stage, salt) and, unless
-        ``shared``, the rank and worker."""
-        who = () if self.shared else (self.rank, self.worker)
-        material = repr((self.seed, self.epoch, self.loader_seed, self.cycle, self.stage, who, salt)).encode()
-        return random.Random(int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little"))
+#: how a resumable pipeline saves a stage's position: ``"pass"`` (it keeps nothing between the items it yields:
+#: its position is its input's), a cursor factory (the stage's implementation, see
+#: :mod:`~shardstream.pipeline.cursors`), or None (no state support: ``state_dict()`` names the stage)
+StateKind = Union[Literal["pass"], CursorFactory, None]
 
 
 @dataclasses.dataclass(frozen=True)
 class StageSpec:
-    """What :func:`stage` records about a stage: its generator function and how pipelines must call it."""
+    """What :func:`stage` records about a stage: its function and how pipelines must call it."""
 
     name: str
     fn: Callable[..., Iterator[Any]]
     signature: inspect.Signature
-    context: bool = False  #: fn takes ``ctx=`` (a Context)
-    splits: bool = False  #: fn gives each rank/worker its own part of the data
-    restarts: bool = False  #: fn iterates its source several times (gets a re-iterable upstream)
+    context: bool = False  #: takes ``ctx=`` (a Context)
+    splits: bool = False  #: gives each rank/worker its own part of the data
+    restarts: bool = False  #: iterates its source several times (gets a re-iterable upstream)
     at_end: bool = False  #: fluid calls keep it at the end of the pipeline (epoch-level stages)
     fluid: bool = True  #: has a fluid method
-    #: how a resumable pipeline saves its position (see :mod:`shardstream.pipeline.cursors`): ``"pass"`` (holds
-    #: nothing between items: its position is its input's), ``"reader"`` (reads shards), a cursor factory
-    #: ``(upstream, stage, ctx, restart) -> Cursor``, or None (no state support: ``state_dict()`` names it)
-    state: Any = None
+    state: StateKind = None  #: how its position is saved (see :data:`StateKind`)
+    #: reads shards (``tarfile_to_samples``): the stages before it are replayed (URLs are cheap), its cursor
+    #: reopens a shard to restore; ``fn`` stays its reading loop over a list of shards
+    reads_shards: bool = False
+
+    @property
+    def cursor_only(self) -> bool:
+        """True when the cursor factory is the stage's only implementation (see the module docstring)."""
+        return callable(self.state) and not self.reads_shards
 
 
 class Stage:
-    """A stage with its arguments bound: ``stage(source) -> iterator`` (``ctx`` is given by pipelines)."""
+    """A stage with its arguments bound: ``stage(source) -> iterator`` (``ctx`` is given by pipelines).
+
+    >>> from shardstream.pipeline import shuffle
+    >>> s = shuffle(10, seed=1); sorted(s(range(5)))
+    [0, 1, 2, 3, 4]
+    """
 
     __slots__ = ("spec", "args", "kwargs")
 
@@ -128,9 +96,18 @@ class Stage:
         self.spec, self.args, self.kwargs = spec, args, dict(kwargs or {})
 
     def __call__(self, source: Iterable[Any], ctx: Context | None = None) -> Iterator[Any]:
-        if self.spec.context:
-            return self.spec.fn(source, *self.args, ctx=ctx if ctx is not None else Context.current(), **self.kwargs)
-        return self.spec.fn(source, *self.args, **self.kwargs)
+        spec = self.spec
+        if ctx is None and spec.context:
+            ctx = Context.current()
+        if spec.cursor_only:
+            here = ctx if ctx is not None else Context()
+            # called on a plain iterable, as a generator would be: no positions to keep (a pipeline keeps them)
+            restart = (lambda cycle: as_cursor(source, spec.name, positions=False)) if spec.restarts else None
+            upstream = as_cursor(source, spec.name, positions=False)
+            return spec.state(upstream, self, here, restart, spec.name)  # type: ignore[misc,operator]
+        if spec.context:
+            return spec.fn(source, *self.args, ctx=ctx, **self.kwargs)
+        return spec.fn(source, *self.args, **self.kwargs)
 
     @property
     def splits(self) -> bool:
@@ -156,25 +133,6 @@ class Stage:
 
 
 REGISTRY: dict[str, StageSpec] = {}
-
-
-class Source:
-    """Base of the sources that need the :class:`Context` (shard lists): pipelines call ``iterate(ctx)``;
-    iterating one directly uses a context read from the runtime with the source's own seed."""
-
-    seed: int | str | None = None
-
-    def iterate(self, ctx: Context) -> Iterator[Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def cursor(self, ctx: Context) -> Any:
-        """A cursor over the items of ``iterate(ctx)`` that saves its own position (see
-        :mod:`~shardstream.pipeline.cursors`), or None (the default): a resumable pipeline then replays
-        ``iterate(ctx)`` up to its position, which suits sources of cheap items such as URLs."""
-        return None
-
-    def __iter__(self) -> Iterator[Any]:
-        return self.iterate(Context.current(seed=self.seed))
 
 
 class FluidInterface:
@@ -249,19 +207,21 @@ def stage(
     restarts: bool = False,
     at_end: bool = False,
     fluid: bool = True,
-    state: Any = None,
+    state: StateKind = None,
+    reads_shards: bool = False,
 ) -> Any:
     """Register the generator function ``fn(source, ...)`` as a stage; return its factory.
 
     The stage's name is ``name`` or the function's name without leading underscores. ``context=True`` passes
     ``ctx=`` (a :class:`Context`); the other flags are described in :class:`StageSpec`. ``state="pass"`` declares
     a stage that keeps nothing between the items it yields (a map, a filter, a batcher), so that resumable
-    pipelines can save their position through it.
+    pipelines can save their position through it; ``state=factory`` makes the cursor factory the stage's
+    implementation (``fn`` then only gives the signature and the documentation).
     """
 
     def register(fn: Callable[..., Iterator[Any]]) -> Callable[..., Stage]:
         spec = _spec_of(fn, name, context=context, splits=splits, restarts=restarts, at_end=at_end, fluid=fluid,
-                        state=state)
+                        state=state, reads_shards=reads_shards)
         factory = _make_factory(spec)
         REGISTRY[spec.name] = spec
         if fluid:

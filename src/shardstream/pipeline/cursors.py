@@ -2,7 +2,7 @@
 
 ``iter(pipeline)`` builds one cursor per stage (torchdata's nodes and Grain's dataset iterators work the same way).
 A cursor's ``state_dict()`` nests its input's state under ``"upstream"`` and adds what it holds itself;
-``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.ConfigError`
+``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.StateError`
 naming it). How a stage is saved is declared where it is registered (``stage(..., state=...)``):
 
 - ``"pass"``: the stage keeps nothing between the items it yields (``map``, ``select``, ``decode``,
@@ -15,7 +15,7 @@ naming it). How a stage is saved is declared where it is registered (``stage(...
   buffered item, re-read on restore), ``unbatched``, ``slice``, ``rsample``, ``repeat``, ``with_epoch``...
 
 A stage without state support (a plain function in the pipeline, a stage registered without ``state=``)
-iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.ConfigError` naming it.
+iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.StateError` naming it.
 
 >>> from shardstream.pipeline import DataPipeline, batched, shuffle
 >>> p = DataPipeline(range(20), shuffle(5), batched(4, collation_fn=None))
@@ -27,24 +27,33 @@ True
 
 from __future__ import annotations
 
-import sys
+import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from .core import Context, Source
+from ..errors import StateError
+from .context import Context
 
-__all__ = ["Cursor", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor", "ReplayCursor",
-           "UnsupportedCursor", "require", "source_cursor"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .core import Stage
+
+__all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor",
+           "ReplayCursor", "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "stage_arguments",
+           "unwrap"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
-    """``state`` as a mapping with ``keys``; else a :class:`ConfigError` naming the first missing key."""
+    """``state`` as a mapping with ``keys``; else a :class:`~shardstream.errors.StateError` naming the first
+    missing key.
+
+    >>> require({"a": 1}, ("a",), "x")["a"]
+    1
+    """
     if not isinstance(state, Mapping):
-        raise ConfigError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
+        raise StateError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
     for key in keys:
         if key not in state:
-            raise ConfigError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
+            raise StateError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
     return state
 
 
@@ -75,6 +84,66 @@ class Cursor:
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         return mark
+
+
+#: ``restart(cycle)``: a fresh cursor of the stages before a restarting stage (``repeat``), for pass ``cycle``
+Restart = Callable[[int], Cursor]
+#: how a stage that keeps state makes its cursor: ``factory(upstream, stage, ctx, restart, name) -> Cursor``
+CursorFactory = Callable[[Cursor, "Stage", Context, "Restart | None", str], Cursor]
+
+
+def stage_arguments(stage: Stage) -> dict[str, Any]:
+    """A stage's arguments by name, defaults included."""
+    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def rng_state(rng: random.Random) -> list[Any]:
+    """A ``random.Random``'s state as plain lists (JSON-serialisable).
+
+    >>> r = random.Random(1); s = rng_state(r); a = r.random(); set_rng_state(r, s); a == r.random()
+    True
+    """
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_rng_state(rng: random.Random, state: Any) -> None:
+    """Restore what :func:`rng_state` saved."""
+    version, internal, gauss = state
+    rng.setstate((version, tuple(internal), gauss))
+
+
+class Counted(Cursor):
+    """A cursor over ``upstream`` that adds a few counters (``fields``, its attributes) to its input's position."""
+
+    fields: tuple[str, ...] = ()
+
+    def __init__(self, upstream: Cursor, name: str):
+        self.upstream, self.name = upstream, name
+        self.restorable = upstream.restorable
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_dict(), **{f: self._get(f) for f in self.fields}}
+
+    def _get(self, field: str) -> Any:
+        return getattr(self, field)
+
+    def mark(self) -> Any:
+        return self.upstream.mark(), tuple(self._get(f) for f in self.fields)
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_at(mark[0]), **dict(zip(self.fields, mark[1], strict=True))}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = require(state, ("upstream", *self.fields), f"stage {self.name}")
+        self.upstream.load_state_dict(state["upstream"])
+        for field in self.fields:
+            self._set(field, state[field])
+
+    def _set(self, field: str, value: Any) -> None:
+        setattr(self, field, value)
 
 
 class IndexCursor(Cursor):
@@ -133,8 +202,8 @@ class ReplayCursor(IndexCursor):
             try:
                 next(self._it)
             except StopIteration:
-                raise ConfigError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
-                                  "were read (did it change?)") from None
+                raise StateError(f"cannot restore {self.what}: it has {self.n} items, the state says {target} "
+                                 "were read (did it change?)") from None
             self.n += 1
 
 
@@ -195,8 +264,8 @@ class UnsupportedCursor(PassCursor):
 
     restorable = False
 
-    def _refuse(self) -> ConfigError:
-        return ConfigError(
+    def _refuse(self) -> StateError:
+        return StateError(
             f"{self.name} cannot save its position: shardstream does not know whether it keeps items between the "
             "ones it yields; declare it with shardstream.pipeline.stage(fn, state='pass') if it keeps nothing "
             "(a map or a filter), or move it into a map"
@@ -232,7 +301,7 @@ class DelegateCursor(Cursor):
 
     def state_dict(self) -> dict[str, Any]:
         if self.holder is None:
-            raise ConfigError(f"the source {self.name} cannot save its position: {self.why}")
+            raise StateError(f"the source {self.name} cannot save its position: {self.why}")
         return {"source": self.holder.state_dict()}
 
     def mark(self) -> Any:
@@ -246,6 +315,20 @@ class DelegateCursor(Cursor):
             self.state_dict()  # raises the explanation
         self.holder.load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
         self._it = None
+
+
+def unwrap(cursor: Cursor) -> Iterator[Any]:
+    """The fastest iterator over ``cursor``'s items for a reader that keeps no position: the plain iterator under a
+    :class:`DelegateCursor` that saves nothing, else the cursor itself.
+
+    >>> it = unwrap(DelegateCursor(None, [1, 2], "x", "no state")); type(it).__name__, list(it)
+    ('list_iterator', [1, 2])
+    """
+    if isinstance(cursor, DelegateCursor) and cursor.holder is None:
+        if cursor._it is None:
+            cursor._it = iter(cursor.iterable)
+        return cursor._it
+    return cursor
 
 
 class NestedCursor(Cursor):
@@ -269,8 +352,8 @@ class NestedCursor(Cursor):
             self._it = iter(self.pipeline)  # type: ignore[assignment]
         return self._it  # type: ignore[return-value]
 
-    @property  # type: ignore[override]
-    def restorable(self) -> bool:
+    @property
+    def restorable(self) -> bool:  # type: ignore[override]
         return self._iter().restorable
 
     def __next__(self) -> Any:
@@ -287,37 +370,3 @@ class NestedCursor(Cursor):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._iter().load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
-
-
-def _is_dataloader(source: Any) -> bool:
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and isinstance(source, data.DataLoader)
-
-
-def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Context | None = None) -> Cursor:
-    """The cursor of a pipeline's source (``open_fn`` iterates it the way the pipeline does, with ``ctx``)."""
-    from .datapipeline import DataPipeline  # the floor above: loaded by the time anything iterates
-
-    name = getattr(source, "__name__", None) or type(source).__name__
-    if ctx is not None and isinstance(source, Source):
-        cursor = source.cursor(ctx)
-        if cursor is not None:
-            return cursor
-    if isinstance(source, (list, tuple, range)):
-        return IndexCursor(source)
-    if isinstance(source, DataPipeline):  # its epoch follows ours, unless ours is the DataLoader's (see DataPipeline)
-        meaningful = ctx is not None and ctx.loader_seed is None
-        return NestedCursor(source, name, ctx.epoch if meaningful else None)  # type: ignore[union-attr]
-    if callable(getattr(source, "state_dict", None)) and callable(getattr(source, "load_state_dict", None)):
-        return DelegateCursor(source, source, name)
-    if _is_dataloader(source):
-        dataset = source.dataset
-        stateful = source.num_workers == 0 and callable(getattr(dataset, "state_dict", None))
-        return DelegateCursor(dataset if stateful else None, source, name,
-                              "a torch DataLoader with worker processes does not say where its workers are; use "
-                              "torchdata's StatefulDataLoader (pip install torchdata; WebLoader(..., stateful=True)), "
-                              "num_workers=0, or shardstream.training.TrainingLoader")
-    if isinstance(source, Iterator):
-        return DelegateCursor(None, source, name, "a one-shot iterator cannot be read again; give the pipeline an "
-                              "iterable it can re-iterate (a list, a Source, a function returning an iterator)")
-    return ReplayCursor(open_fn, f"the source {name}")

@@ -28,14 +28,16 @@ worker's iterator the same way.
 from __future__ import annotations
 
 import copy
-import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
-from .core import Context, FluidInterface, Source, Stage
-from .placement import Placement
-from .resumable import PipelineIterator, check
+from ..runtime import Placement
+from .context import Context
+from .core import FluidInterface, Stage
+from .cursors import Cursor, NestedCursor
+from .iteration import PipelineIterator, check
+from .resumable import Resumable
 
 __all__ = ["DataPipeline", "IterableDatasetBase"]
 
@@ -52,31 +54,7 @@ def _iterable_dataset_base() -> type:
 IterableDatasetBase: type = _iterable_dataset_base()
 
 
-class _Upstream:
-    """The stages before a restarting stage (repeat, with_epoch): a re-iterable; each pass is a new cycle."""
-
-    def __init__(self, pipeline: "DataPipeline", stages: list[Any], ctx: Context, last_split: int):
-        self._pipeline, self._stages, self._ctx, self._last_split = pipeline, stages, ctx, last_split
-        self._passes = 0
-
-    def __iter__(self) -> Iterator[Any]:
-        ctx = self._ctx.replace(cycle=(*self._ctx.cycle, self._passes))
-        self._passes += 1
-        return self._pipeline._chain(self._stages, ctx, self._last_split)
-
-
-def _open_source(source: Any, ctx: Context) -> Iterator[Any]:
-    if isinstance(source, Source):
-        return source.iterate(ctx)
-    if isinstance(source, Iterable):
-        return iter(source)
-    if callable(source):
-        return iter(source())
-    raise ConfigError(f"the first element of a pipeline must be iterable or a callable returning an iterator, "
-                      f"not {source!r}")
-
-
-class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,valid-type]
+class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ignore[misc,valid-type]
     """A data source followed by stages (see the module docstring).
 
     Lists among ``stages`` are flattened, as in webdataset (``DataPipeline(source, [stage, stage])``), so a
@@ -98,10 +76,8 @@ class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,va
         self.seed = seed
         self._epoch = 0
         self._epoch_source = "auto"  # "auto": counted here; "user": set_epoch; "loader": pushed by WebLoader
-        self._live: weakref.ref[PipelineIterator] | None = None  # the latest iterator made in this process
-        self._live_serial = -1
-        self._dropped: Any = None  # the state of the latest iterator, dropped before its end (or why it has none)
-        self._pending: dict[str, Any] | None = None  # a state to continue from at the next iter()
+        self._pending = None  # a state to continue from at the next iter()
+        self._progress = None  # the latest iterator made in this process (see Resumable)
 
     # -- building ---------------------------------------------------------------------------------------------
     def append(self, stage: Any) -> None:
@@ -112,7 +88,7 @@ class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,va
         """A copy of this pipeline with ``stages`` added at the end (before any trailing epoch-level stage:
         ``with_epoch``, ``repeat``, ``with_length`` always apply to the pipeline's output, as in webdataset)."""
         result = copy.copy(self)
-        result._live = result._pending = result._dropped = None
+        result._pending = result._progress = None
         pipeline = list(self.pipeline)
         for item in stages:
             if item is None:
@@ -126,19 +102,8 @@ class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,va
         return result
 
     # -- epochs -----------------------------------------------------------------------------------------------
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration will use."""
-        return self._epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next iteration epoch ``epoch`` (shard and sample orders are a function of seed and epoch).
-
-        Also passed on to the source and stages that have a ``set_epoch`` of their own.
-        """
-        self._epoch, self._epoch_source = int(epoch), "user"
-        if self._pending is not None and self._pending["epoch"] != self._epoch:
-            self._pending = None
+    def _epoch_set(self, epoch: int) -> None:
+        """Pass a user's epoch on to the source and stages that have a ``set_epoch`` of their own."""
         for item in self.pipeline:
             if item is not self and not isinstance(item, Stage) and callable(getattr(item, "set_epoch", None)):
                 item.set_epoch(epoch)
@@ -164,61 +129,35 @@ class DataPipeline(FluidInterface, IterableDatasetBase):  # type: ignore[misc,va
     def __iter__(self) -> Iterator[Any]:
         ctx, last_split = self._context()
         iterator = PipelineIterator(self, ctx, last_split)
-        pending, self._pending = self._pending, None
+        pending = self._take_pending()
         if pending is not None:
             iterator.load_state_dict(pending)
         else:
             iterator._cursors()  # errors in the pipeline's description show up here, as with generators
-        self._epoch = iterator.ctx.epoch  # the next epoch once it starts (an unused iterator changes nothing)
-        self._live, self._live_serial, self._dropped = weakref.ref(iterator), iterator.serial, None
+        iterator.progress = self._begin(iterator.ctx.epoch, iterator)
         return iterator
 
+    def cursor(self, ctx: Context | None = None) -> Cursor:
+        """This pipeline as the source of another one: its iterator, saved under ``"source"``. With ``ctx``, the
+        outer pipeline's epoch is handed on (unless it is a DataLoader's per-pass epoch, which means nothing).
+
+        >>> outer = DataPipeline(DataPipeline(range(3)), lambda src: (x * 2 for x in src))
+        >>> list(outer)
+        [0, 2, 4]
+        """
+        meaningful = ctx is not None and ctx.loader_seed is None
+        return NestedCursor(self, type(self).__name__, ctx.epoch if meaningful else None)  # type: ignore[union-attr]
+
     # -- resuming ---------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Where this pipeline is: its latest iterator's position, a loaded state not used yet, or the start of
-        the next epoch. Raises :class:`~shardstream.errors.ConfigError` naming a stage that cannot save its
-        position."""
-        live = self._live() if self._live is not None else None
-        if live is not None:
-            return live.state_dict()
-        if isinstance(self._dropped, BaseException):
-            raise self._dropped
-        if self._dropped is not None:
-            return dict(self._dropped)
-        if self._pending is not None:
-            return dict(self._pending)
+    def _initial_state(self) -> dict[str, Any]:
+        """The start of the next epoch (what ``state_dict()`` says before any iteration)."""
         ctx, last_split = self._context()
         return {**PipelineIterator(self, ctx, last_split).head(), "loader_seed": None, "chain": None}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state``, which must come from this pipeline (same stages and
-        seed) at this rank and worker: anything else raises :class:`~shardstream.errors.ConfigError`."""
+    def _check_state(self, state: Any) -> None:
+        """Refuse a state of another pipeline, seed, rank or worker (a :class:`~shardstream.errors.StateError`)."""
         ctx, last_split = self._context()
         check(state, PipelineIterator(self, ctx, last_split).head(), "this pipeline")
-        self._pending, self._live, self._dropped, self._epoch = dict(state), None, None, int(state["epoch"])
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_live"] = state["_dropped"] = None  # an iteration in progress (open shards) never travels
-        return state
-
-    def _chain(self, stages: list[Any], ctx: Context, last_split: int) -> Iterator[Any]:
-        """Chain ``stages``; those before index ``last_split`` (the last splitter) see shared randomness."""
-        source: Iterator[Any] = iter(())
-        for i, item in enumerate(stages):
-            here = ctx.replace(stage=i, shared=i < last_split)
-            if i == 0:
-                source = _open_source(item, here)
-            elif hasattr(item, "spec") and not isinstance(item, Stage):
-                raise ConfigError(f"pipeline stage {i} is the stage factory {item.__name__!r}, not a stage: "
-                                  f"call it, e.g. {item.__name__}(...)")
-            elif isinstance(item, Stage):
-                source = item(_Upstream(self, stages[:i], ctx, last_split) if item.restarts else source, here)
-            elif callable(item):
-                source = item(source)
-            else:
-                raise ConfigError(f"pipeline stage {i} is not callable: {item!r}")
-        return source
 
     def __len__(self) -> int:
         for item in reversed(self.pipeline):

@@ -58,7 +58,7 @@ def describe(exn: BaseException) -> str:
     """One line: the exception and where it happened (shard, sample, field), as far as known."""
     text = f"{type(exn).__name__}: {exn}"
     where = []
-    for name, label in zip(_CONTEXT, ("shard", "sample", "field")):
+    for name, label in zip(_CONTEXT, ("shard", "sample", "field"), strict=True):
         value = getattr(exn, name, None)
         if value is not None and repr(value) not in text:
             where.append(f"{label} {value!r}")

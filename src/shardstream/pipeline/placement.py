@@ -1,64 +1,12 @@
-"""Where this iteration runs: the rank among ranks and the DataLoader worker among workers.
+"""Where this iteration runs: moved to :mod:`shardstream.runtime` (this module re-exports it).
 
-The rank comes from ``torch.distributed`` when it is initialised, else from the settings (``RANK`` and
-``WORLD_SIZE``, read by :mod:`shardstream.config`, the only reader of the environment). The worker comes from
-``torch.utils.data.get_worker_info()``. torch is never imported here: a process that has not imported torch
-cannot be a DataLoader worker nor have initialised ``torch.distributed``.
-
->>> p = Placement.current()
->>> (p.worker, p.num_workers) == (0, 1)
+>>> from shardstream.runtime import Placement as P
+>>> Placement is P
 True
 """
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-
-from ..config import get_settings
-from ..errors import ConfigError
+from ..runtime import Placement, distributed_rank, worker_info
 
 __all__ = ["Placement", "distributed_rank", "worker_info"]
-
-
-def distributed_rank() -> tuple[int, int]:
-    """``(rank, world_size)``: from an initialised ``torch.distributed``, else the settings, else ``(0, 1)``."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    settings = get_settings()
-    rank = settings.rank if settings.rank is not None else 0
-    world = settings.world_size if settings.world_size is not None else 1
-    if world < 1 or not 0 <= rank < world:
-        raise ConfigError(f"RANK={rank} and WORLD_SIZE={world} are inconsistent: need 0 <= RANK < WORLD_SIZE")
-    return rank, world
-
-
-def worker_info() -> tuple[int, int, int | None]:
-    """``(worker, num_workers, loader_seed)`` inside a DataLoader worker, else ``(0, 1, None)``.
-
-    ``loader_seed`` is the seed the DataLoader drew for this pass over the data (the same in all its workers).
-    """
-    data = sys.modules.get("torch.utils.data")
-    info = data.get_worker_info() if data is not None else None
-    if info is None:
-        return 0, 1, None
-    return info.id, info.num_workers, info.seed - info.id
-
-
-@dataclasses.dataclass(frozen=True)
-class Placement:
-    """Rank and worker of the running iteration."""
-
-    rank: int = 0
-    world_size: int = 1
-    worker: int = 0
-    num_workers: int = 1
-    loader_seed: int | None = None
-
-    @classmethod
-    def current(cls) -> "Placement":
-        """Read the placement now (call it where the data is iterated: inside the worker)."""
-        rank, world = distributed_rank()
-        worker, workers, loader_seed = worker_info()
-        return cls(rank, world, worker, workers, loader_seed)

@@ -1,211 +1,178 @@
-"""The iterator of a :class:`~shardstream.pipeline.DataPipeline`: a chain of cursors with a versioned state.
+"""The one resumable base: what a recipe (a :class:`~shardstream.pipeline.DataPipeline`, a ``WebDataset``, a
+:class:`~shardstream.training.TrainingDataset`) keeps between its iterations.
 
-:func:`build_chain` turns a pipeline's stages into cursors (:mod:`~shardstream.pipeline.cursors`): the shard list
-up to the first shard reader is replayed, the reader and every stage after it get a cursor of their kind.
-:class:`PipelineIterator` adds what the chain's state needs to be meaningful: the pipeline's stages (by name),
-its seed, the epoch (and the DataLoader seed used when no epoch was set), and where it runs (rank and worker:
-a streaming pipeline's position is per rank and worker, since shards are split between them).
+A recipe describes data; each ``iter()`` makes an iterator (a cursor: ``next``, ``state_dict``,
+``load_state_dict``) that holds the position. :class:`Resumable` adds the four rules every recipe shares:
 
->>> from shardstream.pipeline import DataPipeline, map, shuffle
->>> p = DataPipeline(range(6), shuffle(4), map(lambda x: x * 10))
->>> it = iter(p); _ = next(it); state = it.state_dict()
->>> state["format"], state["stages"], state["epoch"]
-('shardstream.pipeline', ['range', 'shuffle', 'map'], 0)
->>> DataPipeline(range(6), shuffle(4)).load_state_dict(state)  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-shardstream.errors.ConfigError: cannot restore this pipeline: saved state has stages ['range', 'shuffle', 'map'], this pipeline has ['range', 'shuffle']...
+- **pending state**: ``load_state_dict(state)`` is checked at once and consumed by the next ``iter()``;
+- **progress**: the recipe keeps a :class:`Progress` record of its latest iterator (a plain reference, no weakref
+  and no ``__del__``): ``state_dict()`` reports that iterator's position even after a ``break`` dropped it (the
+  next ``iter()``, ``set_epoch()`` or ``load_state_dict()`` lets it go, with its open shard);
+- **epochs**: ``set_epoch(n)`` chooses the next iteration's epoch and drops a pending state or a progress record
+  of another epoch; without it, each iteration moves on to the next epoch once its iterator yields an item.
+  ``set_epoch(n, source="loader")`` is a loader handing its epoch on (a restored state keeps its own epoch;
+  :attr:`~Resumable.epoch_source` tells a loader whether the user chose the epoch);
+- **pickling**: the progress record never travels (a DataLoader worker gets the recipe, not an open iterator).
+
+Every state is plain data (JSON-serialisable) that names its format and version and the configuration it belongs
+to; restoring a state of another format, version or configuration raises :class:`~shardstream.errors.StateError`
+naming the difference (:func:`check_format`).
+
+>>> class Count(Resumable):
+...     def __iter__(self):
+...         it = iter(range(self.epoch, self.epoch + 2))
+...         return self._track(self.epoch, it)
+>>> c = Count(); list(c), c.epoch, list(c), c.epoch
+([0, 1], 1, [1, 2], 2)
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
-from ..errors import ConfigError
-from .core import Context, Stage
-from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require, source_cursor
+from ..errors import ConfigError, StateError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .datapipeline import DataPipeline
+__all__ = ["Progress", "Resumable", "check_format"]
 
-__all__ = ["FORMAT", "VERSION", "PipelineIterator", "build_chain", "stage_names"]
-
-FORMAT = "shardstream.pipeline"
-VERSION = 1
-_SERIAL = itertools.count()
-_ENDED = ("the iteration is over",)  # the mark of a finished iteration
+EPOCH_SOURCES = ("auto", "user", "loader")
 
 
-def stage_names(stages: list[Any]) -> list[str]:
-    """The names that identify a pipeline's stages in its state (the source's type, then stage names)."""
-    names = []
-    for i, item in enumerate(stages):
-        if isinstance(item, Stage):
-            names.append(item.spec.name)
-        elif i == 0:
-            names.append(type(item).__name__)
-        else:
-            names.append(getattr(item, "__name__", None) or type(item).__name__)
-    return names
+def check_format(state: Any, fmt: str, version: int, keys: Sequence[str], what: str) -> Mapping[str, Any]:
+    """``state`` as a mapping of format ``fmt`` and version ``version`` that has ``keys``; else a
+    :class:`~shardstream.errors.StateError` naming what differs.
+
+    >>> check_format({"format": "x", "version": 1}, "x", 2, (), "this loader")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.StateError: cannot restore this loader: the state is 'x' version 1, not 'x' version 2
+    """
+    if not isinstance(state, Mapping):
+        raise StateError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
+    missing = [key for key in ("format", "version", *keys) if key not in state]
+    if missing:
+        raise StateError(f"cannot restore {what}: the state lacks {', '.join(repr(k) for k in missing)} "
+                         f"(is it a {fmt!r} state?)")
+    if (state["format"], state["version"]) != (fmt, version):
+        raise StateError(f"cannot restore {what}: the state is {state['format']!r} version {state['version']}, "
+                         f"not {fmt!r} version {version}")
+    return state
 
 
-def _label(item: Any, i: int) -> str:
-    if isinstance(item, Stage):
-        return f"stage {i} ({item.spec.name})"
-    return f"stage {i} ({getattr(item, '__qualname__', None) or type(item).__name__})"
+class Progress:
+    """The record a recipe keeps of its latest iteration: the epoch served, whether the iterator has yielded (then
+    the recipe has moved on to the next epoch), and the iterator, which knows its position."""
+
+    __slots__ = ("owner", "epoch", "iterator", "started")
+
+    def __init__(self, owner: Resumable, epoch: int, iterator: Any):
+        self.owner, self.epoch, self.iterator, self.started = owner, epoch, iterator, False
+
+    def start(self) -> None:
+        """Called by the iterator before its first item: the recipe's next iteration is the following epoch."""
+        if not self.started:
+            self.started = True
+            owner = self.owner
+            if owner._epoch == self.epoch:
+                owner._epoch = self.epoch + 1
 
 
-def build_chain(pipeline: DataPipeline, stages: list[Any], ctx: Context, last_split: int) -> Cursor:
-    """One cursor per stage (see the module docstring); iterating it is iterating the pipeline."""
-    from .datapipeline import _open_source, _Upstream
+class _Tracked:
+    """An iterator that starts its progress record at its first item (for iterators that do not do it)."""
 
-    boundary = next((i for i, s in enumerate(stages) if i and isinstance(s, Stage)
-                     and getattr(s.spec.state, "reads_shards", False)), None)
-    if boundary is None:
-        first, here = stages[0], ctx.replace(stage=0, shared=0 < last_split)
-        cursor, start = source_cursor(first, lambda: _open_source(first, here), here), 1
-    else:
-        head = stages[:boundary]
-        upstream = ReplayCursor(lambda: pipeline._chain(head, ctx, last_split), "the shard list")
-        reader, here = stages[boundary], ctx.replace(stage=boundary, shared=boundary < last_split)
-        cursor, start = reader.spec.state(upstream, reader, here, None, _label(reader, boundary)), boundary + 1
-    for i in range(start, len(stages)):
-        item, here, name = stages[i], ctx.replace(stage=i, shared=i < last_split), _label(stages[i], i)
-        if isinstance(item, Stage):
-            kind = item.spec.state
-            if item.restarts:
-                def restart(cycle: int, i: int = i) -> Cursor:
-                    return build_chain(pipeline, stages[:i], ctx.replace(cycle=(*ctx.cycle, cycle)), last_split)
-            else:
-                restart = None  # type: ignore[assignment]
-            if kind == "pass":
-                make = lambda src, item=item, here=here: item(src, here)  # noqa: E731
-                fuse = type(cursor) is PassCursor
-                cursor = cursor.then(make, name) if fuse else PassCursor(cursor, make, name)  # type: ignore[attr-defined]
-            elif callable(kind):
-                cursor = kind(cursor, item, here, restart, name)
-            elif item.restarts:
-                upstream = _Upstream(pipeline, stages[:i], ctx, last_split)
-                cursor = UnsupportedCursor(cursor, lambda src, item=item, here=here, up=upstream: item(up, here), name)
-            else:
-                cursor = UnsupportedCursor(cursor, lambda src, item=item, here=here: item(src, here), name)
-        elif hasattr(item, "spec"):
-            raise ConfigError(f"pipeline stage {i} is the stage factory {item.__name__!r}, not a stage: "
-                              f"call it, e.g. {item.__name__}(...)")
-        elif callable(item):
-            cursor = UnsupportedCursor(cursor, item, name)
-        else:
-            raise ConfigError(f"pipeline stage {i} is not callable: {item!r}")
-    return cursor
+    def __init__(self, progress: Progress, it: Iterator[Any]):
+        self.progress, self.it = progress, it
 
-
-class PipelineIterator(Cursor):
-    """One iteration of a pipeline: its cursors, built on first use, and its state (see the module docstring)."""
-
-    def __init__(self, pipeline: DataPipeline, ctx: Context, last_split: int):
-        self.pipeline, self.ctx, self.last_split = pipeline, ctx, last_split
-        self.serial = next(_SERIAL)
-        self._chain: Cursor | None = None
-        self._done = self._started = False
-
-    def _cursors(self) -> Cursor:
-        """The chain of cursors (a finished iteration keeps none: it gets a throwaway one to describe states)."""
-        if self._chain is not None:
-            return self._chain
-        chain = build_chain(self.pipeline, list(self.pipeline.pipeline), self.ctx, self.last_split)
-        if not self._done:
-            self._chain = chain
-        return chain
-
-    @property  # type: ignore[override]
-    def restorable(self) -> bool:
-        return self._cursors().restorable
+    def __iter__(self) -> _Tracked:
+        return self
 
     def __next__(self) -> Any:
-        if not self._started:  # the pipeline moves on to the next epoch once this one is being served
-            self._started = True
-            if self.pipeline._epoch == self.ctx.epoch:
-                self.pipeline._epoch = self.ctx.epoch + 1
-        chain = self._chain
-        if chain is None:
-            if self._done:
-                raise StopIteration
-            chain = self._cursors()
-        try:
-            return next(chain)
-        except StopIteration:
-            self._done, self._chain = True, None  # release shards and DataLoader workers now
-            raise
+        item = next(self.it)
+        self.progress.start()
+        return item
 
-    def __del__(self) -> None:
-        """Dropped before its end (a ``break``): leave the position with the pipeline, whose ``state_dict()``
-        still reports it (the iterator's shards and DataLoader workers are released as usual)."""
-        try:
-            if self._done or self._chain is None or self.pipeline._live_serial != self.serial:
-                return
-            try:
-                snapshot: Any = self.state_dict()
-            except Exception as e:  # reported when state_dict() is asked for (its frames would keep this alive)
-                snapshot = e.with_traceback(None)
-            self.pipeline._dropped = snapshot
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
 
-    def head(self, epoch: int | None = None) -> dict[str, Any]:
-        """The state's description of the pipeline and of this iteration (``chain`` not included)."""
-        ctx = self.ctx
-        return {
-            "format": FORMAT, "version": VERSION, "stages": stage_names(self.pipeline.pipeline),
-            "seed": ctx.seed, "epoch": ctx.epoch if epoch is None else epoch, "loader_seed": ctx.loader_seed,
-            "placement": [ctx.rank, ctx.world_size, ctx.worker, ctx.num_workers],
-        }  # fmt: skip
+class Resumable:
+    """Base of the resumable recipes (see the module docstring). Subclasses implement ``__iter__`` (with
+    :meth:`_begin` or :meth:`_track`), :meth:`_initial_state` and :meth:`_check_state`."""
 
+    _epoch: int = 0
+    _epoch_source: str = "auto"
+    _pending: dict[str, Any] | None = None
+    _progress: Progress | None = None
+
+    # -- epochs -------------------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration will use."""
+        return self._epoch
+
+    @property
+    def epoch_source(self) -> str:
+        """Who chose :attr:`epoch`: ``"auto"`` (counted here), ``"user"`` (``set_epoch``) or ``"loader"``."""
+        return self._epoch_source
+
+    def set_epoch(self, epoch: int, *, source: str = "user") -> None:
+        """Make the next iteration epoch ``epoch`` (orders are a function of seed and epoch). A restored state of
+        that same epoch is kept, so ``for e in range(start, n): ds.set_epoch(e)`` resumes where the state says.
+
+        ``source="loader"``: a loader hands its epoch on; a restored state keeps its own epoch.
+        """
+        if source not in EPOCH_SOURCES[1:]:
+            raise ConfigError(f"set_epoch(source=) must be 'user' or 'loader', not {source!r}")
+        self._epoch, self._epoch_source = int(epoch), source
+        if source == "loader":
+            return
+        if self._pending is not None and self._pending["epoch"] != self._epoch:
+            self._pending = None
+        if self._progress is not None and self._progress.epoch != self._epoch:
+            self._progress = None  # state_dict() now describes the start of the epoch asked for
+        self._epoch_set(self._epoch)
+
+    def _epoch_set(self, epoch: int) -> None:
+        """Hand a user's epoch on (to sources that have epochs of their own)."""
+
+    # -- iterations ---------------------------------------------------------------------------------------------
+    def _take_pending(self) -> dict[str, Any] | None:
+        """The state the iteration starting now continues from (consumed), or None."""
+        pending, self._pending = self._pending, None
+        return pending
+
+    def _begin(self, epoch: int, iterator: Any) -> Progress:
+        """Record ``iterator`` (serving ``epoch``) as the latest; it calls ``progress.start()`` at its first item."""
+        self._epoch = epoch  # the next epoch once it starts (an unused iterator changes nothing)
+        self._progress = Progress(self, epoch, iterator)
+        return self._progress
+
+    def _track(self, epoch: int, it: Iterator[Any]) -> Iterator[Any]:
+        """:meth:`_begin` for a plain iterator: wrapped so that its first item starts the record."""
+        progress = self._begin(epoch, None)
+        progress.iterator = tracked = _Tracked(progress, it)
+        return tracked
+
+    # -- states -------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Where this iteration is; once it is over, the start of the next epoch."""
-        return self.state_at(self.mark())
+        """Where this recipe is: its latest iterator's position, a loaded state not used yet, or the start of the
+        next epoch (plain values only)."""
+        if self._progress is not None:
+            return self._progress.iterator.state_dict()
+        if self._pending is not None:
+            return dict(self._pending)
+        return self._initial_state()
 
-    def mark(self) -> Any:
-        """A cheap position (this pipeline under another one: a shuffle buffer keeps one per item)."""
-        return _ENDED if self._done else self._cursors().mark()
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state``, checked now: a state of another recipe or
+        configuration raises :class:`~shardstream.errors.StateError` naming the difference."""
+        self._check_state(state)
+        self._epoch, self._pending, self._progress = int(state["epoch"]), dict(state), None
 
-    def state_at(self, mark: Any) -> dict[str, Any]:
-        if mark is _ENDED:
-            return {**self.head(self.ctx.epoch + 1), "loader_seed": None, "chain": None}
-        return {**self.head(), "chain": self._cursors().state_at(mark)}
+    def _initial_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state`` (checked against this pipeline: see :func:`check`). A state of the same epoch
-        is restored into the live chain of cursors (a shard being read stays open where that is enough)."""
-        check(state, self.head(), "this pipeline")
-        ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=state["loader_seed"])
-        if ctx != self.ctx or state["chain"] is None:
-            self._chain, self._started = None, self._started and ctx == self.ctx
-        self.ctx, self._done = ctx, False
-        if state["chain"] is not None:
-            self._cursors().load_state_dict(state["chain"])
+    def _check_state(self, state: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
 
-
-def check(state: Any, head: Mapping[str, Any], what: str) -> None:
-    """Refuse a state that does not describe this pipeline here, naming the difference."""
-    state = require(state, ("format", "version", "stages", "seed", "epoch", "loader_seed", "placement", "chain"),
-                    what)
-    if (state["format"], state["version"]) != (FORMAT, VERSION):
-        raise ConfigError(f"cannot restore {what}: the state is {state['format']!r} version {state['version']}, "
-                          f"not {FORMAT!r} version {VERSION}")
-    if list(state["stages"]) != list(head["stages"]):
-        raise ConfigError(f"cannot restore {what}: saved state has stages {list(state['stages'])!r}, {what} has "
-                          f"{head['stages']!r}; it was saved by another pipeline")
-    if state["seed"] != head["seed"]:
-        raise ConfigError(f"cannot restore {what}: saved state has seed={state['seed']!r}, {what} has "
-                          f"seed={head['seed']!r}")
-    if list(state["placement"]) != list(head["placement"]):
-        rank, world, worker, workers = state["placement"]
-        here = head["placement"]
-        raise ConfigError(
-            f"cannot restore {what}: the state was saved on rank {rank} of {world}, DataLoader worker {worker} of "
-            f"{workers}, and this is rank {here[0]} of {here[1]}, worker {here[2]} of {here[3]}; a streaming "
-            "pipeline's position belongs to its rank and worker (shardstream.training resumes on other numbers of "
-            "ranks and workers)"
-        )
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_progress"] = None  # an iteration in progress (open shards) never travels
+        return state

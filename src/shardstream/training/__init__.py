@@ -19,10 +19,10 @@ elastic resume. See ``docs/training.md`` for the mechanism and the measurements.
 ([50, 50], True)
 """
 
+from ..order import Permutation, SampleOrder, StreamOrder
+from ..runtime import derive_key
 from .dataset import TrainingDataset
 from .loader import TrainingLoader
-from .order import SampleOrder, StreamOrder
-from .permute import Permutation, derive_key
 from .plan import EpochPlan
 from .quality import batch_diversity, rank_correlation
 

@@ -36,22 +36,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..codecs import as_decoder
-from ..errors import ConfigError
-from ..pipeline.batching import default_collation_fn
+from ..errors import ConfigError, StateError
+from ..io.cache import cache_opener
 from ..pipeline.datapipeline import IterableDatasetBase
-from ..pipeline.placement import Placement
-from .iterators import IndexedReader, PlanIterator, StreamReader
-from .order import SampleOrder, StreamOrder
+from ..pipeline.resumable import Resumable
+from ..pipeline.stages.batching import default_collation_fn
+from ..runtime import Placement
+from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
+from ..order import SHUFFLES, SampleOrder, StreamOrder
 from .plan import EpochPlan
 from .sources import resolve
 from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
 
 __all__ = ["TrainingDataset"]
 
-SHUFFLES = ("global", "window", "stream", "none")
 
-
-class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
+class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,valid-type]
     """Shuffled batches of one rank, exact epochs, mid-epoch resume (see the module docstring).
 
     :param source: shard URLs (a brace pattern or a list), a dataset index ``.json``, or an
@@ -94,16 +94,14 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         self._finishers = tuple(f for f in (as_decoder(decode), map) if f is not None)
         opener = None
         if self.stream and cache_dir is not None:
-            from ..io.cache import cache_opener
-
             opener = cache_opener(cache_dir)
         self._opener = opener
         resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]
-        self._epoch = 0
-        self._pending: dict[str, Any] | None = None
-        self._live: PlanIterator | None = None
+        self._epoch, self._epoch_source = 0, "auto"
+        self._pending = None  # a restored state, consumed by the next iter() (see Resumable)
+        self._progress = None  # the latest iterator made in this process
 
     # -- description ------------------------------------------------------------------------------------------
     @property
@@ -138,24 +136,10 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         return EpochPlan(self.num_samples, world, self.batch_size, self.drop_last, num_workers, self.stream)
 
     # -- epochs and iteration ---------------------------------------------------------------------------------
-    @property
-    def epoch(self) -> int:
-        """The epoch the next ``iter()`` serves."""
-        return self._epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Serve epoch ``epoch`` next. A restored state of that same epoch is kept (the loop
-        ``for e in range(start, n): ds.set_epoch(e)`` resumes where the state says)."""
-        self._epoch = int(epoch)
-        if self._pending is not None and self._pending["epoch"] != self._epoch:
-            self._pending = None
-        if self._live is not None and self._live.epoch != self._epoch:
-            self._live = None  # state_dict() now describes the start of the epoch asked for, not the old iterator
-
+    # -- iteration (epochs, pending state and progress: see Resumable) ------------------------------------------
     def _start(self, rank: int, world: int, worker: int, workers: int) -> tuple[int, EpochPlan, int | None]:
         """The epoch, plan and first batch of an iteration starting now (consumes a restored state)."""
-        epoch, pending = self._epoch, self._pending
-        self._pending = None
+        epoch, pending = self._epoch, self._take_pending()
         if pending is not None:
             return self._restore(pending, rank, worker, workers, world)
         return epoch, self.plan(world_size=world, num_workers=workers), None
@@ -164,9 +148,14 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
         here = Placement.current()
         rank, world = self.rank_and_world()
         epoch, plan, first = self._start(rank, world, here.worker, here.num_workers)
-        self._epoch = epoch  # the next epoch once this iterator starts (an unused iterator changes nothing)
-        self._live = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
-        return self._live
+        iterator = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
+        iterator.progress = self._begin(epoch, iterator)
+        return iterator
+
+    def cursor(self, ctx: Any = None) -> DatasetCursor:
+        """This dataset as the source of a pipeline or a mix (see
+        :class:`~shardstream.training.iterators.DatasetCursor`)."""
+        return DatasetCursor(self, f"the source {type(self).__name__}")
 
     def __len__(self) -> int:
         """Batches the next ``iter()`` yields on this rank (all workers together)."""
@@ -215,7 +204,7 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
             return epoch, plan, None
         saved_at = (state.get("rank"), saved.world_size, state.get("worker"), state.get("num_workers"))
         if saved_at != (rank, world, worker, workers):
-            raise ConfigError(
+            raise StateError(
                 f"this state was saved by DataLoader worker {saved_at[2]} of {saved_at[3]} on rank {saved_at[0]} of "
                 f"{saved_at[1]}; it restores only there, not in worker {worker} of {workers} on rank {rank} of "
                 f"{world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"
@@ -228,24 +217,15 @@ class TrainingDataset(IterableDatasetBase):  # type: ignore[misc,valid-type]
 
         Under a DataLoader with workers the iterators live in the workers: take the state from the loader
         (:class:`~shardstream.training.TrainingLoader`, or torchdata's ``StatefulDataLoader``)."""
-        if self._live is not None:
-            return self._live.state_dict()
-        if self._pending is not None:
-            return dict(self._pending)
+        return super().state_dict()
+
+    def _initial_state(self) -> dict[str, Any]:
         here = Placement.current()
         rank, world = self.rank_and_world()
         return self._fresh_state(self._epoch, rank, world, here.worker, here.num_workers)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (checked now: a state from another dataset or
-        configuration raises :class:`~shardstream.errors.ConfigError` naming the difference)."""
+    def _check_state(self, state: Any) -> None:
         check_state(state, self.config, "this dataset")
-        self._epoch, self._pending, self._live = int(state["epoch"]), dict(state), None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_live"] = None  # an iterator (open shards) never travels to workers
-        return state
 
     def __repr__(self) -> str:
         return (f"TrainingDataset({self.num_samples} samples in {len(self.lengths)} shards, shuffle={self.shuffle!r}, "

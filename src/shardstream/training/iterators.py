@@ -1,8 +1,8 @@
 """The cursors of a training epoch: readers of positions, and :class:`PlanIterator`, the stateful batch iterator.
 
-- :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.training.order.SampleOrder`
+- :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.order.SampleOrder`
   by random access (an :class:`~shardstream.indexed.IndexedDataset`: memory maps of local shards).
-- :class:`StreamReader` reads positions of a :class:`~shardstream.training.order.StreamOrder` front to back:
+- :class:`StreamReader` reads positions of a :class:`~shardstream.order.StreamOrder` front to back:
   it keeps the ``window`` shards of the current group open, reads one block of ``buffer`` samples at a time and
   serves it in the block's permuted order. Jumping to a position (a resumed epoch) reopens the current shards
   and skips their first samples: only those shards' prefixes are read again, never the rest of the epoch.
@@ -13,14 +13,16 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, ShardError
+from ..errors import ShardError, StateError
 from ..indexed import IndexedDataset
-from .order import SampleOrder, StreamOrder
+from ..order import SampleOrder, StreamOrder
+from ..pipeline.cursors import Cursor, require
+from ..pipeline.stages import reading
 from .plan import EpochPlan
 
 __all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
@@ -101,12 +103,10 @@ class StreamReader:
         return sample
 
     def _reopen(self, shard: int) -> _Open:
-        from ..pipeline.tariterators import tarfile_samples
-
         while len(self._open) > self.order.window:  # the current group's streams stay open
             _, oldest = self._open.popitem(last=False)
             oldest.samples.close()  # type: ignore[attr-defined]
-        stream = self._open[shard] = _Open(tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
+        stream = self._open[shard] = _Open(reading.tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
         return stream
 
     def close(self) -> None:
@@ -130,6 +130,7 @@ class PlanIterator:
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
         self._done = self._started = False
+        self.progress: Any = None  # the dataset's record of this iteration (a pipeline.resumable.Progress)
 
     def __iter__(self) -> PlanIterator:
         return self
@@ -137,8 +138,8 @@ class PlanIterator:
     def __next__(self) -> Any:
         if not self._started:  # the dataset moves on to the next epoch once this one is being served
             self._started = True
-            if self.dataset._epoch == self.epoch:
-                self.dataset._epoch = self.epoch + 1
+            if self.progress is not None:
+                self.progress.start()
         j = self._next
         if j >= self.plan.num_batches:
             self._finish()
@@ -181,6 +182,34 @@ class PlanIterator:
         if next_batch is None:
             next_batch = plan.skip + self.worker
         if self._reader is not None:
-            raise ConfigError("load_state_dict() on an iterator that has started: restore the dataset or loader "
-                              "before iterating")
+            raise StateError("load_state_dict() on an iterator that has started: restore the dataset or loader "
+                             "before iterating")
         self.epoch, self.plan, self._next, self._done = epoch, plan, next_batch, False
+
+
+class DatasetCursor(Cursor):
+    """A :class:`~shardstream.training.TrainingDataset` as the source of a pipeline or a mix
+    (``TrainingDataset.cursor``): its iterator starts at once, saves itself under ``"source"`` and restores
+    through the dataset. An iterator with nothing left is saved as ended (``None``): its own state would already
+    be the start of the next epoch. Going back is not cheap (``restorable`` is False)."""
+
+    restorable = False
+
+    def __init__(self, dataset: Any, name: str):
+        self.dataset, self.name, self.it = dataset, name, iter(dataset)
+
+    def __next__(self) -> Any:
+        return next(self.it)
+
+    def state_dict(self) -> dict[str, Any]:
+        if getattr(self.it, "remaining", None) == 0:
+            return {"source": None}
+        return {"source": self.it.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = require(state, ("source",), self.name)["source"]
+        if saved is None:
+            self.it = iter(())
+        else:
+            self.dataset.load_state_dict(saved)
+            self.it = iter(self.dataset)

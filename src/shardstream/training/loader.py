@@ -32,9 +32,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError, StateError
 from .dataset import TrainingDataset
 from .plan import EpochPlan
+from .state import check_state
 
 __all__ = ["TrainingLoader"]
 
@@ -134,8 +135,8 @@ class TrainingLoader:
             batches = iter(self._dataloader(epoch, pending is not None))  # workers take their copies now
         finally:
             dataset._placement = bound
-        dataset._pending, dataset._live = None, None
-        dataset._epoch = self._epoch = epoch + 1
+        dataset.set_epoch(epoch + 1)  # the dataset's next epoch; its pending state and iterator are used up
+        self._epoch = epoch + 1
         self._pending = None
         self._progress = _Progress(epoch, plan)
         return _Pass(self._progress, batches)
@@ -144,7 +145,7 @@ class TrainingLoader:
         if not (self.kwargs.get("persistent_workers") and self.num_workers > 0):
             return self._dataloader_class(self.dataset, batch_size=None, num_workers=self.num_workers, **self.kwargs)
         if self._persistent is None or restoring or self._persistent[1] != epoch:
-            loader = self._dataloader_class(self.dataset, batch_size=None, num_workers=self.num_workers, **self.kwargs)
+            loader: Any = self._dataloader_class(self.dataset, batch_size=None, num_workers=self.num_workers, **self.kwargs)
             self._persistent = [loader, epoch]
         self._persistent[1] = epoch + 1  # the workers' copies move on by one epoch per pass
         return self._persistent[0]
@@ -167,12 +168,11 @@ class TrainingLoader:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue from ``state`` (refused with a
         :class:`~shardstream.errors.ConfigError` naming the difference if it comes from another configuration)."""
-        from .state import check_state
 
         check_state(state, self.dataset.config, "this loader")
         if "batches" not in state:
-            raise ConfigError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
-                              "TrainingLoader.state_dict() (or the dataset's own state)")
+            raise StateError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
+                             "TrainingLoader.state_dict() (or the dataset's own state)")
         self._epoch, self._pending, self._progress = int(state["epoch"]), dict(state), None
 
     def __repr__(self) -> str:

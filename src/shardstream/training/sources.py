@@ -30,7 +30,11 @@ from typing import Any
 
 from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
+from ..indexed.shardindex import rule_spec
+from ..indexed.source import open_source
+from ..io.cache import cache_opener
 from ..io.urls import expand_urls, local_path
+from ..pipeline.stages import reading
 
 __all__ = ["Resolved", "resolve"]
 
@@ -47,8 +51,6 @@ class Resolved:
 def _fetched(urls: list[str], cache_dir: Any) -> list[str]:
     if cache_dir is None:
         return urls
-    from ..io.cache import cache_opener
-
     cache = cache_opener(cache_dir)
     return [url if local_path(url) is not None else cache.fetch(url) for url in urls]  # type: ignore[union-attr]
 
@@ -63,8 +65,6 @@ def _private_index_path(shard: str) -> str:
 def _fresh_index(shard: str, where: str, rule: Any) -> ShardIndex | None:
     try:
         index = ShardIndex.load(shard, where)
-        from ..indexed.source import open_source
-
         source = open_source(shard)
         try:
             index.check(source)
@@ -72,8 +72,6 @@ def _fresh_index(shard: str, where: str, rule: Any) -> ShardIndex | None:
             source.close()
     except (OpenError, StaleIndexError, OSError):
         return None
-    from ..indexed.shardindex import rule_spec
-
     return index if (index.rule, index.lowercase) == rule_spec(rule) else None
 
 
@@ -83,9 +81,9 @@ def _entry(shard: str, rule: Any) -> ShardEntry:
         index = ShardIndex.load(shard)
         return ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint)
     for where in (sidecar_path(shard), _private_index_path(shard)):
-        index = _fresh_index(shard, where, rule)
-        if index is not None:
-            return ShardEntry(shard, where, len(index), index.size, index.fingerprint)
+        fresh = _fresh_index(shard, where, rule)
+        if fresh is not None:
+            return ShardEntry(shard, where, len(fresh), fresh.size, fresh.fingerprint)
     index = index_shard(shard, rule=rule, save=False)
     try:
         where = index.save()
@@ -100,9 +98,7 @@ def _count(url: str, rule: Any, opener: Any) -> int:
         index = _fresh_index(url, sidecar_path(url), rule)
         if index is not None:
             return len(index)
-    from ..pipeline.tariterators import tarfile_samples
-
-    return sum(1 for _ in tarfile_samples([url], keys=rule, opener=opener))
+    return sum(1 for _ in reading.tarfile_samples([url], keys=rule, opener=opener))
 
 
 def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:
@@ -148,7 +144,5 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
             f"cannot read {remote[0]!r} by random access ({e}); give cache_dir= to download the shards into the "
             "shard cache and index them there, index them next to the data, or use shuffle='stream'"
         ) from e
-    from ..indexed.shardindex import rule_spec
-
     reader = IndexedDataset(DatasetIndex(entries, *rule_spec(rule)), rule=rule)
     return Resolved(tuple(reader.shard_lengths), reader=reader)

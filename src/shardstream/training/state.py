@@ -17,7 +17,7 @@ consumed. Two kinds exist:
 >>> check_state(state, dict(config, seed=2), "this loader")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-shardstream.errors.ConfigError: cannot restore this loader: saved state has seed=1, this loader has seed=2...
+shardstream.errors.StateError: cannot restore this loader: saved state has seed=1, this loader has seed=2...
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import StateError
+from ..pipeline.resumable import check_format
 from .plan import EpochPlan
 
 __all__ = ["FORMAT", "VERSION", "check_state", "fingerprint", "plan_from_dict", "plan_to_dict"]
@@ -62,29 +63,19 @@ def plan_from_dict(data: Mapping[str, Any], *, total: int, drop_last: bool, cont
     """The plan a state describes, for a dataset of ``total`` samples."""
     missing = [k for k in ("origin", "world_size", "batch_size", "num_workers", "skip") if k not in data]
     if missing:
-        raise ConfigError(f"cannot restore: the saved plan lacks {', '.join(repr(k) for k in missing)}")
+        raise StateError(f"cannot restore: the saved plan lacks {', '.join(repr(k) for k in missing)}")
     return EpochPlan(total=total, world_size=int(data["world_size"]), batch_size=int(data["batch_size"]),
                      drop_last=drop_last, num_workers=int(data["num_workers"]), contiguous=contiguous,
                      origin=tuple((int(lo), int(hi)) for lo, hi in data["origin"]), skip=int(data["skip"]))
 
 
 def check_state(state: Any, config: Mapping[str, Any], what: str) -> None:
-    """Raise :class:`~shardstream.errors.ConfigError` unless ``state`` is a training state of this version whose
+    """Raise :class:`~shardstream.errors.StateError` unless ``state`` is a training state of this version whose
     configuration equals ``config``; the message names every missing key and every difference."""
-    if not isinstance(state, Mapping):
-        raise ConfigError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
-    missing = [key for key in _REQUIRED if key not in state]
-    if missing:
-        raise ConfigError(f"cannot restore {what}: the state lacks {', '.join(repr(k) for k in missing)} "
-                          f"(is it a shardstream training state?)")
-    if state["format"] != FORMAT:
-        raise ConfigError(f"cannot restore {what}: the state's format is {state['format']!r}, not {FORMAT!r}")
-    if state["version"] != VERSION:
-        raise ConfigError(f"cannot restore {what}: the state has version {state['version']}, this shardstream "
-                          f"reads version {VERSION}")
+    check_format(state, FORMAT, VERSION, _REQUIRED[2:], what)
     saved = state["config"]
     if not isinstance(saved, Mapping):
-        raise ConfigError(f"cannot restore {what}: the state's 'config' must be a dict")
+        raise StateError(f"cannot restore {what}: the state's 'config' must be a dict")
     problems = []
     for key in sorted(set(saved) | set(config)):
         if key not in saved:
@@ -94,5 +85,5 @@ def check_state(state: Any, config: Mapping[str, Any], what: str) -> None:
         elif saved[key] != config[key]:
             problems.append(f"saved state has {key}={saved[key]!r}, {what} has {key}={config[key]!r}")
     if problems:
-        raise ConfigError(f"cannot restore {what}: {'; '.join(problems)}; it was saved with another dataset or "
-                          f"configuration")
+        raise StateError(f"cannot restore {what}: {'; '.join(problems)}; it was saved with another dataset or "
+                         f"configuration")

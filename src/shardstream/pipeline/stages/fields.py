@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from fnmatch import fnmatch
 from typing import Any
 
-from ..errors import SampleFormatError
-from .core import stage
-from .filters import _alternatives, getfirst
-from .handlers import annotate, reraise_exception
+from ...errors import SampleFormatError
+from ..core import stage
+from ..handlers import annotate, reraise_exception
+from .per_sample import _alternatives, getfirst
 
 __all__ = ["extract_keys", "rename", "rename_keys"]
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
-from .core import stage
-from .stateful import unbatch_cursor
+from ...errors import ConfigError
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Counted, Cursor, Restart, require
 
 __all__ = ["batched", "default_collation_fn", "listed", "unbatched", "unlisted"]
 
@@ -132,14 +133,54 @@ def _rows(batch: Any) -> Iterator[Any]:
         yield from batch
 
 
+class _Unbatch(Counted):
+    """``unbatched``/``unlisted``: the rows of each batch; the position is the input's before the current batch and
+    the index in it."""
+
+    fields = ("index",)
+
+    def __init__(self, upstream: Cursor, rows: Callable[[Any], Any], name: str):
+        super().__init__(upstream, name)
+        self.rows_of, self.index, self.before = rows, 0, None
+        self.rows: list[Any] | None = None
+
+    def __next__(self) -> Any:
+        while self.rows is None or self.index >= len(self.rows):
+            self.before = self.upstream.mark()
+            self.rows, self.index = list(self.rows_of(next(self.upstream))), 0
+        self.index += 1
+        return self.rows[self.index - 1]
+
+    def mark(self) -> Any:
+        return (self.upstream.mark(), 0) if self.rows is None else (self.before, self.index)
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_at(mark[0]), "index": mark[1]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state_at(self.mark())
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = require(state, ("upstream", "index"), f"stage {self.name}")
+        self.upstream.load_state_dict(state["upstream"])
+        self.rows, self.index = None, int(state["index"])
+        if self.index:
+            self.before = self.upstream.mark()
+            self.rows = list(self.rows_of(next(self.upstream)))
+
+
+def unbatch_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``unbatched`` and ``unlisted``: the stages' implementation."""
+    return _Unbatch(upstream, _rows if stage.spec.name == "unbatched" else list, name)
+
+
 def _unbatched(source: Iterable[Any]) -> Iterator[Any]:
     """Split batches back into samples (the inverse of ``batched`` with the default collation).
 
     >>> list(unbatched()([{"x": [1, 2], "k": ["a", "b"]}]))
     [{'x': 1, 'k': 'a'}, {'x': 2, 'k': 'b'}]
     """
-    for batch in source:
-        yield from _rows(batch)
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Unbatch (see core.stage)
 
 
 unbatched = stage(_unbatched, state=unbatch_cursor)
@@ -163,8 +204,7 @@ def _unlisted(source: Iterable[Sequence[Any]]) -> Iterator[Any]:
     >>> list(unlisted()([["a", "b"], ["c"]]))
     ['a', 'b', 'c']
     """
-    for items in source:
-        yield from items
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Unbatch (see core.stage)
 
 
 unlisted = stage(_unlisted, state=unbatch_cursor)

@@ -1,4 +1,4 @@
-"""Per-sample stages: map, select, decode, to_tuple, rename... (webdataset's names and meanings).
+"""Per-sample stages: map, select, decode, to_tuple, map_tuple, map_dict (webdataset's names and meanings).
 
 Every stage that runs user code takes ``handler=`` (default: raise). A failing sample is passed to the
 handler with its shard URL, key and field attached (see :mod:`~shardstream.pipeline.handlers`).
@@ -12,14 +12,13 @@ True
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ..errors import SampleFormatError
-from .core import Context, stage
-from .handlers import annotate, reraise_exception
-from .stateful import rsample_cursor, slice_cursor
+from ...codecs import Decoder
+from ...errors import SampleFormatError
+from ..core import stage
+from ..handlers import annotate, reraise_exception
 
 __all__ = [
     "decode",
@@ -27,9 +26,7 @@ __all__ = [
     "map",
     "map_dict",
     "map_tuple",
-    "rsample",
     "select",
-    "slice",
     "to_tuple",
 ]
 
@@ -115,8 +112,6 @@ def _decode(
     >>> out["txt"], out["cls"]
     ('hi', 3)
     """
-    from ..codecs import Decoder
-
     decoder = Decoder(*(pre or ()), *specs, *(post or ()), only=only, partial=partial, allow_unsafe=allow_unsafe)
     yield from _map(source, decoder, handler=handler)
 
@@ -236,31 +231,3 @@ def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_excep
 
 
 map_dict = stage(_map_dict, state="pass")
-
-
-def _rsample(source: Iterable[Any], p: float = 0.5, *, ctx: Context) -> Iterator[Any]:
-    """Keep each sample with probability ``p`` (reproducible from the pipeline's seed and epoch).
-
-    >>> kept = list(rsample(0.5)(range(1000)))
-    >>> 400 < len(kept) < 600
-    True
-    """
-    rng = ctx.rng("rsample")
-    for sample in source:
-        if rng.random() < p:
-            yield sample
-
-
-rsample = stage(_rsample, context=True, state=rsample_cursor)
-
-
-def _slice(source: Iterable[Any], *args: int | None) -> Iterator[Any]:
-    """``itertools.islice`` as a stage: ``slice(stop)`` or ``slice(start, stop[, step])``.
-
-    >>> list(slice(1, 6, 2)(range(10)))
-    [1, 3, 5]
-    """
-    return itertools.islice(source, *args)
-
-
-slice = stage(_slice, state=slice_cursor)

@@ -47,10 +47,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
 from typing import Any
 
-from ..errors import ConfigError
-from .core import Context, Source
-from .cursors import Cursor, require, source_cursor
-from .datapipeline import DataPipeline
+from ...errors import ConfigError, StateError
+from ..context import Context, Source
+from ..adapters import source_cursor
+from ..cursors import Cursor, require
+from ..datapipeline import DataPipeline
 
 __all__ = ["RandomMix", "RoundRobin"]
 
@@ -85,47 +86,13 @@ def _weights(probs: Sequence[Any] | None, count: int) -> list[float]:
     return [float(p) / total for p in probs]
 
 
-class _Held(Cursor):
-    """A dataset that keeps its own position (a ``TrainingDataset``, a ``StatefulDataLoader``): its iterator is made
-    when the mix starts, saved with the iterator's own ``state_dict()`` (else the dataset's), restored through the
-    dataset (then a new iterator). Going back is not cheap (``restorable`` is False).
-
-    An iterator that says it has nothing left (``remaining == 0``, as a TrainingDataset's does) is saved as ended
-    (``"source": None``): its own state would already be the start of its next epoch."""
-
-    restorable = False
-
-    def __init__(self, dataset: Any, name: str):
-        self.dataset, self.name, self.it = dataset, name, iter(dataset)
-
-    def __next__(self) -> Any:
-        return next(self.it)
-
-    def state_dict(self) -> dict[str, Any]:
-        if getattr(self.it, "remaining", None) == 0:
-            return {"source": None}
-        holder = self.it if callable(getattr(self.it, "state_dict", None)) else self.dataset
-        return {"source": holder.state_dict()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        saved = require(state, ("source",), self.name)["source"]
-        if saved is None:
-            self.it = iter(())
-        else:
-            self.dataset.load_state_dict(saved)
-            self.it = iter(self.dataset)
-
-
 def _source_cursor(dataset: Any, i: int, ctx: Context, mix: str) -> Cursor:
     """The cursor of dataset ``i`` of a mix (each kind of dataset saves its position its own way)."""
-    name = f"{mix} dataset {i} ({type(dataset).__name__})"
     if isinstance(dataset, Source):  # a shard list: the mix's context, its own draws
         here = ctx.replace(cycle=(*ctx.cycle, i))
         return source_cursor(dataset, lambda: dataset.iterate(here), here)
-    if not isinstance(dataset, DataPipeline) and callable(getattr(dataset, "state_dict", None)) \
-            and callable(getattr(dataset, "load_state_dict", None)):
-        return _Held(dataset, name)
-    return source_cursor(dataset, lambda: iter(dataset))  # a pipeline, a list, another iterable
+    # a pipeline or a TrainingDataset (their own cursor), a list, a stateful loader, another iterable
+    return source_cursor(dataset, lambda: iter(dataset))
 
 
 class _MixSource(Source):
@@ -171,8 +138,8 @@ class _MixCursor(Cursor):
             self.subs = [_source_cursor(d, i, self.ctx, self.name) for i, d in enumerate(self.source.datasets)]
         return self.subs
 
-    @property  # type: ignore[override]
-    def restorable(self) -> bool:
+    @property
+    def restorable(self) -> bool:  # type: ignore[override]
         return all(sub.restorable for sub in self._open())
 
     def _choose(self) -> int | None:  # pragma: no cover - abstract
@@ -202,13 +169,13 @@ class _MixCursor(Cursor):
     def mark(self) -> Any:
         subs, exhausted = self._open(), tuple(self.exhausted)
         counters = tuple(getattr(self, f) for f in self.fields)
-        return self.draws, exhausted, counters, [None if x else s.mark() for s, x in zip(subs, exhausted)]
+        return self.draws, exhausted, counters, [None if x else s.mark() for s, x in zip(subs, exhausted, strict=True)]
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         draws, exhausted, counters, marks = mark
-        sources = [None if x else s.state_at(m) for s, x, m in zip(self._open(), exhausted, marks)]
+        sources = [None if x else s.state_at(m) for s, x, m in zip(self._open(), exhausted, marks, strict=True)]
         return {"draws": draws, "exhausted": [i for i, x in enumerate(exhausted) if x],
-                **dict(zip(self.fields, counters)), **self._config, "sources": sources}
+                **dict(zip(self.fields, counters, strict=True)), **self._config, "sources": sources}
 
     def state_dict(self) -> dict[str, Any]:
         return self.state_at(self.mark())
@@ -217,20 +184,20 @@ class _MixCursor(Cursor):
         state = require(state, ("draws", "exhausted", "sources", *self.fields, *self._config), self.name)
         subs, saved = self._open(), list(state["sources"])
         if len(saved) != len(subs):
-            raise ConfigError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this {self.name} "
-                              f"has {len(subs)}")
+            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this {self.name} "
+                             f"has {len(subs)}")
         for key, value in self._config.items():
             if state[key] != value:
-                raise ConfigError(f"cannot restore {self.name}: saved state has {key}={state[key]!r}, this "
-                                  f"{self.name} has {key}={value!r}")
+                raise StateError(f"cannot restore {self.name}: saved state has {key}={state[key]!r}, this "
+                                 f"{self.name} has {key}={value!r}")
         exhausted = {int(i) for i in state["exhausted"]}
         if not exhausted <= set(range(len(subs))):
-            raise ConfigError(f"cannot restore {self.name}: the state says datasets {sorted(exhausted)} are exhausted, "
-                              f"this {self.name} has {len(subs)}")
-        for i, (sub, sub_state) in enumerate(zip(subs, saved)):
+            raise StateError(f"cannot restore {self.name}: the state says datasets {sorted(exhausted)} are exhausted, "
+                             f"this {self.name} has {len(subs)}")
+        for i, (sub, sub_state) in enumerate(zip(subs, saved, strict=True)):
             if i not in exhausted:
                 if sub_state is None:
-                    raise ConfigError(f"cannot restore {self.name}: the state of dataset {i} is missing")
+                    raise StateError(f"cannot restore {self.name}: the state of dataset {i} is missing")
                 sub.load_state_dict(sub_state)
         self.draws, self.exhausted = int(state["draws"]), [i in exhausted for i in range(len(subs))]
         for field in self.fields:
@@ -252,7 +219,7 @@ class _RandomCursor(_MixCursor):
     def _changed(self) -> None:
         super()._changed()
         probs = self.source.probs
-        self._active = [i for i, (p, x) in enumerate(zip(probs, self.exhausted)) if p > 0 and not x]
+        self._active = [i for i, (p, x) in enumerate(zip(probs, self.exhausted, strict=True)) if p > 0 and not x]
         self._cumulative = list(itertools.accumulate(probs[i] for i in self._active))
 
     def _choose(self) -> int | None:
@@ -302,8 +269,8 @@ class RandomMixSource(_MixSource):
         super().__init__(datasets, longest)
         self.probs = _weights(probs, len(self.datasets))
 
-    def cursor(self, ctx: Context) -> Cursor:
-        return _RandomCursor(self, ctx)
+    def cursor(self, ctx: Context | None) -> Cursor:
+        return _RandomCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]}, probs={[round(p, 4) for p in self.probs]})"
@@ -314,8 +281,8 @@ class RoundRobinSource(_MixSource):
 
     name = "RoundRobin"
 
-    def cursor(self, ctx: Context) -> Cursor:
-        return _RoundRobinCursor(self, ctx)
+    def cursor(self, ctx: Context | None) -> Cursor:
+        return _RoundRobinCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
 
 
 class RandomMix(DataPipeline):

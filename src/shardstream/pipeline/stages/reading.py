@@ -20,18 +20,24 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Union
 
-from ..errors import ConfigError, SampleFormatError
-from ..io import finish_stream, open_url
-from .core import Context, Stage, stage
-from .cursors import Cursor, require
-from .handlers import annotate, reraise_exception
+from ...errors import SampleFormatError, StateError
+from ...io import finish_stream, open_url
+from ...reading import iter_samples
+from ...samples import KeyRule, group_samples
+from ...tar import iter_tar
+from ...tar.compress import map_tar
+from ...tar.reader import iter_members_mapped
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Cursor, Restart, require
+from ..handlers import annotate, reraise_exception
 
 __all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_samples", "url_opener", "url_of"]
 
 Handler = Callable[[BaseException], bool]
-Member = tuple[str, bytes, int]
+Member = tuple[str, Union[bytes, memoryview], int]
 
 
 def url_of(item: Any) -> str:
@@ -43,10 +49,6 @@ def url_of(item: Any) -> str:
 
 def _members(stream: Any, url: str, select_files: Callable[[str], bool] | None,
              rename_files: Callable[[str], str] | None, zero_copy: bool = False) -> Iterator[Member]:
-    from ..tar import iter_tar
-    from ..tar.compress import map_tar
-    from ..tar.reader import iter_members_mapped
-
     mapped = map_tar(stream) if zero_copy else None
     members = iter_tar(stream, url) if mapped is None else iter_members_mapped(mapped, url)
     if select_files is None and rename_files is None:
@@ -77,8 +79,6 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     :func:`shardstream.samples.iter_samples` and docs/performance.md. ``Decoder`` decodes such views; ``bytes(v)``
     copies one; a view cannot be pickled, so decode or copy fields before they leave a DataLoader worker.
     """
-    from ..samples import KeyRule, group_samples, iter_samples
-
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     reading = ShardReading(handler)
 
@@ -199,26 +199,26 @@ class ReaderCursor(Cursor):
             self._shard = self.upstream.mark()
             item = next(self.upstream, None)
             if item is None or url_of(item) != url:
-                raise ConfigError(f"cannot restore {self.name}: the shard list now gives "
-                                  f"{None if item is None else url_of(item)!r} where the state read {url!r}")
+                raise StateError(f"cannot restore {self.name}: the shard list now gives "
+                                 f"{None if item is None else url_of(item)!r} where the state read {url!r}")
             self._open(item)
         while self._count < count:  # the current shard's first samples, read again
             try:
                 next(self._samples)  # type: ignore[arg-type]
             except StopIteration:
-                raise ConfigError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
-                                  f"state says {count} were read") from None
+                raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
+                                 f"state says {count} were read") from None
             self._count += 1
 
 
-def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
+def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``tarfile_to_samples`` in a pipeline (called directly, the stage runs its reading loop)."""
     bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
     return ReaderCursor(upstream, dict(bound.arguments), name)
 
 
-reader_cursor.reads_shards = True  # type: ignore[attr-defined]  # the stages before it are replayed
-
-tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=reader_cursor)
+tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=reader_cursor,
+                           reads_shards=True)
 tarfile_samples = _tarfile_samples
 
 
@@ -257,8 +257,6 @@ def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise
 def group_by_keys(data: Iterable[dict[str, Any]], keys: Any = None, lcase: bool = True, suffixes: Any = None,
                   handler: Handler | None = None) -> Iterator[dict[str, Any]]:
     """webdataset step 3: group ``{"fname", "data", "__url__"}`` members into samples (per shard)."""
-    from ..samples import KeyRule, group_samples
-
     rule = KeyRule(keys if keys is not None else "first-dot", lowercase=lcase)
     for url, members in itertools.groupby(data, key=lambda m: m["__url__"]):
         picked = ((m["fname"], m["data"], 0) for m in members

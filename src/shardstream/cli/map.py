@@ -1,0 +1,85 @@
+"""``shardstream map``: apply a Python function (``module:function``) or a shell command to every sample of a
+dataset and write new shards, in parallel (tarproc's ``tarpcat -c``, on a process pool or a Dask cluster).
+
+The function receives a sample dict (``__key__`` and one bytes value per field) and returns a dict (the new
+sample; the key is kept unless it sets one), a list of dicts, or None (the sample is dropped); with
+--per shard it receives an iterator of samples and returns an iterable. A shell command runs once per sample
+in a temporary folder holding the fields as files sample.EXT; the files sample.EXT left there form the output
+sample. Commands run only with --allow-shell. Output shards, resuming and retries are as in
+'shardstream convert'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+from ._common import CommandError, describe, examples, expand_inputs
+from .convert import add_job_options, finish, job_kwargs
+
+__all__ = ["load_function", "register", "run"]
+
+EXAMPLES = examples(
+    "shardstream map 'shards-{000000..000003}.tar' upper/ --shell 'tr a-z A-Z < sample.txt > sample.out.txt' "
+    "--allow-shell --workers 2",
+    "shardstream map dataset.tar small/ --function transforms:drop_json --on-error skip --engine inline",
+    note="--function MODULE:NAME imports MODULE (the current directory is on the path) and calls NAME.",
+)
+
+
+def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "map", parents=[parents["common"], parents["read"]], help="apply a function or command to every sample",
+        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", nargs="+", help="input shards (brace patterns are expanded), then DEST")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--function", "-f", metavar="MODULE:NAME", help="a Python function to apply")
+    what.add_argument("--shell", "-c", metavar="COMMAND", help="a shell command run per sample (--allow-shell)")
+    p.add_argument("--allow-shell", action="store_true", help="allow --shell to run commands")
+    p.add_argument("--per", choices=("sample", "shard"), default="sample", help="what the function receives")
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
+                   help="a sample whose function fails: fail its task (default) or skip and report it")
+    p.add_argument("--version", dest="fn_version", default="", metavar="TEXT",
+                   help="a version of the function: a rerun with another version redoes every task")
+    add_job_options(p)
+    p.set_defaults(run=run)
+
+
+def load_function(spec: str) -> Any:
+    """Import ``module:name`` (dots in ``name`` reach attributes); the current directory is importable."""
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ConfigError(f"--function {spec!r}: expected MODULE:NAME, e.g. mypackage.transforms:resize")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in name.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"--function {spec!r}: {type(e).__name__}: {e}") from e
+    if not callable(target):
+        raise ConfigError(f"--function {spec!r} is not callable")
+    return target
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..process import ShellCommand, map_dataset
+
+    if len(args.source) < 2:
+        raise CommandError("give SOURCE... DEST", 2)
+    *sources, dest = args.source
+    if args.shell is not None:
+        fn: Any = ShellCommand(args.shell, allow_shell=args.allow_shell)
+    else:
+        if args.allow_shell:
+            raise ConfigError("--allow-shell goes with --shell")
+        fn = load_function(args.function)
+    kwargs = job_kwargs(args)
+    return finish(args, lambda: map_dataset(expand_inputs(sources), dest, fn, per=args.per, on_error=args.on_error,
+                                            version=args.fn_version, rule=args.key_rule, **kwargs))

@@ -1,0 +1,269 @@
+"""Convert datasets from the formats users already have into WebDataset shards, in parallel (and shards back to
+Parquet), on the engines of :mod:`shardstream.process`: resumable, exactly once, indexed.
+
+Sources (``kind``, detected from ``src`` when ``"auto"``):
+
+- ``"hf"``: a Hugging Face dataset saved with ``save_to_disk`` (a folder with ``state.json``; a
+  ``DatasetDict`` folder needs ``split=``), or a ``datasets.Dataset`` object (e.g. from ``load_dataset`` on
+  local files): its Arrow files; image and audio columns keep their encoded bytes;
+- ``"parquet"``: ``.parquet`` files (or a folder of them); binary columns keep their bytes;
+- ``"tfrecord"``: ``tf.train.Example`` TFRecord files, gzip-compressed or not, read without TensorFlow;
+- ``"csv"`` / ``"jsonl"``: one sample per record; path columns name local files whose bytes become fields;
+- ``"imagefolder"``: ``ROOT/<class>/<file>``, with a ``cls`` field;
+- ``"shards"``: WebDataset shards (re-sharding), or to Parquet with ``to="parquet"``.
+
+Columns become fields by one rule (:mod:`.fields`): ``image`` -> ``image.jpg`` (original bytes), ``label`` ->
+``label.cls``, ``caption`` -> ``caption.txt``; ``rename={"image": "jpg"}`` picks other names. Keys come from
+``key=`` (a column), else a ``__key__`` column, else the row's position. What cannot be converted (a missing
+file, a record that is not an Example, an empty row) is listed in ``result.skipped``, never dropped silently.
+
+>>> import pyarrow as pa, pyarrow.parquet as pq
+>>> table = pa.table({"image": [b"\\xff\\xd8\\xff\\xe0" + bytes([i]) for i in range(5)], "label": list(range(5))})
+>>> pq.write_table(table, "small.parquet")
+>>> result = convert("small.parquet", "small-shards", engine="inline")
+>>> result.samples, result.urls
+(5, ['small-shards/part-000000-000.tar'])
+>>> import shardstream as wds
+>>> sorted(next(iter(wds.WebDataset(result.urls))))
+['__key__', '__url__', 'image.jpg', 'label.cls']
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import ConfigError
+from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
+from ..process.engines import Engine
+from .fields import column_field, safe_key, sniff_extension
+from .folders import ImageFolderSource, list_imagefolder
+from .tables import ArrowSource, CsvSource, ParquetSource, csv_chunks
+from .tfrecord import TFRecordSource, parse_example
+from .to_parquet import ParquetOutput
+
+__all__ = [
+    "ArrowSource",
+    "CsvSource",
+    "ImageFolderSource",
+    "KINDS",
+    "ParquetOutput",
+    "ParquetSource",
+    "TFRecordSource",
+    "column_field",
+    "convert",
+    "detect",
+    "parse_example",
+    "plan",
+    "safe_key",
+    "sniff_extension",
+]
+
+KINDS = ("hf", "parquet", "tfrecord", "csv", "tsv", "jsonl", "imagefolder", "shards")
+_SUFFIXES = {
+    ".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfrec": "tfrecord",
+    ".tfrecord.gz": "tfrecord", ".tfrecords.gz": "tfrecord", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl",
+    ".ndjson": "jsonl", ".tar": "shards", ".tar.gz": "shards", ".tgz": "shards", ".tar.zst": "shards",
+    ".arrow": "hf",
+}  # fmt: skip
+#: without ``per_task``, an input is cut into about TASKS tasks (enough to keep every worker of a small cluster busy
+#: to the end), of ROWS rows (CSV, JSON Lines, Parquet) or BYTES bytes of files (ImageFolder) within these bounds;
+#: the cut depends only on the input, so output names stay the same whatever the engine
+TASKS = 32
+ROWS = (1000, 100_000)
+BYTES = (16 << 20, 256 << 20)
+
+
+def _per_task(total: int, bounds: tuple[int, int]) -> int:
+    return min(max(total // TASKS, bounds[0]), bounds[1])
+
+
+def _lines(paths: list[str]) -> int:
+    count = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                count += block.count(b"\n")
+    return count
+
+
+def _files(src: str | list[str]) -> list[str]:
+    items = [src] if isinstance(src, str) else list(src)
+    found: list[str] = []
+    for item in items:
+        if any(c in item for c in "*?[") and not os.path.exists(item):
+            found.extend(sorted(glob.glob(item)))
+        elif "{" in item and ".." in item and not os.path.exists(item):
+            from ..pipeline import braceexpand
+
+            found.extend(braceexpand(item))
+        else:
+            found.append(item)
+    return found
+
+
+def _by_suffix(path: str) -> str | None:
+    lowered = path.lower()
+    return next((kind for suffix, kind in sorted(_SUFFIXES.items(), key=lambda kv: -len(kv[0]))
+                 if lowered.endswith(suffix)), None)  # fmt: skip
+
+
+def detect(src: Any) -> str:
+    """The kind of ``src`` (one of :data:`KINDS`), from a dataset object, a folder's contents or file suffixes.
+
+    >>> detect("train-{000000..000009}.tar"), detect(["a.tfrecord.gz"]), detect("rows.csv")
+    ('shards', 'tfrecord', 'csv')
+    """
+    if hasattr(src, "cache_files"):
+        return "hf"
+    if isinstance(src, str) and os.path.isdir(src):
+        names = os.listdir(src)
+        if {"state.json", "dataset_dict.json", "dataset_info.json"} & set(names):
+            return "hf"
+        kinds = {_by_suffix(n) for n in names if not n.startswith(".")} - {None}
+        if len(kinds) == 1:
+            return kinds.pop()  # type: ignore[return-value]
+        if any(os.path.isdir(os.path.join(src, n)) for n in names if not n.startswith(".")):
+            return "imagefolder"
+        raise ConfigError(f"cannot tell what {src!r} holds ({sorted(kinds) or 'no known files'}); pass kind=")
+    items = [src] if isinstance(src, str) else list(src)
+    kinds = {_by_suffix(item) for item in items}
+    if len(kinds) == 1 and None not in kinds:
+        return kinds.pop()  # type: ignore[return-value]
+    raise ConfigError(f"cannot tell the format of {src!r} from its name; pass kind= (one of {', '.join(KINDS)})")
+
+
+def _folder_files(src: str | list[str], suffixes: tuple[str, ...]) -> list[str]:
+    if isinstance(src, str) and os.path.isdir(src):
+        return sorted(os.path.join(src, n) for n in os.listdir(src) if n.lower().endswith(suffixes))
+    return _files(src)
+
+
+def _hf_files(src: Any, split: str | None) -> list[str]:
+    if hasattr(src, "cache_files"):
+        if getattr(src, "_indices", None) is not None:
+            raise ConfigError("this Dataset has an indices mapping (select/shuffle/filter): call "
+                              "ds.flatten_indices() first, or save_to_disk() it")
+        return [f["filename"] for f in src.cache_files]
+    if os.path.exists(os.path.join(src, "dataset_dict.json")):
+        with open(os.path.join(src, "dataset_dict.json")) as f:
+            splits = json.load(f).get("splits", [])
+        if split is None:
+            raise ConfigError(f"{src!r} is a DatasetDict with splits {splits}: pass split= (or --split)")
+        src = os.path.join(src, split)
+    with open(os.path.join(src, "state.json")) as f:
+        return [os.path.join(src, d["filename"]) for d in json.load(f)["_data_files"]]
+
+
+def _arrow_rows(path: str) -> int:
+    import pyarrow as pa
+    import pyarrow.ipc
+
+    with pa.memory_map(path) as stream:
+        try:
+            return sum(batch.num_rows for batch in pyarrow.ipc.open_stream(stream))
+        except pa.ArrowInvalid:
+            stream.seek(0)
+            return pyarrow.ipc.open_file(stream).count_rows()
+
+
+def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterable[str] | None = None,
+         rename: Mapping[str, str] | None = None, split: str | None = None, per_task: int | None = None,
+         rule: str = "first-dot") -> list[TaskSource]:
+    """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring)."""
+    kind = detect(src) if kind == "auto" else kind
+    renamed = tuple(sorted((rename or {}).items()))
+    if kind == "shards":
+        return [ShardSource(url, rule) for url in _files(src)]
+    if kind == "tfrecord":
+        suffixes = (".tfrecord", ".tfrecords", ".tfrec", ".tfrecord.gz", ".tfrecords.gz")
+        return [TFRecordSource(url, key) for url in _folder_files(src, suffixes)]
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        out: list[TaskSource] = []
+        files = _folder_files(src, (".parquet",))
+        counts = {url: pq.ParquetFile(url).metadata.num_rows for url in files if os.path.exists(url)}
+        rows = per_task or _per_task(sum(counts.values()), ROWS)
+        for url in files:
+            count = counts.get(url)
+            starts = range(0, count, rows) if count else [0]
+            out += [ParquetSource(url, a, a + rows if count else None, key, renamed) for a in starts]
+        return out
+    if kind == "hf":
+        out, first = [], 0
+        for url in _hf_files(src, split):
+            out.append(ArrowSource(url, key, renamed, first))
+            first += _arrow_rows(url)
+        return out
+    if kind in ("csv", "tsv", "jsonl"):
+        out = []
+        files = _folder_files(src, (".csv", ".tsv", ".jsonl", ".ndjson"))
+        rows = per_task or _per_task(_lines(files), ROWS)
+        for url in files:
+            for a, b, first in csv_chunks(url, rows, jsonl=kind == "jsonl"):
+                out.append(CsvSource(url, key, None if paths is None else tuple(paths), renamed, kind == "jsonl",
+                                     "\t" if kind == "tsv" else ",", a, b, first))  # fmt: skip
+        return out
+    if kind == "imagefolder":
+        listing = list_imagefolder(src)
+        sizes = [os.path.getsize(os.path.join(src, rel)) for rel, _ in listing.files]
+        budget = _per_task(sum(sizes), BYTES)
+        files_per_task = per_task or ROWS[1]
+        chunks, current, size = [], [], 0
+        for (rel, number), nbytes in zip(listing.files, sizes):
+            current.append((rel, number))
+            size += nbytes
+            if len(current) >= files_per_task or size >= budget:
+                chunks.append(current)
+                current, size = [], 0
+        if current:
+            chunks.append(current)
+        return [ImageFolderSource(src, chunk) for chunk in chunks]
+    raise ConfigError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+
+
+def convert(
+    src: Any,
+    dst: str,
+    kind: str = "auto",
+    *,
+    to: str = "shards",
+    key: str | None = None,
+    paths: Iterable[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+    split: str | None = None,
+    per_task: int | None = None,
+    engine: str | Engine | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    maxcount: int = 100000,
+    maxsize: float = 3e9,
+    prefix: str = "part",
+    index: bool = True,
+    retries: int = 2,
+    progress: bool | None = None,
+    overwrite: bool = False,
+) -> JobResult:
+    """Convert ``src`` into shards (``to="shards"``) or Parquet files (``to="parquet"``) under ``dst``.
+
+    ``dst`` is a directory or a URL prefix (``s3://bucket/out``). Engine and output options are those of
+    :func:`shardstream.process.map_dataset`. Returns the job's result (``result.skipped`` lists what could not
+    be converted, with the reason); a task that fails after its retries raises
+    :class:`~shardstream.errors.ProcessingError` at the end.
+    """
+    sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task)
+    if not sources:
+        raise ConfigError(f"nothing to convert in {src!r}")
+    if to == "shards":
+        output: Any = TarOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=maxsize, index=index)
+    elif to == "parquet":
+        output = ParquetOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=min(maxsize, 512 << 20))
+    else:
+        raise ConfigError(f"to must be 'shards' or 'parquet', got {to!r}")
+    tasks = [Task(i, source, output) for i, source in enumerate(sources)]
+    return run_tasks(tasks, engine, workers=workers, scheduler=scheduler, retries=retries, progress=progress,
+                     overwrite=overwrite)  # fmt: skip

@@ -1,0 +1,99 @@
+"""ImageFolder trees (``ROOT/<class>/<file>``, torchvision's layout) as samples, listed once and read in tasks.
+
+Classes are the top-level folders, sorted and numbered from 0 as torchvision numbers them; each file becomes
+a sample keyed by its path without extension (``cat/0001``) with the file's bytes under its own extension (as
+it is, lower-cased) and ``cls``, the class number. Hidden files and files outside class folders are reported as
+skipped; so are files sharing a key with another file of a different extension (``a.jpg`` and ``a.png``).
+
+>>> import os
+>>> for name in ("cat/1.jpg", "cat/2.jpg", "dog/1.png"):
+...     os.makedirs(os.path.join("pets", os.path.dirname(name)), exist_ok=True)
+...     _ = open(os.path.join("pets", name), "wb").write(b"image bytes")
+>>> listing = list_imagefolder("pets")
+>>> listing.classes, len(listing.files)
+(['cat', 'dog'], 3)
+>>> [sorted(s) for s in ImageFolderSource("pets", listing.files[2:]).samples()]
+[['__key__', 'cls', 'png']]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import ConfigError
+from ..process import Skip
+
+__all__ = ["ImageFolderListing", "ImageFolderSource", "list_imagefolder"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFolderListing:
+    """The classes, the files ``(relative path, class number)`` in sorted order, and what was skipped."""
+
+    classes: list[str]
+    files: list[tuple[str, int]]
+    skipped: list[Skip]
+
+
+def list_imagefolder(root: str) -> ImageFolderListing:
+    """List an ImageFolder tree (see the module docstring)."""
+    if not os.path.isdir(root):
+        raise ConfigError(f"{root!r} is not a directory")
+    classes = sorted(d for d in os.listdir(root) if not d.startswith(".") and os.path.isdir(os.path.join(root, d)))
+    if not classes:
+        raise ConfigError(f"{root!r} has no class folders; an ImageFolder is ROOT/<class name>/<file>")
+    files, skipped, seen = [], [], {}
+    for name in sorted(os.listdir(root)):
+        if os.path.isfile(os.path.join(root, name)):
+            skipped.append(Skip(name, "a file outside the class folders"))
+    for number, cls in enumerate(classes):
+        top = os.path.join(root, cls)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            for name in sorted(filenames):
+                rel = f"{rel_dir}/{name}"
+                stem, ext = os.path.splitext(name)
+                if name.startswith(".") or not ext or not stem:
+                    skipped.append(Skip(rel, "a hidden file or a file without extension"))
+                    continue
+                key = f"{rel_dir}/{stem.replace('.', '_')}"
+                if key in seen:
+                    skipped.append(Skip(rel, f"same key as {seen[key]!r}"))
+                    continue
+                seen[key] = rel
+                files.append((rel, number))
+    return ImageFolderListing(classes, files, skipped)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFolderSource:
+    """Some files of an ImageFolder, ``(relative path, class number)`` each, read as they are."""
+
+    root: str
+    files: tuple[tuple[str, int], ...] | list[tuple[str, int]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", tuple(tuple(f) for f in self.files))
+
+    @property
+    def url(self) -> str:
+        return f"{self.root}/{self.files[0][0]}" if self.files else self.root
+
+    def describe(self) -> str:
+        return f"imagefolder {os.path.abspath(self.root)} {self.files[0][0] if self.files else ''} n={len(self.files)}"
+
+    def samples(self) -> Iterator[dict[str, Any] | Skip]:
+        for rel, number in self.files:
+            stem, ext = os.path.splitext(rel)
+            key = f"{os.path.dirname(stem)}/{os.path.basename(stem).replace('.', '_')}"
+            try:
+                with open(os.path.join(self.root, rel), "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                yield Skip(key, f"cannot read {rel!r}: {e.strerror or e}")
+                continue
+            yield {"__key__": key, ext[1:].lower(): data, "cls": str(number).encode("ascii")}

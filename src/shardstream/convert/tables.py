@@ -1,0 +1,267 @@
+"""Table sources: Parquet files, Hugging Face ``datasets`` saved on disk (Arrow files), CSV and JSON Lines.
+
+Each row is one sample; columns become fields by :func:`~shardstream.convert.fields.column_field`. The key
+is the ``key`` column where one is given (or a ``__key__`` column), else ``FILESTEM-ROWNUMBER``. In CSV and
+JSON Lines, *path columns* (``paths=``; by default the columns whose names end in ``path``, ``file`` or
+``filename``) name local files, relative to the table's directory: the field holds the file's bytes as they
+are, named ``COLUMN.EXT`` (``image_path`` -> ``image.jpg``). A row whose file is missing is reported as skipped.
+
+>>> import csv
+>>> with open("photos.csv", "w", newline="") as f:
+...     csv.writer(f).writerows([["id", "image_path", "label"], ["a", "photos.csv", "1"], ["b", "gone.jpg", "0"]])
+>>> rows = list(CsvSource("photos.csv", key="id").samples())
+>>> rows[0]["__key__"], sorted(rows[0]), rows[1]
+('a', ['__key__', 'id.txt', 'image.csv', 'label.txt'], Skip(key='b', reason="column 'image_path': no file 'gone.jpg'"))
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Union
+
+from ..errors import ConfigError, MissingDependencyError, RecordFormatError
+from ..io import open_url
+from ..process import Skip
+from .fields import column_field, safe_key
+
+__all__ = ["ArrowSource", "CsvSource", "ParquetSource", "csv_chunks", "default_path_columns", "row_sample"]
+
+Item = Union[dict[str, Any], Skip]
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise MissingDependencyError("converting Parquet and Arrow", "parquet", "pyarrow") from None
+    return pyarrow
+
+
+def _stem(url: str) -> str:
+    name = os.path.basename(url.rstrip("/"))
+    for suffix in (".gz", ".parquet", ".arrow", ".csv", ".tsv", ".jsonl", ".ndjson", ".json"):
+        name = name.removesuffix(suffix)
+    return name or "row"
+
+
+def default_path_columns(columns: Iterable[str]) -> tuple[str, ...]:
+    """The columns that name files by default: names ending in ``path``, ``file`` or ``filename``."""
+    return tuple(c for c in columns if c.lower().endswith(("path", "file", "filename")))
+
+
+def _path_field(column: str, value: Any, base: str) -> tuple[str, bytes] | str:
+    """The field of a path column, or the reason it cannot be read."""
+    if not isinstance(value, str) or not value:
+        return f"column {column!r}: not a file path: {value!r}"
+    path = value if os.path.isabs(value) else os.path.join(base, value)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return f"column {column!r}: no file {value!r}"
+    stem = column
+    for suffix in ("_filename", "_path", "_file", "filename", "path", "file"):
+        if stem.lower().endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    ext = os.path.splitext(value)[1][1:] or "bin"
+    return f"{stem}.{ext}", data
+
+
+def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), base: str = ".",
+               rename: Mapping[str, str] | None = None) -> Item:
+    """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong."""
+    sample: dict[str, Any] = {"__key__": key}
+    for column, value in row.items():
+        if column == "__key__":
+            continue
+        if paths and column in paths:
+            got = _path_field(column, value, base)
+            if isinstance(got, str):
+                return Skip(key, got)
+        else:
+            got = column_field(column, value, rename=rename)
+            if got is None:
+                continue
+        name, data = got
+        if name in sample:
+            return Skip(key, f"two columns give the field {name!r}; rename one (rename={{...}})")
+        sample[name] = data
+    if len(sample) == 1:
+        return Skip(key, "the row has no values")
+    return sample
+
+
+def _key(row: Mapping[str, Any], key: str | None, fallback: str) -> str:
+    value = row.get(key) if key else row.get("__key__")
+    return safe_key(fallback if value is None or value == "" else str(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class ParquetSource:
+    """Rows ``start`` to ``stop`` of a Parquet file (any URL the library reads)."""
+
+    url: str
+    start: int = 0
+    stop: int | None = None
+    key: str | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+    batch_rows: int = 1024
+
+    def describe(self) -> str:
+        return f"parquet {self.url} [{self.start}:{self.stop}] key={self.key} rename={self.rename}"
+
+    def samples(self) -> Iterator[Item]:
+        pa = _pyarrow()
+        stream = open_url(self.url)
+        try:
+            try:
+                reader = pa.parquet.ParquetFile(stream)
+            except pa.ArrowInvalid as e:
+                raise RecordFormatError(f"not a Parquet file: {e}", url=self.url) from e
+            yield from _table_rows(reader.iter_batches(batch_size=self.batch_rows), self.url, self.start,
+                                   self.stop, self.key, dict(self.rename))  # fmt: skip
+        finally:
+            stream.close()
+
+
+def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, key: str | None,
+                rename: Mapping[str, str], first: int | None = None) -> Iterator[Item]:
+    """Rows ``start:stop`` as samples; keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is
+    given (a dataset of several files numbered as one)."""
+    stem, number = _stem(url), 0
+    for batch in batches:
+        if stop is not None and number >= stop:
+            return
+        if number + batch.num_rows <= start:
+            number += batch.num_rows
+            continue
+        for row in batch.to_pylist():
+            if start <= number and (stop is None or number < stop):
+                fallback = f"{stem}-{number:08d}" if first is None else f"{first + number:08d}"
+                yield row_sample(row, _key(row, key, fallback), rename=rename)
+            number += 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrowSource:
+    """An Arrow file of a Hugging Face dataset saved with ``save_to_disk`` (or a dataset's cache file): the
+    Arrow IPC stream format. Image and audio columns keep their encoded bytes."""
+
+    url: str
+    key: str | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+    first: int = 0
+
+    def describe(self) -> str:
+        size = os.path.getsize(self.url) if os.path.exists(self.url) else -1
+        return f"arrow {self.url} size={size} key={self.key} rename={self.rename} first={self.first}"
+
+    def samples(self) -> Iterator[Item]:
+        pa = _pyarrow()
+        import pyarrow.ipc
+
+        with pa.memory_map(self.url) if os.path.exists(self.url) else open_url(self.url) as stream:
+            try:
+                reader = pyarrow.ipc.open_stream(stream)
+            except pa.ArrowInvalid:
+                reader = pyarrow.ipc.open_file(stream)  # the Arrow file format, with a footer
+                batches: Iterable[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            else:
+                batches = reader
+            yield from _table_rows(batches, self.url, 0, None, self.key, dict(self.rename), self.first)
+
+
+def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tuple[int, int, int]]:
+    """Split a CSV file into ``(byte start, byte stop, first row number)`` ranges of about ``rows_per_task``
+    records each, cut only between records (quoted fields may hold newlines: a record ends where the number
+    of quote characters so far is even). JSON Lines (``jsonl=True``): one record per non-blank line."""
+    chunks, quotes, rows, start, first = [], 0, 0, 0, 0
+    with open(path, "rb") as f:
+        header = b"" if jsonl else f.readline()
+        start = f.tell()
+        while header.count(b'"') % 2:  # a header spanning lines
+            more = f.readline()
+            header += more
+            start = f.tell()
+            if not more:
+                break
+        offset = start
+        for line in f:
+            offset += len(line)
+            quotes += 0 if jsonl else line.count(b'"')
+            if quotes % 2 == 0 and line.strip():
+                rows += 1
+                if rows - first >= rows_per_task:
+                    chunks.append((start, offset, first))
+                    start, first = offset, rows
+    if rows > first or not chunks:
+        chunks.append((start, offset, first))
+    return chunks
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvSource:
+    """Records of a CSV (or TSV: ``delimiter="\\t"``) or JSON Lines (``jsonl=True``) file; ``start``/``stop``
+    are byte offsets cut between records (:func:`csv_chunks`), ``first`` the number of the first record."""
+
+    url: str
+    key: str | None = None
+    paths: tuple[str, ...] | None = None
+    rename: tuple[tuple[str, str], ...] = ()
+    jsonl: bool = False
+    delimiter: str = ","
+    start: int = 0
+    stop: int | None = None
+    first: int = 0
+
+    def describe(self) -> str:
+        size = os.path.getsize(self.url) if os.path.exists(self.url) else -1
+        return (f"{'jsonl' if self.jsonl else 'csv'} {self.url} size={size} [{self.start}:{self.stop}] "
+                f"key={self.key} paths={self.paths} rename={self.rename} delimiter={self.delimiter!r}")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        header = None
+        if not self.jsonl:
+            with open(self.url, encoding="utf-8", newline="") as t:
+                header = next(csv.reader(t, delimiter=self.delimiter), None)
+        with open(self.url, "rb") as f:
+            f.seek(self.start)
+            data = f.read() if self.stop is None else f.read(self.stop - self.start)
+        text = io.StringIO(data.decode("utf-8"), newline=None if self.jsonl else "")
+        if self.jsonl:
+            for number, line in enumerate(text, self.first):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise ConfigError(f"{self.url}: record {number}: not valid JSON: {e}") from e
+                    yield row if isinstance(row, dict) else {"json": row}
+            return
+        records = csv.reader(text, delimiter=self.delimiter)
+        if self.start == 0:
+            next(records, None)  # the header
+        for values in records:
+            if values:
+                yield dict(zip(header or [], values))
+
+    def samples(self) -> Iterator[Item]:
+        stem, base = _stem(self.url), os.path.dirname(os.path.abspath(self.url))
+        rename = dict(self.rename)
+        number = self.first
+        known: dict[tuple[str, ...], tuple[str, ...]] = {}  # the path columns of each set of columns
+        for row in self._rows():
+            paths = self.paths
+            if paths is None:
+                columns = tuple(row)
+                paths = known.get(columns)
+                if paths is None:
+                    paths = known[columns] = default_path_columns(columns)
+            yield row_sample(row, _key(row, self.key, f"{stem}-{number:08d}"), paths=paths, base=base, rename=rename)
+            number += 1

@@ -1,0 +1,20 @@
+"""The stage families, one module each (webdataset's names in parentheses where they differ):
+
+- :mod:`.per_sample`: ``map``, ``select``, ``decode``, ``to_tuple``, ``map_tuple``, ``map_dict`` (``filters``);
+- :mod:`.fields`: ``rename``, ``rename_keys``, ``extract_keys``;
+- :mod:`.batching`: ``batched``, ``listed``, ``unbatched``, ``unlisted`` and the default collation;
+- :mod:`.sampling`: ``slice``, ``rsample``;
+- :mod:`.shuffle`: ``shuffle``, ``detshuffle``;
+- :mod:`.split`: ``split_by_node``, ``split_by_worker``, ``single_node_only``, ``check_empty``;
+- :mod:`.epochs`: ``repeat``, ``with_epoch``, ``with_length``;
+- :mod:`.reading`: ``tarfile_to_samples`` and webdataset's three reading steps (``tariterators``);
+- :mod:`.parallel`: ``parallel_map``, ``tarfile_to_columns``;
+- :mod:`.mix`: ``RandomMix``, ``RoundRobin``.
+
+A stage that keeps nothing between items is a generator; one that keeps state is a cursor class in the same
+module as its factory, and that class is its only implementation (see :mod:`shardstream.pipeline.core`).
+
+>>> from shardstream.pipeline.stages.batching import batched
+>>> [b.tolist() for b in batched(2)(range(3))]
+[[0, 1], [2]]
+"""

@@ -1,0 +1,100 @@
+"""Stages that keep some items and drop others by count or by chance: ``slice`` and ``rsample``.
+
+Both are cursors (see :mod:`~shardstream.pipeline.cursors`): ``slice`` saves how many items it has seen, ``rsample``
+its random generator's state, each with its input's position.
+
+>>> list(slice(2, None, 3)(range(10)))
+[2, 5, 8]
+>>> list(rsample(1.0)(range(3)))
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import builtins
+import random
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Counted, Cursor, Restart, rng_state, set_rng_state, stage_arguments
+
+__all__ = ["rsample", "slice"]
+
+
+class _Slice(Counted):
+    """``itertools.islice`` as a cursor."""
+
+    fields = ("seen",)
+
+    def __init__(self, upstream: Cursor, args: tuple[Any, ...], name: str):
+        super().__init__(upstream, name)
+        window = builtins.slice(*args)
+        self.start, self.stop, self.step = window.start or 0, window.stop, window.step or 1
+        self.seen = 0
+
+    def __next__(self) -> Any:
+        while self.stop is None or self.seen < self.stop:
+            item, index = next(self.upstream), self.seen
+            self.seen += 1
+            if index >= self.start and (index - self.start) % self.step == 0:
+                return item
+        raise StopIteration
+
+
+def slice_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``slice``: the stage's implementation."""
+    return _Slice(upstream, stage.args, name)
+
+
+class _Rsample(Counted):
+    """Keep each item with probability ``p``; the state is the random generator's."""
+
+    fields = ("rng",)
+
+    def __init__(self, upstream: Cursor, p: float, rng: random.Random, name: str):
+        super().__init__(upstream, name)
+        self.p, self.random = p, rng
+
+    def __next__(self) -> Any:
+        while True:
+            item = next(self.upstream)
+            if self.random.random() < self.p:
+                return item
+
+    def _get(self, field: str) -> Any:
+        return rng_state(self.random)
+
+    def _set(self, field: str, value: Any) -> None:
+        set_rng_state(self.random, value)
+
+
+def rsample_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``rsample``: the stage's implementation."""
+    return _Rsample(upstream, stage_arguments(stage)["p"], ctx.rng("rsample"), name)
+
+
+def _rsample(source: Iterable[Any], p: float = 0.5, *, ctx: Context) -> Iterator[Any]:
+    """Keep each sample with probability ``p`` (reproducible from the pipeline's seed and epoch).
+
+    >>> kept = list(rsample(0.5)(range(1000)))
+    >>> 400 < len(kept) < 600
+    True
+    """
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Rsample (see core.stage)
+
+
+rsample = stage(_rsample, context=True, state=rsample_cursor)
+
+
+def _slice(source: Iterable[Any], *args: int | None) -> Iterator[Any]:
+    """``itertools.islice`` as a stage: ``slice(stop)`` or ``slice(start, stop[, step])``.
+
+    >>> list(slice(1, 6, 2)(range(10)))
+    [1, 3, 5]
+    """
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Slice (see core.stage)
+
+
+slice = stage(_slice, state=slice_cursor)

@@ -1,0 +1,184 @@
+"""Buffered shuffling, deterministic from (seed, epoch[, rank, worker]).
+
+``shuffle(bufsize, initial)`` keeps a buffer of up to ``bufsize`` items and yields a random one of them for
+each item it reads, once at least ``initial`` are buffered. Its random numbers come from the pipeline's
+:class:`~shardstream.pipeline.core.Context`: the pipeline seed (or ``seed=``), the epoch, and, after the data
+has been split between ranks and workers, the rank and worker. Before a splitter (shuffling the shard list)
+every worker makes the same choices, so the split stays exact.
+
+:class:`ShuffleCursor` is the implementation (a cursor, see :mod:`~shardstream.pipeline.cursors`): its state keeps
+the buffer as *references*, the input's position before each buffered item, and the random generator's state;
+restoring reads each buffered item again at its reference, in reading order (from a shard reader: within the
+shards that hold them), then puts the input back where it was.
+
+>>> order = list(shuffle(100, seed=3)(range(10)))
+>>> sorted(order) == list(range(10)) and order == list(shuffle(100, seed=3)(range(10)))
+True
+>>> order != list(range(10))
+True
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ...errors import StateError
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, set_rng_state, stage_arguments, unwrap
+
+__all__ = ["ShuffleCursor", "detshuffle", "shuffle"]
+
+
+class ShuffleCursor(Counted):
+    """webdataset's buffered shuffle with a resumable buffer (see the module docstring)."""
+
+    def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
+        super().__init__(upstream, name)
+        self.bufsize, self.initial, self.rng = bufsize, max(1, min(initial, bufsize)), rng
+        self.buf: list[Any] = []  # (item, pull number, the input's mark before the item)
+        self.pulls, self.exhausted = 0, False
+
+    def __next__(self) -> Any:
+        buf = self.buf
+        if not self.exhausted:  # this loop runs once per item: keep it flat
+            upstream = self.upstream
+            while True:
+                mark = upstream.mark()
+                try:
+                    item = next(upstream)
+                except StopIteration:
+                    self.exhausted = True
+                    break
+                buf.append((item, self.pulls, mark))
+                self.pulls += 1
+                if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
+                    mark = upstream.mark()
+                    try:
+                        item = next(upstream)
+                    except StopIteration:
+                        self.exhausted = True
+                    else:
+                        buf.append((item, self.pulls, mark))
+                        self.pulls += 1
+                if len(buf) >= self.initial:
+                    break
+                if self.exhausted:
+                    break
+        if not buf:
+            raise StopIteration
+        i = self.rng.randrange(len(buf))
+        buf[i], buf[-1] = buf[-1], buf[i]
+        return buf.pop()[0]
+
+    def mark(self) -> Any:  # a shuffle under another shuffle: its whole state (rare)
+        return self.state_dict()
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return mark
+
+    def state_dict(self) -> dict[str, Any]:
+        if not self.restorable:
+            raise StateError(
+                f"{self.name} cannot save its buffer: its input cannot give back earlier items cheaply (it comes "
+                "from a DataLoader or a stage without state); shuffle inside the dataset, before the loader, or use "
+                "shardstream.training for exact resumable shuffling"
+            )
+        return {
+            "upstream": self.upstream.state_dict(),
+            "buffer": [self.upstream.state_at(mark) for _, _, mark in self.buf],
+            "pulls": [number for _, number, _ in self.buf],
+            "count": self.pulls, "exhausted": self.exhausted, "rng": rng_state(self.rng),
+        }  # fmt: skip
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        keys = ("upstream", "buffer", "pulls", "count", "exhausted", "rng")
+        state = require(state, keys, f"stage {self.name}")
+        refs, numbers = list(state["buffer"]), [int(n) for n in state["pulls"]]
+        buf: list[Any] = [None] * len(refs)
+        for i in sorted(range(len(refs)), key=numbers.__getitem__):  # in reading order: one pass per shard
+            self.upstream.load_state_dict(refs[i])
+            mark = self.upstream.mark()
+            try:
+                buf[i] = (next(self.upstream), numbers[i], mark)
+            except StopIteration:
+                raise StateError(f"cannot restore {self.name}: a buffered item is missing from its input "
+                                 "(did the data change?)") from None
+        self.buf = buf
+        self.upstream.load_state_dict(state["upstream"])
+        self.pulls, self.exhausted = int(state["count"]), bool(state["exhausted"])
+        set_rng_state(self.rng, state["rng"])
+
+
+class _PlainShuffle(ShuffleCursor):
+    """:class:`ShuffleCursor` over an input that cannot give items back (a plain iterable, a DataLoader): the same
+    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved."""
+
+    def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
+        super().__init__(upstream, bufsize, initial, rng, name)
+        self.plain = unwrap(upstream)  # the input's own iterator where it has one: one call less per item
+
+    def __next__(self) -> Any:
+        buf, it = self.buf, self.plain
+        while not self.exhausted:
+            try:
+                buf.append(next(it))
+            except StopIteration:
+                self.exhausted = True
+                break
+            if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
+                try:
+                    buf.append(next(it))
+                except StopIteration:
+                    self.exhausted = True
+            if len(buf) >= self.initial:
+                break
+        if not buf:
+            raise StopIteration
+        i = self.rng.randrange(len(buf))
+        buf[i], buf[-1] = buf[-1], buf[i]
+        return buf.pop()
+
+
+def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``shuffle`` and ``detshuffle``: the stages' implementation."""
+    a = stage_arguments(stage)
+    if a["bufsize"] < 2:
+        return PassCursor(upstream, iter, name)
+    if stage.spec.name == "detshuffle" and a.get("epoch", -1) >= 0:
+        ctx = ctx.replace(epoch=a["epoch"])
+    rng = a.get("rng") or (ctx if a.get("seed") is None else ctx.replace(seed=a["seed"])).rng("shuffle")
+    if not upstream.restorable:
+        return _PlainShuffle(upstream, a["bufsize"], a["initial"], rng, name)
+    return ShuffleCursor(upstream, a["bufsize"], a["initial"], rng, name)
+
+
+def _shuffle(source: Iterable[Any], bufsize: int = 1000, initial: int = 100, seed: int | str | None = None,
+             rng: random.Random | None = None, handler: Any = None, *, ctx: Context) -> Iterator[Any]:
+    """Shuffle with a buffer of ``bufsize`` items, starting once ``initial`` are buffered; ``bufsize < 2``
+    passes items through. ``seed`` replaces the pipeline seed for this stage; ``rng`` (a ``random.Random``)
+    replaces the derived generator altogether. ``handler`` is accepted for webdataset compatibility.
+
+    >>> list(shuffle(0)(range(3)))
+    [0, 1, 2]
+    """
+    raise NotImplementedError  # pragma: no cover - the signature and docs of ShuffleCursor (see core.stage)
+
+
+shuffle = stage(_shuffle, context=True, state=shuffle_cursor)
+
+
+def _detshuffle(source: Iterable[Any], bufsize: int = 1000, initial: int = 100, seed: int | str = 0,
+                epoch: int = -1, *, ctx: Context) -> Iterator[Any]:
+    """webdataset's ``detshuffle``: ``shuffle`` with an explicit seed (every shuffle here is deterministic);
+    ``epoch >= 0`` replaces the pipeline's epoch.
+
+    >>> list(detshuffle(10, seed=1)(range(5))) == list(detshuffle(10, seed=1)(range(5)))
+    True
+    """
+    raise NotImplementedError  # pragma: no cover - the signature and docs of ShuffleCursor (see core.stage)
+
+
+detshuffle = stage(_detshuffle, context=True, fluid=False, state=shuffle_cursor)

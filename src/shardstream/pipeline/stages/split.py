@@ -1,0 +1,151 @@
+"""Splitting shards between ranks (nodes) and DataLoader workers, exactly.
+
+``split_by_node`` keeps every ``world_size``-th item starting at this rank; ``split_by_worker`` does the
+same with the DataLoader workers of this rank. Every item goes to exactly one (rank, worker). When one of
+them would receive nothing (fewer shards than ranks x workers), :class:`~shardstream.errors.WorkerSplitError`
+says so and names the fixes, instead of that worker silently yielding nothing (or a collective hanging).
+
+Use them as stages: ``DataPipeline(SimpleShardList(urls), split_by_node, split_by_worker, ...)`` (they are
+ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., workersplitter=...)``. They are one
+cursor, :class:`_Split`, whose state is its counters (a shard list before a reader is replayed).
+
+>>> from shardstream.pipeline.context import Context
+>>> from shardstream.runtime import Placement
+>>> ctx = Context(placement=Placement(worker=1, num_workers=2))
+>>> list(split_by_worker(range(5), ctx))
+[1, 3]
+>>> list(split_by_worker(range(1), ctx))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+shardstream.errors.WorkerSplitError: DataLoader worker 1 of 2 received no shard: there is only 1 shard for 2 workers...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ...errors import ConfigError, WorkerSplitError
+from ..context import Context
+from ..core import Stage, stage
+from ..cursors import Counted, Cursor, PassCursor, Restart
+
+__all__ = ["as_splitter", "check_empty", "single_node_only", "split_by_node", "split_by_worker"]
+
+
+def _nothing_for(index: int, count: int, what: str, total: int) -> WorkerSplitError:
+    """The error of a rank or worker that received no item out of ``total``."""
+    shards = f"{total} shard" + ("" if total == 1 else "s")
+    is_are = "is only" if total == 1 else "are only"
+    if what == "worker":
+        fix = f"Use at most {total} worker" + ("" if total == 1 else "s") + f" (num_workers={total or 1})"
+        who = f"DataLoader worker {index} of {count}"
+    else:
+        fix = f"Use at most {total} ranks"
+        who = f"rank {index} of {count}"
+    return WorkerSplitError(
+        f"{who} received no shard: there {is_are} {shards} for {count} {what}s. {fix}, more shards, or "
+        f"resampled=True (ResampledShards) so that every {what} draws its own shards"
+    )
+
+
+def _nothing_at_all(total: int) -> WorkerSplitError:
+    """``check_empty``'s error."""
+    return WorkerSplitError(
+        "no samples at all came out of the shards given to this rank/worker: the shards are empty, or every "
+        "sample was skipped by the handler (check the shards and the handler's warnings); pass "
+        "empty_check=False to allow an empty stream"
+    )
+
+
+class _Split(Counted):
+    """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
+    the error raised when this rank or worker got nothing. Its counters join its input's position."""
+
+    fields = ("total", "mine")
+
+    def __init__(self, upstream: Cursor, index: int, count: int, on_empty: Callable[[int], Exception], name: str):
+        super().__init__(upstream, name)
+        self.index, self.count, self.on_empty, self.total, self.mine = index, count, on_empty, 0, 0
+
+    def __next__(self) -> Any:
+        upstream, count, index = self.upstream, self.count, self.index
+        while True:
+            try:
+                item = next(upstream)
+            except StopIteration:
+                if self.mine == 0:
+                    raise self.on_empty(self.total) from None
+                raise
+            self.total += 1
+            if count == 1 or (self.total - 1) % count == index:
+                self.mine += 1
+                return item
+
+    def mark(self) -> Any:
+        return self.upstream.mark(), (self.total, self.mine)
+
+
+def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    """The cursor of ``split_by_node``, ``split_by_worker``, ``single_node_only`` and ``check_empty``."""
+    kind = stage.spec.name
+    if kind == "check_empty":
+        return _Split(upstream, 0, 1, _nothing_at_all, name)
+    if kind == "single_node_only":
+        if ctx.world_size > 1:
+            raise ConfigError(
+                f"this pipeline runs on {ctx.world_size} ranks but does not split its shards between them: pass "
+                f"nodesplitter=split_by_node (or add split_by_node to the pipeline), or use resampled=True"
+            )
+        return PassCursor(upstream, iter, name)
+    index, count, what = (ctx.rank, ctx.world_size, "rank") if kind == "split_by_node" else (
+        ctx.worker, ctx.num_workers, "worker")
+    if count == 1:
+        return PassCursor(upstream, iter, name)
+    return _Split(upstream, index, count, lambda total: _nothing_for(index, count, what, total), name)
+
+
+def _split_by_node(source: Iterable[Any], group: Any = None, *, ctx: Context) -> Iterator[Any]:
+    """Keep this rank's share of the items (rank and world size from ``torch.distributed`` when initialised,
+    else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility."""
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+
+def _split_by_worker(source: Iterable[Any], *, ctx: Context) -> Iterator[Any]:
+    """Keep this DataLoader worker's share of the items (all of them outside a DataLoader worker)."""
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+
+def _single_node_only(source: Iterable[Any], group: Any = None, *, ctx: Context) -> Iterator[Any]:
+    """Pass the items through; refuse to run with more than one rank (webdataset's default nodesplitter)."""
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+
+def _check_empty(source: Iterable[Any]) -> Iterator[Any]:
+    """Raise :class:`~shardstream.errors.WorkerSplitError` at the end if nothing came through (WebDataset's
+    ``empty_check``): all of this worker's shards were empty, or all their samples were skipped."""
+    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+
+def _apply_splitter(source: Iterable[Any], fn: Callable[[Iterable[Any]], Iterator[Any]]) -> Iterator[Any]:
+    return fn(source)
+
+
+_node = stage(_split_by_node, context=True, splits=True, fluid=False, state=split_cursor)
+_worker = stage(_split_by_worker, context=True, splits=True, fluid=False, state=split_cursor)
+_single = stage(_single_node_only, context=True, splits=True, fluid=False, state=split_cursor)
+_custom = stage(_apply_splitter, name="custom_splitter", splits=True, fluid=False)
+check_empty = stage(_check_empty, fluid=False, state=split_cursor)
+
+#: ready-made stages (use them without calling: ``DataPipeline(..., split_by_worker, ...)``)
+split_by_node: Stage = _node()
+split_by_worker: Stage = _worker()
+single_node_only: Stage = _single()
+
+
+def as_splitter(fn: Callable[[Iterable[Any]], Iterator[Any]] | None) -> Stage | None:
+    """Mark a user's ``iterator -> iterator`` splitter as one, so that randomness before it (the shard
+    shuffle) is shared by every rank and worker. shardstream's own splitters are returned unchanged."""
+    if fn is None or (isinstance(fn, Stage) and fn.splits):
+        return fn  # type: ignore[return-value]
+    return _custom(fn)

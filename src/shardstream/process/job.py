@@ -1,0 +1,252 @@
+"""A job: many tasks on one engine, with resuming, retries, failure reports, progress and the final indexes.
+
+:func:`run_tasks` is the engine-agnostic loop; :func:`map_dataset` builds the tasks for a WebDataset input
+(one task per input shard) and runs them.
+
+>>> import shardstream as wds
+>>> with wds.ShardWriter("in-%06d.tar", maxcount=5) as sink:
+...     for i in range(10):
+...         _ = sink.write({"__key__": f"s{i:03d}", "txt": f"text {i}"})
+>>> def shout(sample):
+...     return {"txt": sample["txt"].upper()}
+>>> result = map_dataset("in-{000000..000001}.tar", "upper", shout, engine="inline")
+>>> result.samples, [s.path for s in result.shards]
+(10, ['upper/part-000000-000.tar', 'upper/part-000001-000.tar'])
+>>> next(iter(wds.WebDataset(result.urls)))["txt"]
+b'TEXT 0'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..errors import ConfigError, ProcessingError
+from ..writer import ShardInfo
+from .engines import Engine, make_engine
+from .outputs import Output, TarOutput, is_remote
+from .sources import ShardSource, Skip, TaskSource
+from .tasks import Task, TaskResult, load_complete
+
+__all__ = ["JobResult", "TaskFailure", "map_dataset", "run_tasks"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFailure:
+    """A task that failed after all its attempts: its input, the last error (type and message) and traceback."""
+
+    index: int
+    url: str
+    error: str
+    attempts: int
+    traceback: str = ""
+
+    def __str__(self) -> str:
+        return f"task {self.index} ({self.url}): {self.error} (after {self.attempts} attempts)"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """What a job wrote: the shards (in task and part order), counts, skipped records, the dataset index."""
+
+    shards: tuple[ShardInfo, ...]
+    samples_in: int
+    samples: int
+    skipped: tuple[tuple[str, Skip], ...]
+    tasks: int
+    reused: int
+    index: str | None
+    failures: tuple[TaskFailure, ...] = ()
+
+    @property
+    def urls(self) -> list[str]:
+        """The output shard paths or URLs, in order (ready for ``WebDataset``)."""
+        return [s.path for s in self.shards]
+
+
+class _Bar:
+    def __init__(self, show: bool | None, total: int, engine: Engine):
+        if show is None:
+            show = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.bar: Any = None
+        self.samples = self.shards = 0
+        if show:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit=" tasks", desc=f"{engine.name} x{engine.workers}", file=sys.stderr)
+
+    def update(self, tasks: int = 0, samples: int = 0, shards: int = 0) -> None:
+        self.samples += samples
+        self.shards += shards
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.samples:,} samples, {self.shards} shards", refresh=False)
+            self.bar.update(tasks)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _remove_temporaries(output: Output, tasks: Sequence[Task]) -> None:
+    """Temporary files of attempts that died (a killed worker) in a local output directory: shards
+    (``.NAME.XXXX.tmp``), indexes and manifests (``NAME.PID.tmp``)."""
+    location = getattr(output, "location", None)
+    prefix = getattr(output, "prefix", None)
+    if location is None or prefix is None or is_remote(location):
+        return
+    base, name = glob.escape(location), glob.escape(prefix)
+    patterns = (f".{name}-*.tmp", f"{name}-*.tmp", os.path.join("_tasks", f"{name}-*.tmp"))
+    for path in (p for pattern in patterns for p in glob.glob(os.path.join(base, pattern))):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def run_tasks(tasks: Sequence[Task], engine: str | Engine | None = None, *, workers: int | None = None,
+              scheduler: str | None = None, retries: int = 2, progress: bool | None = None,
+              overwrite: bool = False, raise_on_failure: bool = True) -> JobResult:
+    """Run ``tasks`` on an engine (see :func:`~shardstream.process.engines.make_engine`).
+
+    Tasks whose manifest shows a complete earlier run are skipped (``overwrite=True`` redoes them); a task
+    that raises is retried up to ``retries`` times; the tasks that still fail are listed in a
+    :class:`~shardstream.errors.ProcessingError` raised at the end (after every other task ran), or in
+    ``JobResult.failures`` with ``raise_on_failure=False``. The output's indexes are written when all tasks
+    succeeded.
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"retries must be an int >= 0, got {retries!r}")
+    if not tasks:
+        raise ConfigError("the job has no tasks: the input is empty")
+    outputs = {id(t.output) for t in tasks}
+    if len({t.index for t in tasks}) != len(tasks) or len(outputs) != 1:
+        raise ConfigError("tasks must have distinct indexes and one output")
+    results: dict[int, TaskResult] = {}
+    todo = []
+    for task in tasks:
+        done = None if overwrite else load_complete(task)
+        if done is None:
+            todo.append(task)
+        else:
+            results[task.index] = done
+    failures: list[TaskFailure] = []
+    if todo:
+        engine = make_engine(engine, workers=workers, scheduler=scheduler)
+        engine.start()
+        try:
+            _loop(engine, todo, retries, progress, results, failures, len(tasks) - len(todo))
+        finally:
+            engine.close()
+        _remove_temporaries(tasks[0].output, todo)
+    return _finish(tasks, results, failures, raise_on_failure)
+
+
+def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None, results: dict[int, TaskResult],
+          failures: list[TaskFailure], reused: int) -> None:
+    bar = _Bar(progress, len(todo) + reused, engine)
+    bar.update(tasks=reused)
+    attempts = {t.index: 0 for t in todo}
+    running = {engine.submit(t): t for t in todo}
+    try:
+        while running:
+            for handle in engine.wait(list(running), timeout=0.5):
+                task = running.pop(handle)
+                attempts[task.index] += 1
+                try:
+                    result = engine.outcome(handle)
+                except Exception as e:
+                    engine.recover(e)
+                    if attempts[task.index] <= retries:
+                        running[engine.submit(task)] = task
+                        continue
+                    text = "".join(traceback.format_exception(e))
+                    failures.append(TaskFailure(task.index, task.source.url, f"{type(e).__name__}: {e}",
+                                                attempts[task.index], text))  # fmt: skip
+                    bar.update(tasks=1)
+                    continue
+                results[task.index] = result
+                bar.update(tasks=1, shards=len(result.shards))
+            bar.update(samples=engine.drain())
+    finally:
+        bar.close()
+
+
+def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: list[TaskFailure],
+            raise_on_failure: bool) -> JobResult:
+    ordered = [results[t.index] for t in tasks if t.index in results]
+    shards = tuple(s for r in ordered for s in r.shards)
+    index = None if failures else tasks[0].output.finish(list(shards))
+    result = JobResult(
+        shards=shards, samples_in=sum(r.samples_in for r in ordered), samples=sum(r.samples for r in ordered),
+        skipped=tuple((r.url, s) for r in ordered for s in r.skipped), tasks=len(tasks),
+        reused=sum(r.reused for r in ordered), index=index, failures=tuple(sorted(failures, key=lambda f: f.index)),
+    )  # fmt: skip
+    if failures and raise_on_failure:
+        shown = "; ".join(str(f) for f in result.failures[:5]) + (" ..." if len(failures) > 5 else "")
+        raise ProcessingError(f"{len(failures)} of {len(tasks)} tasks failed: {shown}; the other tasks are "
+                              "complete, and running the job again redoes only the failed ones",
+                              failures=list(result.failures), result=result)  # fmt: skip
+    return result
+
+
+def _shard_urls(inputs: str | Iterable[str]) -> list[str]:
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [os.fspath(inputs)]
+    urls: list[str] = []
+    for item in inputs:
+        if "{" in item and ("," in item or ".." in item) and not os.path.exists(item):
+            from ..pipeline import braceexpand
+
+            urls.extend(braceexpand(item))
+        else:
+            urls.append(os.fspath(item))
+    return urls
+
+
+def map_dataset(
+    inputs: str | Iterable[str] | Iterable[TaskSource],
+    output: str | Output,
+    fn: Callable[..., Any] | None = None,
+    *,
+    per: str = "sample",
+    engine: str | Engine | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    maxcount: int = 100000,
+    maxsize: float = 3e9,
+    prefix: str = "part",
+    compress: bool | str | None = None,
+    index: bool = True,
+    retries: int = 2,
+    on_error: str = "raise",
+    version: str = "",
+    rule: str = "first-dot",
+    progress: bool | None = None,
+    overwrite: bool = False,
+) -> JobResult:
+    """Apply ``fn`` to every sample (``per="sample"``) or every shard (``per="shard"``) of a dataset and write
+    new shards under ``output`` (a directory or a URL prefix such as ``s3://bucket/out``), one task per input.
+
+    ``inputs``: shard URLs (a brace pattern ``"in-{000000..000099}.tar"``, a list) or task sources of any
+    format (see :mod:`shardstream.convert`). ``fn`` must be picklable (a module-level function) for the
+    ``"local"`` and ``"dask"`` engines; samples arrive as read (``bytes`` per field) and are written as
+    :class:`~shardstream.writer.TarWriter` writes them (bytes unchanged, other values encoded by extension).
+    ``on_error="skip"`` records a sample whose function raised as skipped instead of failing its task.
+    The other arguments are those of :class:`~shardstream.process.outputs.TarOutput` and :func:`run_tasks`.
+    """
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if isinstance(output, str):
+        output = TarOutput(output, prefix=prefix, maxcount=maxcount, maxsize=maxsize, compress=compress, index=index)
+    items = list(inputs) if not isinstance(inputs, (str, os.PathLike)) else [inputs]
+    sources = [item if isinstance(item, TaskSource) else None for item in items]
+    if any(s is None for s in sources):
+        sources = [ShardSource(url, rule) for url in _shard_urls(items)]  # type: ignore[arg-type]
+    tasks = [Task(i, source, output, fn, per, on_error, version) for i, source in enumerate(sources)]  # type: ignore
+    return run_tasks(tasks, engine, workers=workers, scheduler=scheduler, retries=retries, progress=progress,
+                     overwrite=overwrite)  # fmt: skip

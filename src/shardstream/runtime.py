@@ -1,0 +1,93 @@
+"""Where an iteration runs, and the one rule that turns seeds into keys.
+
+:class:`Placement` is the rank among ranks and the DataLoader worker among workers. The rank comes from
+``torch.distributed`` when it is initialised, else from the settings (``RANK`` and ``WORLD_SIZE``, read by
+:mod:`shardstream.config`, the only reader of the environment). The worker comes from
+``torch.utils.data.get_worker_info()``. torch is never imported here: a process that has not imported torch
+cannot be a DataLoader worker nor have initialised ``torch.distributed``.
+
+:func:`derive_key` is the single seed-derivation rule of the package: every random choice (a pipeline stage's
+``Context.rng``, the orders of :mod:`shardstream.order`, the samplers) starts from a key it derives from
+printable values such as ``(seed, epoch, ...)``. No global random state, time or process id is involved.
+
+>>> p = Placement.current()
+>>> (p.worker, p.num_workers) == (0, 1)
+True
+>>> derive_key("global", 0, 1) == derive_key("global", 0, 1) != derive_key("global", 0, 2)
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+from typing import Any
+
+from .config import get_settings
+from .errors import ConfigError
+
+__all__ = ["Placement", "derive_key", "distributed_rank", "worker_info"]
+
+
+def derive_key(*parts: Any) -> int:
+    """A 64-bit key from any printable values (``derive_key("global", seed, epoch)``), via BLAKE2b.
+
+    >>> derive_key(1, 2) == derive_key(1, 2) != derive_key(2, 1)
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little")
+
+
+def distributed_rank() -> tuple[int, int]:
+    """``(rank, world_size)``: from an initialised ``torch.distributed``, else the settings, else ``(0, 1)``.
+
+    >>> distributed_rank()[1] >= 1
+    True
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    settings = get_settings()
+    rank = settings.rank if settings.rank is not None else 0
+    world = settings.world_size if settings.world_size is not None else 1
+    if world < 1 or not 0 <= rank < world:
+        raise ConfigError(f"RANK={rank} and WORLD_SIZE={world} are inconsistent: need 0 <= RANK < WORLD_SIZE")
+    return rank, world
+
+
+def worker_info() -> tuple[int, int, int | None]:
+    """``(worker, num_workers, loader_seed)`` inside a DataLoader worker, else ``(0, 1, None)``.
+
+    ``loader_seed`` is the seed the DataLoader drew for this pass over the data (the same in all its workers).
+
+    >>> worker_info()
+    (0, 1, None)
+    """
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is None:
+        return 0, 1, None
+    return info.id, info.num_workers, info.seed - info.id
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Rank and worker of the running iteration.
+
+    >>> Placement(rank=1, world_size=2).world_size
+    2
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    worker: int = 0
+    num_workers: int = 1
+    loader_seed: int | None = None
+
+    @classmethod
+    def current(cls) -> "Placement":
+        """Read the placement now (call it where the data is iterated: inside the worker)."""
+        rank, world = distributed_rank()
+        worker, workers, loader_seed = worker_info()
+        return cls(rank, world, worker, workers, loader_seed)

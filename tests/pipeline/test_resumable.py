@@ -1,0 +1,79 @@
+"""The one resumable base: pending state, the progress record of the latest iterator, epochs, pickling, StateError."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from shardstream.errors import ConfigError, StateError
+from shardstream.pipeline import DataPipeline, shuffle
+from shardstream.pipeline.resumable import Resumable
+
+
+def make():
+    return DataPipeline(range(30), shuffle(5), seed=1)
+
+
+def test_a_dropped_iterator_keeps_its_position_without_a_finaliser():
+    p = make()
+    for i, _ in enumerate(p):
+        if i == 6:
+            break
+    state = p.state_dict()  # the iterator is gone from the loop; the recipe's record still knows it
+    assert state["chain"] is not None and p.epoch == 1
+    q = make()
+    q.load_state_dict(state)
+    assert list(q) == list(make())[7:]
+    assert not hasattr(DataPipeline, "__del__")
+
+
+def test_a_loader_epoch_leaves_a_restored_state_and_the_user_epoch():
+    p = make()
+    it = iter(p)
+    next(it)
+    state = p.state_dict()
+    q = make()
+    q.load_state_dict(state)
+    q.set_epoch(7, source="loader")
+    assert q.epoch_source == "loader" and q.state_dict() == state  # the pending state keeps its epoch
+    q.set_epoch(3)
+    assert q.epoch_source == "user" and q.state_dict()["chain"] is None and q.state_dict()["epoch"] == 3
+    with pytest.raises(ConfigError, match="source="):
+        q.set_epoch(1, source="somebody")
+
+
+def test_set_epoch_to_another_epoch_drops_the_live_position():
+    p = make()
+    it = iter(p)
+    next(it)
+    p.set_epoch(0)
+    assert p.state_dict()["chain"] is not None  # same epoch: the live position stays
+    p.set_epoch(4)
+    assert p.state_dict()["epoch"] == 4 and p.state_dict()["chain"] is None
+
+
+def test_the_progress_record_never_travels():
+    p = make()
+    it = iter(p)
+    next(it)
+    copy = pickle.loads(pickle.dumps(p))
+    assert copy.state_dict()["chain"] is None and p.state_dict()["chain"] is not None
+
+
+def test_refusals_are_state_errors_and_still_config_and_value_errors():
+    state = make().state_dict()
+    with pytest.raises(StateError, match="seed=1, this pipeline has seed=2"):
+        DataPipeline(range(30), shuffle(5), seed=2).load_state_dict(state)
+    assert issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+
+
+def test_a_plain_iterator_can_be_tracked():
+    class Twice(Resumable):
+        def __iter__(self):
+            return self._track(self.epoch, iter([self.epoch] * 2))
+
+    t = Twice()
+    assert list(t) == [0, 0] and list(t) == [1, 1] and t.epoch == 2
+    unused = iter(t)
+    assert t.epoch == 2 and unused is not None  # an iterator that never yields changes nothing

@@ -1,0 +1,31 @@
+"""Helpers of the processing tests: small input shards, and a byte-for-byte view of an output folder."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from shardstream.writer import ShardWriter
+
+HERE = pathlib.Path(__file__).parent
+
+
+def make_shards(root: pathlib.Path, shards: int = 4, per_shard: int = 25) -> list[str]:
+    """``shards`` shards of ``per_shard`` samples (keys s00000..., fields txt and cls) in ``root``."""
+    with ShardWriter(str(root / "in-%06d.tar"), maxcount=per_shard) as sink:
+        for i in range(shards * per_shard):
+            sink.write({"__key__": f"s{i:05d}", "txt": f"sample {i} " + "x" * (i % 50), "cls": i % 5})
+    return list(sink.shards)
+
+
+def tree_bytes(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path -> bytes), the task manifests excepted (they hold timings)."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if not rel.startswith("_tasks"):
+                with open(path, "rb") as f:
+                    out[rel] = f.read()
+    return out

@@ -1,0 +1,100 @@
+"""The Dask engine on real Dask components: a ``dask scheduler`` and two ``dask worker`` processes started as
+separate processes on loopback (the real deployment), and a ``LocalCluster``. A worker killed mid-task: Dask
+reruns the task elsewhere and the outputs are byte-identical to an undisturbed run."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from jobfns import Once, tag_pid, upper
+from process_helpers import HERE, tree_bytes
+
+from shardstream.process import DaskEngine, ShardSource, map_dataset
+
+distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dask_command() -> list[str]:
+    found = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
+    return [found] if found else [sys.executable, "-m", "distributed.cli.dask_spec"]
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """``dask scheduler`` + two ``dask worker`` processes (one thread each, with their nanny) on 127.0.0.1."""
+    logs = tmp_path_factory.mktemp("dask-logs")
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], stdout=subprocess.DEVNULL,
+                              stderr=open(logs / "scheduler.log", "wb"), env=env)]  # fmt: skip
+    try:
+        for n in range(2):
+            procs.append(subprocess.Popen([*dask_command(), "worker", address, "--nthreads", "1", "--host",
+                                           "127.0.0.1", "--no-dashboard", "--name", f"w{n}"],
+                                          stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{n}.log", "wb"),
+                                          env=env))  # fmt: skip
+        client = distributed.Client(address, timeout=60)
+        client.wait_for_workers(2, timeout=60)
+        yield address, client
+        client.shutdown()  # stops the scheduler and the workers
+    finally:
+        for proc in reversed(procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_separate_scheduler_and_workers_give_the_inline_bytes(scheduler, shards, tmp_path):
+    address, _ = scheduler
+    result = map_dataset(shards, str(tmp_path / "dask"), upper, scheduler=address, maxcount=10, progress=False)
+    assert result.samples == 100 and len(result.urls) == 12 and result.index
+    map_dataset(shards, str(tmp_path / "inline"), upper, engine="inline", maxcount=10)
+    assert tree_bytes(str(tmp_path / "dask")) == tree_bytes(str(tmp_path / "inline"))
+
+
+def test_tasks_run_on_both_workers(scheduler, shards, tmp_path):
+    address, client = scheduler
+    result = map_dataset(shards, str(tmp_path / "out"), tag_pid, scheduler=address)
+    pids = {int(s["pid.txt"]) for url in result.urls for s in ShardSource(url).samples()}
+    assert pids == set(client.run(os.getpid).values()) and len(pids) == 2
+
+
+def test_a_worker_killed_mid_task_is_retried_and_outputs_stay_exact(scheduler, shards, tmp_path):
+    _address, client = scheduler
+    marker = tmp_path / "killed"
+    fn = Once(str(marker), key="s00040", what="kill", slow=0.005)  # SIGKILLs the worker running task 1
+    result = map_dataset(shards, str(tmp_path / "out"), fn, engine=DaskEngine(client=client), maxcount=10)
+    killed_pid = int(marker.read_text())
+    assert result.samples == 100 and result.tasks == 4
+    assert not any(p.name.endswith(".tmp") for p in pathlib.Path(tmp_path / "out").iterdir())
+    map_dataset(shards, str(tmp_path / "clean"), upper, engine="inline", maxcount=10)
+    assert tree_bytes(str(tmp_path / "out")) == tree_bytes(str(tmp_path / "clean"))
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted the killed worker
+    pids = set(client.run(os.getpid).values())
+    assert killed_pid not in pids and len(pids) == 2
+
+
+def test_local_cluster_engine(shards, tmp_path):
+    start = time.monotonic()
+    result = map_dataset(shards, str(tmp_path / "out"), upper, engine="dask", workers=2, progress=False)
+    assert result.samples == 100 and result.reused == 0
+    again = map_dataset(shards, str(tmp_path / "out"), upper, engine="dask", workers=2)
+    assert again.reused == 4  # all complete: no cluster is even started
+    assert time.monotonic() - start >= 0
