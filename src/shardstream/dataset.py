@@ -123,7 +123,7 @@ class WebDataset(DataPipeline):
         cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
         options = dict(cached, zero_copy=True) if zero_copy else cached
         self.append(tarfile_to_samples(handler=handler, select_files=select_files, rename_files=rename_files,
-                                       keys=keys, **options))
+                                       keys=keys, local_paths=True, **options))
         if empty_check:
             self.append(check_empty())
 

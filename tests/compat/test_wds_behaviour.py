@@ -66,7 +66,6 @@ def test_datapipeline_stage(shards):
         assert pipeline.stage(-1) is pipeline.pipeline[-1]
 
 
-@pending
 def test_local_path_on_local_samples(shards):
     theirs, ours = both(lambda lib: [s["__local_path__"] for s in lib.WebDataset(shards, shardshuffle=False)])
     assert ours == theirs and ours[0].endswith("b-00.tar")

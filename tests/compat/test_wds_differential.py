@@ -31,7 +31,7 @@ pytestmark = [
 ]
 COMPARED = Counter()  # case -> samples compared (printed at the end of the module)
 #: issue 12 items not done yet; each has a strict xfail test below, so fixing one turns that test red
-PENDING_FIELDS = {"__local_path__"}
+PENDING_FIELDS: set[str] = set()
 PARTIAL = pytest.mark.xfail(strict=True, reason="pending: the reading loop yields the error's partial_sample "
                             "when its handler skips (in the pipeline rewrite)")
 PENDING_CASES = {"batched": "tuples", "batched_no_partial": "tuples"}
@@ -219,7 +219,6 @@ def damaged(urls, tmp_path_factory) -> list[str]:
     return [shards[0], str(root / "garbage.tar"), str(root / "cut.tar"), shards[2]]
 
 
-@PARTIAL
 @pytest.mark.parametrize("handler", ["warn_and_continue", "ignore_and_continue"])
 def test_skipping_handlers_on_damaged_shards(damaged, handler):
     """Every complete sample, and the partial last one of the cut shard; shardstream marks that one
@@ -235,7 +234,6 @@ def test_skipping_handlers_on_damaged_shards(damaged, handler):
     assert sorted(partial) == ["__key__", "__partial__", "__url__", "cls", "json", "npy"]  # cut in its 4th field
 
 
-@PARTIAL
 @pytest.mark.parametrize("suffix", ["tgz", "tar.xz"])
 @pytest.mark.parametrize("fraction", [0.5, 0.8])
 def test_truncated_compressed_shards(urls, tmp_path, suffix, fraction):
@@ -254,7 +252,6 @@ def test_truncated_compressed_shards(urls, tmp_path, suffix, fraction):
     run_both(f"truncated[{suffix},{fraction}]", case, str(cut))
 
 
-@PARTIAL
 @pytest.mark.parametrize("suffix", ["tar", "tgz", "tar.xz"])
 def test_cut_anywhere(urls, tmp_path, suffix):
     """A shard cut at many places (in headers, data, padding; compressed or not): the same samples as
@@ -319,13 +316,8 @@ def test_loader_with_workers(urls):
     run_both("webloader_2_workers", case, urls)
 
 
-@pytest.mark.xfail(strict=True, reason="pending: __local_path__ on local samples")
 def test_local_path(urls):
-    PENDING_FIELDS.discard("__local_path__")
-    try:
-        run_both("local_path", lambda lib, u: ds(lib, u).to_tuple("__key__", "__local_path__"), urls)
-    finally:
-        PENDING_FIELDS.add("__local_path__")
+    run_both("local_path", lambda lib, u: ds(lib, u).to_tuple("__key__", "__local_path__"), urls)
 
 
 # --- differences that stay (docs/compat.md) ------------------------------------------------------------------

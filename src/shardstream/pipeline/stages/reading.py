@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Union
 
 from ...errors import SampleFormatError, StateError
-from ...io import finish_stream, open_url
+from ...io import finish_stream, local_path, open_url
 from ...reading import iter_samples
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
@@ -66,7 +66,7 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
                      select_files: Callable[[str], bool] | None = None,
                      rename_files: Callable[[str], str] | None = None, keys: Any = None,
                      opener: Callable[[str], Any] | None = None,
-                     zero_copy: bool = False) -> Iterator[dict[str, Any]]:
+                     zero_copy: bool = False, local_paths: bool = False) -> Iterator[dict[str, Any]]:
     """Read each shard of a shard list (``{"url": ...}`` items or URL strings) and yield its samples.
 
     ``select_files(name) -> bool`` keeps only some members, ``rename_files(name) -> name`` renames them before
@@ -78,17 +78,38 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     read-only ``memoryview`` objects into the map instead of ``bytes`` copies (other shards are read as usual): see
     :func:`shardstream.samples.iter_samples` and docs/performance.md. ``Decoder`` decodes such views; ``bytes(v)``
     copies one; a view cannot be pickled, so decode or copy fields before they leave a DataLoader worker.
+
+    ``local_paths=True`` adds ``__local_path__`` to the samples of shards read from a local file (the file, or
+    its copy in the shard cache), as webdataset's ``WebDataset`` does (``WebDataset`` sets it).
     """
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     reading = ShardReading(handler)
 
     def read(stream: Any, url: str) -> Iterator[dict[str, Any]]:
         if select_files is None and rename_files is None:  # the C walk + grouping, when built
-            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy)
-        members = _members(stream, url, select_files, rename_files, zero_copy)
-        return group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+            samples = iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy)
+        else:
+            members = _members(stream, url, select_files, rename_files, zero_copy)
+            samples = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+        local = _local_file(url, opener) if local_paths else None
+        return samples if local is None else _with_local_path(samples, local)
 
-    yield from reading.run(source, read, opener)
+    yield from reading.run(source, read, opener, local_paths)
+
+
+def _local_file(url: str, opener: Any) -> str | None:
+    """The local file a shard is read from: its path, or its copy in a shard cache (webdataset's
+    ``__local_path__``); None for pipes, standard input and remote shards streamed as they come."""
+    path = local_path(url)
+    if path is None and hasattr(opener, "path_for") and url != "-":
+        path = opener.path_for(url)
+    return path
+
+
+def _with_local_path(samples: Iterator[dict[str, Any]], path: str) -> Iterator[dict[str, Any]]:
+    for sample in samples:
+        sample["__local_path__"] = path
+        yield sample
 
 
 class ShardReading:
@@ -106,7 +127,7 @@ class ShardReading:
         return False
 
     def run(self, source: Iterable[Any], read: Callable[[Any, str], Iterator[Any]],
-            opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
+            opener: Callable[[str], Any] | None = None, local_paths: bool = False) -> Iterator[Any]:
         for item in source:
             url = url_of(item)
             stream = None
@@ -122,6 +143,10 @@ class ShardReading:
                 annotate(exn, url=url)
                 if not self.handler(exn):
                     return
+                partial = getattr(exn, "partial_sample", None)  # the incomplete last sample of a damaged shard
+                if partial is not None:
+                    local = _local_file(url, opener) if local_paths else None
+                    yield partial if local is None else {**partial, "__local_path__": local}
             finally:
                 if stream is not None:
                     stream.close()
