@@ -43,7 +43,6 @@ def test_context_manager_and_close(shards):
         assert [s["__key__"] for s in lib.WebDataset(shards, shardshuffle=False)][-1] == "k09"
 
 
-@pending
 def test_to_tuple_batched_yields_tuples(shards):
     theirs, ours = both(lambda lib: next(iter(lib.WebDataset(shards, shardshuffle=False).decode()
                                                 .to_tuple("cls", "npy").batched(4))))
@@ -51,7 +50,6 @@ def test_to_tuple_batched_yields_tuples(shards):
     assert theirs[0].tolist() == ours[0].tolist() and theirs[1].shape == ours[1].shape == (4, 2)
 
 
-@pending
 def test_map_dict_missing_key_raises_keyerror(shards):
     for lib in (W, S):
         with pytest.raises(KeyError):

@@ -34,7 +34,7 @@ COMPARED = Counter()  # case -> samples compared (printed at the end of the modu
 PENDING_FIELDS: set[str] = set()
 PARTIAL = pytest.mark.xfail(strict=True, reason="pending: the reading loop yields the error's partial_sample "
                             "when its handler skips (in the pipeline rewrite)")
-PENDING_CASES = {"batched": "tuples", "batched_no_partial": "tuples"}
+PENDING_CASES: dict[str, str] = {}
 NSHARDS, PER_SHARD = 4, 6
 
 
@@ -109,6 +109,9 @@ FLUID = {
     "to_tuple_alternatives": lambda lib, u: ds(lib, u).decode().to_tuple("jpg;png", "cls"),
     "map": lambda lib, u: ds(lib, u).decode().map(lambda s: {"k": s["__key__"], "n": s["cls"] * 2}),
     "map_dict": lambda lib, u: ds(lib, u).decode().map_dict(cls=lambda c: c + 10, txt=str.upper),
+    "map_dict_missing_skipped": lambda lib, u: ds(lib, u).map(
+        lambda s: s if s["cls"] != b"1" else {k: v for k, v in s.items() if k != "png"}).compose(
+        lib.map_dict(png=len, handler=lib.ignore_and_continue)),
     "map_tuple": lambda lib, u: ds(lib, u).decode().to_tuple("cls", "txt").map_tuple(lambda c: -c, len),
     "select": lambda lib, u: ds(lib, u).decode().select(lambda s: s["cls"] == 1),
     "rename": lambda lib, u: ds(lib, u).rename(image="png", label="cls"),
@@ -187,9 +190,7 @@ PIPELINES = {
 }
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="pending: batched tuples"))
-    if n == "pipeline_basic" else n for n in PIPELINES])
+@pytest.mark.parametrize("name", PIPELINES)
 def test_pipelines(name, urls):
     run_both(name, PIPELINES[name], urls)
 
