@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 # `import shardstream` stays light: the pipeline imports torch (when installed) to subclass IterableDataset.
 _PIPELINE_API = {
     "shardstream.pipeline": (
-        "DataPipeline FluidInterface RandomMix ResampledShards RoundRobin SimpleShardList Stage batched braceexpand decode "
+        "DataPipeline FluidInterface MockDataset RandomMix ResampledShards RoundRobin SimpleShardList Stage batched braceexpand decode "
         "default_collation_fn detshuffle expand_urls extract_keys getfirst group_by_keys ignore_and_continue "
         "ignore_and_stop listed map map_dict map_tuple pipelinefilter rename rename_keys repeat reraise_exception "
         "rsample select shuffle single_node_only slice split_by_node split_by_worker tar_file_expander "

@@ -29,6 +29,7 @@ import numpy as np
 from .config import get_settings
 from .io.urls import braceexpand
 from .pipeline import Placement
+from .pipeline.stages.extras import PipelineStage
 
 __all__ = [
     "ObsoleteException",
@@ -82,31 +83,6 @@ def make_seed(*args: Any) -> int:
 def is_iterable(obj: Any) -> bool:
     """True for iterables other than ``str`` and ``bytes``."""
     return not isinstance(obj, (str, bytes)) and isinstance(obj, Iterable)
-
-
-class PipelineStage:
-    """Base of webdataset's class-based stages: a stage is called on its source, ``stage(source)``, and runs
-    :meth:`run` (subclasses define ``run(self, source)``; older ones ``invoke``).
-
-    >>> class Double(PipelineStage):
-    ...     def run(self, source):
-    ...         return (2 * x for x in source)
-    >>> list(Double()([1, 2]))
-    [2, 4]
-    """
-
-    def invoke(self, *args: Any, **kw: Any) -> Any:
-        """webdataset's older entry point: defaults to :meth:`run`."""
-        if type(self).run is PipelineStage.run:
-            raise NotImplementedError(f"{type(self).__name__} defines neither run(source) nor invoke(source)")
-        return self.run(*args, **kw)
-
-    def run(self, *args: Any, **kw: Any) -> Any:
-        """Process the source (``run(source) -> iterator``)."""
-        return self.invoke(*args, **kw)
-
-    def __call__(self, *args: Any, **kw: Any) -> Any:
-        return self.run(*args, **kw)
 
 
 def identity(x: T) -> T:

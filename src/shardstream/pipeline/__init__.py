@@ -19,9 +19,10 @@ from .context import Context, Source
 from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
 from .datapipeline import DataPipeline, IterableDatasetBase
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
-from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
+from .shardlists import MockDataset, ResampledShards, SimpleShardList, braceexpand, expand_urls
 from .stages.batching import batched, default_collation_fn, listed, unbatched, unlisted
 from .stages.epochs import repeat, with_epoch, with_length
+from .stages.extras import Cached, LMDBCached, PipelineStage, log_keys, xdecode
 from .stages.fields import extract_keys, rename, rename_keys
 from .stages.mix import RandomMix, RoundRobin
 from .stages.parallel import parallel_map, tarfile_to_columns
@@ -33,10 +34,14 @@ from .stages.split import as_splitter, check_empty, single_node_only, split_by_n
 from ..runtime import Placement
 
 __all__ = [
+    "Cached",
     "Context",
     "DataPipeline",
     "FluidInterface",
     "IterableDatasetBase",
+    "LMDBCached",
+    "MockDataset",
+    "PipelineStage",
     "Placement",
     "REGISTRY",
     "RandomMix",
@@ -61,6 +66,7 @@ __all__ = [
     "ignore_and_continue",
     "ignore_and_stop",
     "listed",
+    "log_keys",
     "map",
     "map_dict",
     "map_tuple",
@@ -90,4 +96,5 @@ __all__ = [
     "warn_and_stop",
     "with_epoch",
     "with_length",
+    "xdecode",
 ]

@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..io.urls import Urls, braceexpand, expand_urls
 from .core import Context, Source
 
-__all__ = ["ResampledShards", "SimpleShardList", "braceexpand", "expand_urls"]
+__all__ = ["MockDataset", "ResampledShards", "SimpleShardList", "braceexpand", "expand_urls"]
 
 
 class SimpleShardList(Source):
@@ -78,3 +78,21 @@ class ResampledShards(Source):
 
     def __repr__(self) -> str:
         return f"ResampledShards({len(self.urls)} shards: {self.urls[0]!r}...)"
+
+
+class MockDataset(Source):
+    """``sample``, ``length`` times: a stand-in data source for testing a pipeline (webdataset's MockDataset).
+
+    >>> list(MockDataset({"x": 1}, 2))
+    [{'x': 1}, {'x': 1}]
+    """
+
+    def __init__(self, sample: Any, length: int):
+        self.sample, self.length = sample, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def iterate(self, ctx: Context) -> Iterator[Any]:
+        for _ in range(self.length):
+            yield self.sample
