@@ -65,8 +65,9 @@ class ResampledShards(Source):
     """
 
     def __init__(self, urls: Urls, nshards: int = sys.maxsize, seed: int | str | None = None,
-                 deterministic: bool = True, worker_seed: Any = None, empty_check: bool = True):
-        self.urls = expand_urls(urls)
+                 worker_seed: Any = None, deterministic: bool = True, max_urls: int = int(1e6),
+                 empty_check: bool = True):
+        self.urls = expand_urls(urls)[:max_urls]
         if not self.urls:
             raise ConfigError(f"the shard list {urls!r} is empty")
         self.nshards, self.seed = nshards, seed

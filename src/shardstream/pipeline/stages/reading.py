@@ -263,8 +263,11 @@ def url_opener(data: Iterable[Any], handler: Handler = reraise_exception, **kw: 
 
 def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
                       select_files: Callable[[str], bool] | None = None,
-                      rename_files: Callable[[str], str] | None = None, **kw: Any) -> Iterator[dict[str, Any]]:
-    """webdataset step 2: ``{"url", "stream"}`` -> ``{"fname", "data", "__url__"}`` for each member."""
+                      rename_files: Callable[[str], str] | None = None, eof_value: Any = None,
+                      **kw: Any) -> Iterator[dict[str, Any]]:
+    """webdataset step 2: ``{"url", "stream"}`` -> ``{"fname", "data", "__url__"}`` for each member.
+    ``eof_value`` is accepted for webdataset compatibility: members are grouped shard by shard, so no end-of-shard
+    marker is needed between shards."""
     for source in data:
         url, stream = source["url"], source["stream"]
         try:
