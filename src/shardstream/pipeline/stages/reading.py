@@ -94,7 +94,7 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
         local = _local_file(url, opener) if local_paths else None
         return samples if local is None else _with_local_path(samples, local)
 
-    yield from reading.run(source, read, opener, local_paths)
+    yield from reading.run(source, read, opener, local_paths, partials=True)
 
 
 def _local_file(url: str, opener: Any) -> str | None:
@@ -127,7 +127,10 @@ class ShardReading:
         return False
 
     def run(self, source: Iterable[Any], read: Callable[[Any, str], Iterator[Any]],
-            opener: Callable[[str], Any] | None = None, local_paths: bool = False) -> Iterator[Any]:
+            opener: Callable[[str], Any] | None = None, local_paths: bool = False,
+            partials: bool = False) -> Iterator[Any]:
+        """``partials``: yield the partial last sample of a damaged shard (its error's ``partial_sample``) when the
+        handler skips the error (readers of samples, not of column batches)."""
         for item in source:
             url = url_of(item)
             stream = None
@@ -144,7 +147,7 @@ class ShardReading:
                 if not self.handler(exn):
                     return
                 partial = getattr(exn, "partial_sample", None)  # the incomplete last sample of a damaged shard
-                if partial is not None:
+                if partial is not None and partials:
                     local = _local_file(url, opener) if local_paths else None
                     yield partial if local is None else {**partial, "__local_path__": local}
             finally:
