@@ -125,6 +125,20 @@ class Settings:
     allow_obsolete: bool = False
     #: every WDS_<NAME> variable: the values of ``${NAME}`` in shard URLs (webdataset's ``envsubst``).
     url_vars: tuple[tuple[str, str], ...] = ()
+    #: SHARDSTREAM_HTTP_CONNECTIONS: parallel ranged GETs of http(s)/s3 shards per process, shared by its
+    #: DataLoader workers (each gets its share, at least 2); 1 reads each shard through one stream.
+    http_connections: int = 16
+    #: SHARDSTREAM_HTTP_PART_SIZE: size of each ranged GET of a shard (accepts 8M).
+    http_part_size: int = 8 << 20
+    #: SHARDSTREAM_HTTP_READAHEAD: memory for the parts read ahead of the reader, per process, shared by its
+    #: DataLoader workers (accepts 256M).
+    http_readahead: int = 256 << 20
+    #: http_proxy / HTTP_PROXY (the lower-case name wins): the proxy of plain http requests.
+    http_proxy: str | None = None
+    #: https_proxy / HTTPS_PROXY: the proxy (a CONNECT tunnel) of https requests.
+    https_proxy: str | None = None
+    #: no_proxy / NO_PROXY: hosts and domains reached without the proxy, separated by commas (``*``: all).
+    no_proxy: str | None = None
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -147,12 +161,20 @@ class Settings:
         "use_ais_for": _parse_list,
         "secure": _parse_bool,
         "allow_obsolete": _parse_bool,
+        "http_connections": _parse_int,
+        "http_part_size": _parse_size,
+        "http_readahead": _parse_size,
+        "http_proxy": _parse_str,
+        "https_proxy": _parse_str,
+        "no_proxy": _parse_str,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
         "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
-        "url_vars": "WDS_<NAME>",
+        "http_proxy": "HTTP_PROXY", "https_proxy": "HTTPS_PROXY", "no_proxy": "NO_PROXY", "url_vars": "WDS_<NAME>",
     }
+    #: a name that wins over the one above when both are set (the lower-case proxy variables, as in curl)
+    _ENV_FIRST = {"http_proxy": "http_proxy", "https_proxy": "https_proxy", "no_proxy": "no_proxy"}
     #: webdataset's names for the same settings, read when the shardstream variable is not set
     #: (GOPEN_REWRITE / WDS_REWRITE hold ``FROM=TO`` rules separated by ``;``, as SHARDSTREAM_URL_REWRITES does)
     _WDS_NAMES = {
@@ -170,7 +192,9 @@ class Settings:
         for field in dataclasses.fields(cls):
             if field.name not in cls._PARSERS:
                 continue
-            names = (cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper()), *cls._WDS_NAMES.get(field.name, ()))
+            first = cls._ENV_FIRST.get(field.name)
+            own = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
+            names = (*((first,) if first is not None else ()), own, *cls._WDS_NAMES.get(field.name, ()))
             name = next((n for n in names if n in env), None)
             if name is not None:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])

@@ -2,6 +2,7 @@
 
 - :class:`FaultProxy`: a TCP proxy that cuts connections at random byte offsets, resets them, answers 500/503
   and stalls, with a seeded random plan and a bound on consecutive faults that make no progress.
+- :class:`ForwardProxy`: a forwarding HTTP proxy (absolute-form requests and CONNECT tunnels) that counts them.
 - :class:`StubHTTP`: a small Python HTTP server with switchable misbehaviour (no Range support, a changing
   ETag, short bodies, Content-MD5, wrong Content-Range, delays) and an AIStore gateway/target emulation (no
   AIStore server can be installed here).
@@ -13,13 +14,14 @@ import base64
 import contextlib
 import hashlib
 import http.server
-import random
 import socket
 import socketserver
 import struct
 import threading
 import time
 import urllib.parse
+
+from link_emulator import FaultPlan
 
 LOOPBACK = "127.0.0.1"
 
@@ -31,19 +33,17 @@ class FaultProxy:
 
     ``weights`` maps actions to relative probabilities: ``pass``, ``cut`` (relay, then close after a random
     number of response bytes in ``cut_range``), ``reset`` (RST after the request), ``500``, ``503``, ``stall``
-    (hold the connection ``stall`` seconds, then close). After ``max_unproductive`` faults in a row that deliver
-    no body bytes, the next connection is a long cut, so reads always terminate. ``counts`` tallies actions.
+    (hold the connection ``stall`` seconds, then close), drawn by a :class:`link_emulator.FaultPlan` (the one
+    plan of the emulator too). ``counts`` tallies actions.
     """
 
     def __init__(self, upstream_port: int, *, seed: int = 0, weights: dict[str, float] | None = None,
                  cut_range: tuple[int, int] = (2000, 200_000), stall: float = 1.5, max_unproductive: int = 2,
                  max_stalls: int = 2):
         self.upstream = (LOOPBACK, upstream_port)
-        self.rng = random.Random(seed)
-        self.weights = weights or {"pass": 1, "cut": 6, "reset": 1, "500": 1, "503": 1, "stall": 0.3}
-        self.cut_range, self.stall, self.max_unproductive, self.max_stalls = cut_range, stall, max_unproductive, max_stalls
-        self.counts: dict[str, int] = {}
-        self._unproductive = 0
+        self.plan = FaultPlan(weights, seed=seed, cut_range=cut_range, max_unproductive=max_unproductive,
+                              max_stalls=max_stalls)
+        self.stall = stall
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._socks: set[socket.socket] = set()
@@ -60,22 +60,16 @@ class FaultProxy:
         return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
 
     @property
+    def counts(self) -> dict[str, int]:
+        return self.plan.counts
+
+    @property
     def faults(self) -> int:
-        return sum(n for action, n in self.counts.items() if action != "pass")
+        return self.plan.faults
 
     def _choose(self) -> tuple[str, int, bool]:
-        """``(action, cut offset, reset?)``; a cut ended by RST may lose what the client had not read yet, so
-        only passes and FIN-ended cuts count as progress (forced after ``max_unproductive`` other faults)."""
         with self._lock:
-            actions = [a for a in self.weights if a != "stall" or self.counts.get("stall", 0) < self.max_stalls]
-            action = self.rng.choices(actions, [self.weights[a] for a in actions])[0]
-            cut, rst = self.rng.randint(*self.cut_range), self.rng.random() < 0.3
-            if action != "pass" and self._unproductive >= self.max_unproductive:
-                action, rst = "cut", False
-            productive = action == "pass" or (action == "cut" and not rst)
-            self._unproductive = 0 if productive else self._unproductive + 1
-            self.counts[action] = self.counts.get(action, 0) + 1
-            return action, cut, rst
+            return self.plan.choose()
 
     def _accept(self) -> None:
         while not self._stopped.is_set():
@@ -163,7 +157,9 @@ class StubHTTP:
     Flags: ``ranges`` (answer Range requests with 206; False: always 200 with everything), ``etag_changes``
     (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
     close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
-    offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer).
+    offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
+    ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
+    ``length`` (False: no ``Content-Length``, the body ends when the connection closes).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
@@ -172,7 +168,9 @@ class StubHTTP:
     def __init__(self, files: dict[str, bytes] | None = None, **flags):
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
-                      "status": None, "ais": False, "delay": 0.0, **flags}
+                      "status": None, "ais": False, "delay": 0.0, "hold_after": None,
+                      "length": True, **flags}
+        self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         stub = self
 
@@ -196,7 +194,8 @@ class StubHTTP:
         return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
 
     def full_gets(self, path: str) -> int:
-        return sum(1 for p, r in self.requests if p == path and r is None)
+        """Downloads of ``path`` begun: GETs without a Range, or with one from byte 0 (a ranged reader's first)."""
+        return sum(1 for p, r in self.requests if p == path and (r is None or r.startswith("bytes=0-")))
 
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
         f = self.flags
@@ -230,25 +229,149 @@ class StubHTTP:
         if rng and f["ranges"]:
             start = int(rng.split("=")[1].split("-")[0])
             shown = start + 7 if f["bad_range_start"] else start
-            headers["Content-Range"] = f"bytes {shown}-{len(data) - 1}/{len(data)}"
-            self._reply(h, 206, data[start:], headers, short=f["short"])
+            end = len(data)
+            if rng.rsplit("-", 1)[1].strip():
+                end = min(len(data), int(rng.rsplit("-", 1)[1]) + 1)
+            if start >= len(data):
+                self._reply(h, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
+                return
+            headers["Content-Range"] = f"bytes {shown}-{end - 1}/{len(data)}"
+            hold = f["hold_after"] if first_request else None
+            self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release))
         else:
+            if not f["length"]:
+                headers["Content-Length"] = None
             self._reply(h, 200, data, headers, short=f["short"])
 
     @staticmethod
-    def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0) -> None:
+    def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0,
+               hold: tuple = (None, None)) -> None:
         h.send_response(status)
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
-        if short:
+        headers = dict(headers or {})
+        length = "Content-Length" not in headers
+        for k, v in headers.items():
+            if v is not None:
+                h.send_header(k, v)
+        if length:
+            h.send_header("Content-Length", str(len(body)))
+        if short or not length:
             h.send_header("Connection", "close")
         h.end_headers()
+        body = body[: max(0, len(body) - short)] if short else body
         with contextlib.suppress(OSError):
-            h.wfile.write(body[: max(0, len(body) - short)] if short else body)
-        if short:
+            if hold[0] is not None:
+                h.wfile.write(body[: hold[0]])
+                h.wfile.flush()
+                hold[1].wait(30)
+                body = body[hold[0]:]
+            h.wfile.write(body)
+        if short or not length:
             h.close_connection = True
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# -- a forwarding HTTP proxy -------------------------------------------------------------------------------------
+
+class ForwardProxy:
+    """A small forwarding HTTP proxy on loopback that counts what goes through it.
+
+    Plain requests come in absolute form (``GET http://host:port/path``) and are relayed to that server (the
+    request line rewritten to ``/path``, ``Proxy-*`` headers dropped); ``CONNECT host:port`` opens a tunnel.
+    ``targets`` lists the ``host:port`` of every connection relayed; with ``auth=(user, password)`` a request
+    without the matching ``Proxy-Authorization`` is answered 407.
+    """
+
+    def __init__(self, auth: tuple[str, str] | None = None):
+        self.targets: list[str] = []
+        self.refused = 0
+        self._auth = "Basic " + base64.b64encode(":".join(auth).encode()).decode() if auth else None
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((LOOPBACK, 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self._socks: set[socket.socket] = set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = None
+        self._socks.add(client)
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = client.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            head, _, rest = head.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ", 2)
+            fields = [line for line in lines[1:] if line]
+            given = next((line.split(":", 1)[1].strip() for line in fields
+                          if line.lower().startswith("proxy-authorization:")), None)
+            if self._auth is not None and given != self._auth:
+                self.refused += 1
+                client.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n"
+                               b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            if method == "CONNECT":
+                host, _, port = target.rpartition(":")
+                upstream = socket.create_connection((host.strip("[]"), int(port)))
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                first = rest
+            else:
+                parts = urllib.parse.urlsplit(target)
+                upstream = socket.create_connection((parts.hostname, parts.port or 80))
+                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                kept = [line for line in fields if not line.lower().startswith("proxy-")]
+                first = "\r\n".join([f"{method} {path} {version}", *kept, "", ""]).encode("latin-1") + rest
+                host, port = parts.hostname, str(parts.port or 80)
+            self.targets.append(f"{host}:{port}")
+            self._socks.add(upstream)
+            if first:
+                upstream.sendall(first)
+            threading.Thread(target=self._relay, args=(upstream, client), daemon=True).start()
+            self._relay(client, upstream)
+        except OSError:
+            pass
+        finally:
+            for s in (client, upstream):
+                if s is not None:
+                    self._socks.discard(s)
+                    with contextlib.suppress(OSError):
+                        s.close()
+
+    @staticmethod
+    def _relay(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.listener.close()
+        for s in list(self._socks):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

@@ -136,15 +136,43 @@ def test_local_shards_are_read_in_place(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def test_pipe_urls_are_cached_and_failed_commands_are_not(tmp_path):
-    src = tmp_path / "src.bin"
-    src.write_bytes(b"payload")
+def test_pipe_urls_are_cached_and_failed_commands_are_not(tmp_path, local_shards):
+    src = local_shards[0]
+    with open(src, "rb") as f:
+        payload = f.read()
     cache = ShardCache(str(tmp_path / "c"))
     with cache(f"pipe:cat {src}") as f:
-        assert f.read() == b"payload"
+        assert f.read() == payload
     with pytest.raises(OpenError, match="status 3"):
         cache(f"pipe:cat {src}; exit 3")
+    with pytest.raises(OpenError, match="not a complete tar archive"):  # no size: the tar must be whole
+        cache(f"pipe:head -c 1536 {src}")
     assert len(cached_files(tmp_path / "c")) == 1
+
+
+@pytest.mark.parametrize("cut", ["between members", "inside a member", "none"])
+def test_a_download_without_length_is_cached_only_when_the_tar_is_whole(tmp_path, local_shards, cut):
+    """No Content-Length, no Range: a body that ends early (even exactly between two members) is refused."""
+    from shardstream.tar.index import scan_file
+
+    with open(local_shards[1], "rb") as f:
+        data = f.read()
+    boundary = scan_file(local_shards[1])[3][1] - 512  # where the fourth member's header starts
+    keep = {"between members": boundary, "inside a member": boundary + 700, "none": len(data)}[cut]
+    stub = StubHTTP({"a.tar": data}, ranges=False, length=False, short=len(data) - keep)
+    try:
+        cache = ShardCache(str(tmp_path))
+        if cut == "none":
+            with cache(stub.url("a.tar")) as f:
+                assert f.read() == data
+            assert len(cached_files(tmp_path)) == 1
+        else:
+            with pytest.raises(OpenError, match=r"a\.tar.*not a complete tar archive") as info:
+                cache(stub.url("a.tar"))
+            assert info.value.url == stub.url("a.tar")
+            assert cached_files(tmp_path) == [] and not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    finally:
+        stub.stop()
 
 
 def test_stale_temporary_files_are_removed(tmp_path):

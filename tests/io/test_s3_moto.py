@@ -99,12 +99,12 @@ def test_object_replaced_mid_read_is_an_error(moto_bucket, local_shards):
 
 def test_s3_reads_use_a_signed_url_or_the_fsspec_client(moto_bucket, monkeypatch, expected):
     """By default a presigned URL streamed by the native HTTP client; with TLS settings of its own, s3fs reads."""
-    from shardstream.io.http import HttpStream
     from shardstream.io.objectstore import ObjectStream
+    from shardstream.io.ranged import RangedStream
 
     urls = [f"s3://fast/d/shard-{i:06d}.tar" for i in range(4)]
     with open_url(urls[0]) as f:
-        assert isinstance(f, HttpStream) and f.name == urls[0] and "Signature" not in repr(f)
+        assert isinstance(f, RangedStream) and f.name == urls[0] and "Signature" not in repr(f)
     monkeypatch.setenv("SHARDSTREAM_STORAGE", s3_settings_yaml([("fast", moto_bucket, KEYS)]).rstrip()
                        + "\n    options: {client_kwargs: {verify: false}}\n")
     monkeypatch.setenv("SHARDSTREAM_BLOCK_SIZE", "200K")

@@ -6,7 +6,10 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
 - the local name comes from the whole URL: a readable part and a hash of the URL
   (``http_host_data_train-000.1f2e3d4c5b6a7988.tar``), so ``a/shard-0.tar`` and ``b/shard-0.tar`` never collide;
 - a shard is downloaded to a hidden temporary name, its size checked against the server's (and its MD5 where
-  the server states one), then renamed into place: a name in the cache is always a complete shard;
+  the server states one), then renamed into place: a name in the cache is always a complete shard. When the
+  server states no size (no ``Content-Length``, a ``pipe:`` command), the download must be a complete tar
+  archive (every member whole, the end-of-archive marker present, compressed data complete): a connection
+  closed early, even between two members, is an OpenError naming the URL, and nothing is cached;
 - processes that want the same shard (DataLoader workers, several ranks on one machine) download it once: one
   holds the shard's lock file (``fcntl.flock``) while it downloads, the others wait for it and then read the file;
 - every reader holds a shared lock on the file it reads; eviction (least recently used first, when the cache
@@ -190,6 +193,8 @@ class ShardCache:
                 os.fsync(out.fileno())
             if size is not None and written != size:
                 raise OpenError(f"{url!r}: downloaded {written} bytes, the server announced {size}", url=url)
+            if size is None:
+                _check_complete_tar(tmp, url, written)
             if digest is not None and digest.hexdigest() != md5:
                 raise OpenError(f"{url!r}: MD5 {digest.hexdigest()} does not match the server's {md5}", url=url)
             os.replace(tmp, path)
@@ -263,6 +268,26 @@ class ShardCache:
         if self.verbose:
             log_to_stderr()
         logger.info(message, *args)
+
+
+def _check_complete_tar(path: str, url: str, written: int) -> None:
+    """Raise OpenError unless ``path`` is a whole tar archive (compressed or not), end-of-archive marker included:
+    without a stated size, that is how a download cut short (even between two members) is told from a shard."""
+    import warnings
+
+    from ..errors import TarFormatError
+    from ..tar import TruncatedTarWarning
+    from ..tar.compress import iter_tar
+
+    try:
+        with warnings.catch_warnings(), open(path, "rb") as f:
+            warnings.simplefilter("error", TruncatedTarWarning)
+            for _ in iter_tar(f, url):
+                pass
+    except (TarFormatError, TruncatedTarWarning) as e:
+        raise OpenError(f"{url!r}: the download ({written} bytes, no size stated by the server) is not a complete "
+                        f"tar archive, so it was not cached ({e}); the connection may have closed early: read it "
+                        "again", url=url) from e
 
 
 def _read_into(stream: Any, view: memoryview) -> int:

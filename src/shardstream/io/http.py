@@ -11,6 +11,13 @@ request from the exact byte offset it had reached, so the bytes read are identic
   :class:`~shardstream.errors.OpenError`, never a shard spliced from two versions;
 - a body that stays short of its ``Content-Length`` after all retries is an ``OpenError``, never a short shard.
 
+A stream can also read one byte range ``[start, end)`` of an object (``Range: bytes=start-(end-1)``): the
+parallel reader :mod:`shardstream.io.ranged` reads a shard as such parts, over kept-alive connections from a
+:class:`ConnectionPool`, each part with the same retries, exact resume and validator checks.
+
+Proxies: ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` (read by :mod:`shardstream.config`) send requests through a
+forwarding proxy (``CONNECT`` tunnels for https); see :mod:`shardstream.io.proxy`.
+
 Retries count failures since the last byte received (``SHARDSTREAM_HTTP_RETRIES``, default 5); every stream
 also has a hard cap on requests. Extra headers come from ``SHARDSTREAM_HTTP_HEADERS`` and from the storage
 settings of the URL's prefix (:mod:`shardstream.io.storage_config`); ``https://user:password@host/`` sends Basic
@@ -34,8 +41,9 @@ from typing import IO
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from ..errors import ConfigError, OpenError
+from .proxy import ConnectionPool, Route
 
-__all__ = ["HttpStream", "open_http", "redact", "split_status_line"]
+__all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "open_http", "redact", "split_status_line"]
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -47,6 +55,14 @@ _MAX_DRAIN = 16 << 20
 
 class _Retry(Exception):
     """Internal: this attempt failed in a way worth retrying."""
+
+
+class RangeNotSatisfiable(OpenError):
+    """A part asked for bytes from beyond the end of the object (HTTP 416); ``total`` is its size if stated."""
+
+    def __init__(self, message: str, url: str, total: int | None):
+        super().__init__(message, url=url)
+        self.total = total
 
 
 def redact(url: str) -> str:
@@ -74,11 +90,16 @@ class HttpStream(io.RawIOBase):
     its validators, ``md5`` the hex digest from a ``Content-MD5`` header when there is one (the shard cache
     verifies it). ``sleep`` is the function used to wait between retries (tests pass a fake clock); ``name`` is
     what error messages call the shard (e.g. the ``s3://`` URL of a presigned URL).
+
+    ``start``/``end`` read the part ``[start, end)`` only (``end`` None: to the end of the object); ``ranged``
+    tells whether the server answered with a range (206). ``pool`` lends kept-alive connections; ``route``
+    says which proxy to use (default: none). ``final_url`` is the URL after redirects.
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
                  timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
-                 sleep: Callable[[float], None] = time.sleep, name: str | None = None):
+                 sleep: Callable[[float], None] = time.sleep, name: str | None = None, start: int = 0,
+                 end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
@@ -91,7 +112,9 @@ class HttpStream(io.RawIOBase):
         self._sleep = sleep
         self._origin = parts.netloc.rpartition("@")[2]
         self._first = True  # the next good answer is the first one: it sets size and validators
-        self.pos = 0
+        self.start, self.end, self.pool, self.route = start, end, pool, route or Route()
+        self.final_url, self.ranged = url, False
+        self.pos = start
         self.size: int | None = None
         self.etag: str | None = None
         self.last_modified: str | None = None
@@ -112,16 +135,23 @@ class HttpStream(io.RawIOBase):
 
     def _send(self, url: str, start: int) -> http.client.HTTPResponse:
         parts = urlsplit(url)
-        cls = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
-        host = parts.hostname or ""
-        self._conn = conn = cls(f"[{host}]" if ":" in host else host, parts.port, timeout=self.timeout)
         headers = dict(self.headers)
         if parts.netloc.rpartition("@")[2] != self._origin:  # redirected elsewhere: keep credentials home
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-        if start > 0:
-            headers["Range"] = f"bytes={start}-"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if start > 0 or self.end is not None:
+            headers["Range"] = f"bytes={start}-{'' if self.end is None else self.end - 1}"
+        target, key, make = self.route.connection_for(parts, self.timeout)
         self.requests += 1
+        self._key = key
+        reused = self.pool.take(key) if self.pool is not None else None
+        if reused is not None:  # a kept-alive connection the server may have closed since: one free retry
+            self._conn = reused
+            try:
+                reused.request("GET", target, headers=headers)
+                return reused.getresponse()
+            except (OSError, http.client.HTTPException):
+                self._close_conn()
+        self._conn = conn = make()
         conn.request("GET", target, headers=headers)
         return conn.getresponse()
 
@@ -155,6 +185,14 @@ class HttpStream(io.RawIOBase):
             url = urljoin(url, location)
         else:
             raise self._error(f"more than {self.max_redirects} redirects")
+        self.final_url = url
+        if resp.status == 416:
+            resp.read(64 << 10)
+            try:
+                total = split_status_line(resp.getheader("Content-Range", "")) [1]
+            except ValueError:
+                total = None
+            raise RangeNotSatisfiable(f"{self.name!r}: no bytes from {start} on (HTTP 416)", self.name, total)
         if resp.status in _RETRY_STATUS:
             resp.read(64 << 10)
             retry_after = resp.getheader("Retry-After", "")
@@ -169,6 +207,7 @@ class HttpStream(io.RawIOBase):
             first, total = split_status_line(resp.getheader("Content-Range", ""))
             if first != start:
                 raise self._error(f"asked for bytes from {start}, the server sent bytes from {first}")
+            self.ranged = True
             self._check_size(total)
             return resp
         length = resp.getheader("Content-Length")
@@ -217,6 +256,20 @@ class HttpStream(io.RawIOBase):
             delay = max(delay, min(float(retry_after), _MAX_BACKOFF))
         self._sleep(delay)
 
+    def _limit(self) -> int | None:
+        if self.end is None:
+            return self.size
+        return self.end if self.size is None else min(self.end, self.size)
+
+    def release(self) -> None:
+        """Give the connection back to the pool if its answer was read to the end (else close it)."""
+        resp, conn, key = self._resp, self._conn, getattr(self, "_key", None)
+        if (self.pool is not None and resp is not None and conn is not None and key is not None
+                and resp.isclosed() and not resp.will_close):
+            self._resp = self._conn = None
+            self.pool.give(key, conn)
+        self._close_conn()
+
     def _close_conn(self) -> None:
         resp, conn, self._resp, self._conn = self._resp, self._conn, None, None
         for thing in (resp, conn):
@@ -231,18 +284,21 @@ class HttpStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _next(self, read: Callable[[http.client.HTTPResponse], bytes | int], size: int) -> bytes | int:
-        """One read from the response (``read(resp)`` gives bytes or a count), resuming after failures."""
+    def _next(self, read: Callable[[http.client.HTTPResponse, int], bytes | int], size: int) -> bytes | int:
+        """One read of up to ``size`` bytes (``read(resp, size)`` gives bytes or a count), resuming after failures."""
         if self.closed:
             raise ValueError("read from a closed HttpStream")
         while size:
-            if self.size is not None and self.pos >= self.size:
+            limit = self._limit()
+            if limit is not None and self.pos >= limit:
                 break
             if self._resp is None:
                 self.resumes += 1
                 self._connect()
+            if limit is not None:
+                size = min(size, limit - self.pos)  # a part never reads past its end (a 200 answer goes on)
             try:
-                got = read(self._resp)  # type: ignore[arg-type]
+                got = read(self._resp, size)  # type: ignore[arg-type]
             except (OSError, http.client.HTTPException) as e:
                 self._close_conn()
                 self._wait(e, f"connection broken ({type(e).__name__}: {e})")
@@ -252,20 +308,21 @@ class HttpStream(io.RawIOBase):
                 self.pos += n
                 self._failures = 0
                 return got
-            if self.size is None:
+            if limit is None:
                 break  # no length announced: the end of the body is the end of the shard
             self._close_conn()
-            self._wait(EOFError(), f"the body ended after {self.pos} of {self.size} bytes (Content-Length)")
+            self._wait(EOFError(), f"the body ended after {self.pos} of {limit} bytes (Content-Length)")
         return 0
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        return self._next(lambda resp: resp.readinto(b), len(b))  # type: ignore[return-value]
+        view = memoryview(b).cast("B")
+        return self._next(lambda resp, n: resp.readinto(view[:n]), len(view))  # type: ignore[return-value]
 
     def read(self, size: int | None = -1) -> bytes:
         """Up to ``size`` bytes as they arrive (one copy: socket to bytes); all that is left for -1."""
         if size is None or size < 0:
             return self.readall()
-        got = self._next(lambda resp: resp.read1(size), size)
+        got = self._next(lambda resp, n: resp.read1(n), size)
         return got if isinstance(got, bytes) else b""
 
     def finish(self) -> None:
@@ -287,12 +344,33 @@ class HttpStream(io.RawIOBase):
         return f"HttpStream({self.name!r}, pos={self.pos}, size={self.size})"
 
 
-def open_http(url: str) -> IO[bytes]:
-    """The opener of ``http://`` and ``https://`` URLs: an :class:`HttpStream` with the settings' retries,
-    timeout and headers (``SHARDSTREAM_HTTP_HEADERS``, then the storage settings of the URL's prefix)."""
+def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | None = None,
+              series: bool = True) -> IO[bytes]:
+    """The opener of ``http://`` and ``https://`` URLs, with the settings' retries, timeout, headers
+    (``SHARDSTREAM_HTTP_HEADERS``, then the storage settings of the URL's prefix) and proxies: a
+    :class:`~shardstream.io.ranged.RangedStream` (parallel ranged GETs), or an :class:`HttpStream` (one
+    stream) with ``SHARDSTREAM_HTTP_CONNECTIONS=1``. ``name`` is what messages call the shard; ``headers``
+    replace those of the settings (a signed S3 URL needs none). With ``series``, the next shard of a numbered
+    series read in order is opened ahead (:mod:`shardstream.io.prefetch`)."""
     from ..config import get_settings
+    from .proxy import route_from_settings
     from .storage_config import http_headers
 
     settings = get_settings()
-    return HttpStream(url, headers=http_headers(url, settings), retries=settings.http_retries,  # type: ignore
-                      timeout=settings.http_timeout, backoff=settings.http_backoff)
+    explicit = headers is not None
+    headers = http_headers(url, settings) if headers is None else headers
+    options = {"headers": headers, "retries": settings.http_retries, "timeout": settings.http_timeout,
+               "backoff": settings.http_backoff, "name": name, "route": route_from_settings(settings)}
+    if settings.http_connections <= 1:
+        return HttpStream(url, **options)  # type: ignore[arg-type]
+    from .prefetch import open_in_series
+    from .ranged import RangedStream, share
+
+    connections, readahead = share(settings.http_connections, settings.http_readahead, settings.http_part_size)
+
+    def ranged(target: str) -> IO[bytes]:
+        given = {**options, "headers": http_headers(target, settings)} if target != url and not explicit else options
+        return RangedStream(target, connections=connections, readahead=readahead,  # type: ignore[arg-type]
+                            part_size=settings.http_part_size, **given)
+
+    return open_in_series(url, ranged, (settings, headers)) if series else ranged(url)

@@ -6,8 +6,8 @@ s3fs; ``[gcs]``: gcsfs; ``[azure]``: adlfs; ``[hf]``: huggingface_hub); without 
 the options of its bucket or prefix from :mod:`shardstream.io.storage_config` (endpoint, region,
 credentials, addressing style), so buckets on different services can be mixed in one pipeline.
 
-``s3://`` objects are streamed by the native HTTP client from a URL that s3fs signs (so retries, exact resume
-and ETag checks are those of ``https://`` shards, at the speed of a plain boto3 download). The other stores,
+``s3://`` objects are read by the native HTTP client from a URL that s3fs signs: parallel ranged GETs
+(:mod:`shardstream.io.ranged`), with the retries, exact resume, ETag checks and proxies of ``https://`` shards. The other stores,
 and S3 with TLS settings of its own, are read by :class:`ObjectStream`: blocks of ``SHARDSTREAM_BLOCK_SIZE``
 (16 MiB) fetched ahead in the background, each failed read retried from the exact byte offset it reached, reads
 pinned to the object's ETag (an object replaced mid-read is an OpenError, never a spliced shard).
@@ -63,6 +63,8 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
 
     protocol = protocol_of(url)
     options = {**storage_options(url, protocol, settings), **extra}
+    if protocol == "s3":
+        options = _with_proxy(options, settings)
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ImportError as e:
@@ -70,6 +72,24 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
     fs = cls(**options)
     return fs, cls._strip_protocol(url)
+
+
+def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """s3fs options with the proxy of the settings (``HTTPS_PROXY``...) for the endpoint, unless ``NO_PROXY``
+    exempts it or the options name proxies of their own."""
+    from urllib.parse import urlsplit
+
+    from ..config import get_settings
+    from .proxy import route_from_settings
+
+    endpoint = urlsplit(options.get("endpoint_url") or "https://s3.amazonaws.com")
+    proxy = route_from_settings(settings or get_settings()).proxy_for(endpoint.scheme, endpoint.hostname or "",
+                                                                       endpoint.port)
+    config = dict(options.get("config_kwargs") or {})
+    if proxy is None or "proxies" in config:
+        return options
+    config["proxies"] = {endpoint.scheme: proxy}
+    return {**options, "config_kwargs": config}
 
 
 def _permanent(exc: BaseException) -> bool:
@@ -233,9 +253,9 @@ def open_object(url: str) -> IO[bytes]:
     """The opener of object store URLs.
 
     ``s3://``: s3fs (credentials, endpoint, addressing style from the storage settings) signs a GET URL and the
-    native HTTP client (:class:`~shardstream.io.http.HttpStream`) streams it, with the same retries, exact
-    resume and ETag checks as ``https://`` shards, at the speed of a plain boto3 download (a read must resume
-    within the signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
+    native HTTP client reads it (:func:`~shardstream.io.http.open_http`: parallel ranged GETs), with the same
+    retries, exact resume, ETag checks and proxies as ``https://`` shards (a read must resume within the
+    signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
     """
     from ..config import get_settings
 
@@ -243,9 +263,15 @@ def open_object(url: str) -> IO[bytes]:
     fs, path = filesystem_for(url, settings)
     signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
     if signed is not None:
-        from .http import HttpStream
+        from .http import open_http
+        from .prefetch import open_in_series
 
-        return HttpStream(signed, retries=settings.http_retries, timeout=settings.http_timeout,  # type: ignore
-                          backoff=settings.http_backoff, name=url)
+        def open_signed(target: str) -> IO[bytes]:
+            link = signed if target == url else presigned_url(*filesystem_for(target, settings))
+            if link is None:  # pragma: no cover - the same bucket signed a moment ago
+                raise OpenError(f"{target!r}: cannot sign a GET URL", url=target)
+            return open_http(link, name=target, headers={}, series=False)
+
+        return open_in_series(url, open_signed, settings) if settings.http_connections > 1 else open_signed(url)
     return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
                         backoff=settings.http_backoff)

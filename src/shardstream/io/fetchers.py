@@ -1,0 +1,101 @@
+"""The fetch threads, kept-alive connections and read-ahead budget of a process, shared by its ranged reads.
+
+A process (or each DataLoader worker: :func:`share` divides the budgets by their number) has one set of fetch
+threads, one per connection of its budget, which run the part requests of every open shard in priority order
+(older shards first, then by offset). A forked child starts with none of its parent's threads or state.
+
+>>> share(16, 256 << 20, 8 << 20, workers=4)
+(4, 67108864)
+>>> share(16, 256 << 20, 8 << 20, workers=16)
+(2, 16777216)
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+from .proxy import ConnectionPool
+
+__all__ = ["Fetchers", "fetchers", "share", "worker_count"]
+
+
+def worker_count() -> int:
+    """The number of DataLoader workers when called in one (torch already imported), else 1."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 1
+    try:
+        info = torch.utils.data.get_worker_info()
+    except AttributeError:  # pragma: no cover - a partial torch
+        return 1
+    return max(1, info.num_workers) if info is not None else 1
+
+
+def share(connections: int, readahead: int, part_size: int, workers: int | None = None) -> tuple[int, int]:
+    """``(connections, read-ahead bytes)`` of one process among ``workers`` (default: :func:`worker_count`)."""
+    workers = worker_count() if workers is None else max(1, workers)
+    if connections <= 1:
+        return 1, readahead
+    return max(2, connections // workers), max(2 * part_size, readahead // workers)
+
+
+class Fetchers:
+    """The fetch threads and connections of a process: tasks run in (priority, arrival) order."""
+
+    def __init__(self, threads: int):
+        self.pool = ConnectionPool()
+        self._tasks: list[tuple[tuple[int, int], int, Callable[[], None]]] = []
+        self._cond = threading.Condition()
+        self._arrival = itertools.count()
+        self.budget = 0  # read-ahead bytes reserved, all streams together
+        for i in range(threads):
+            threading.Thread(target=self._run, name=f"shardstream-part-{i}", daemon=True).start()
+
+    def submit(self, priority: tuple[int, int], task: Callable[[], None], reserve: int = 0) -> None:
+        """Run ``task`` on a fetch thread (lowest ``priority`` first), ``reserve`` bytes taken from the budget."""
+        with self._cond:
+            self.budget += reserve
+            heapq.heappush(self._tasks, (priority, next(self._arrival), task))
+            self._cond.notify()
+
+    def free(self, reserved: int) -> None:
+        """Give ``reserved`` bytes back to the budget."""
+        with self._cond:
+            self.budget -= reserved
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._tasks:
+                    self._cond.wait()
+                task = heapq.heappop(self._tasks)[2]
+            task()
+
+
+_FETCHERS: dict[tuple[int, int], Fetchers] = {}
+_FETCHERS_LOCK = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker) has none of the parent's fetch threads, and maybe a held lock."""
+    global _FETCHERS_LOCK
+    _FETCHERS_LOCK = threading.Lock()
+    _FETCHERS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def fetchers(threads: int) -> Fetchers:
+    """This process's fetchers (a forked DataLoader worker makes its own: threads do not survive a fork)."""
+    key = (os.getpid(), threads)
+    with _FETCHERS_LOCK:
+        if key not in _FETCHERS:
+            _FETCHERS[key] = Fetchers(threads)
+        return _FETCHERS[key]

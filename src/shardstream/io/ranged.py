@@ -1,0 +1,364 @@
+"""Remote shards at line rate: one shard read as parallel ranged GETs, handed to the reader in order.
+
+One TCP stream over a long link delivers at most window / RTT, however fast the link; ``gsutil -m``, s5cmd and
+AIStore fill a link with several connections at once. :class:`RangedStream` does the same for every
+``http(s)://``, ``s3://`` (a signed URL) and ``ais://`` shard that a reader opens (WebDataset, the CLI, the
+training modes, the shard cache's downloads):
+
+- the first part (``Range: bytes=0-``\\ *part_size*\\ ``-1``) is opened at once and its bytes are handed to the
+  reader as they arrive, so the first sample comes after one round trip plus its own bytes (the other parts of
+  a process's first shard from a server are requested once its first 2 MiB are in, so as not to share the link
+  with it before);
+- when its answer states the size, the next parts are requested over other connections (kept alive and shared
+  by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of the same
+  server was big enough, they are requested at once with the first one (no round trip lost to learn the size);
+- each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
+  from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
+  object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
+- a server that ignores ``Range`` (200) is read through that first answer, as one stream.
+
+Budgets (:mod:`shardstream.config`): ``SHARDSTREAM_HTTP_CONNECTIONS`` (16) connections and
+``SHARDSTREAM_HTTP_READAHEAD`` (256 MiB) of parts read ahead, per process; in a DataLoader worker, each worker
+gets ``1/num_workers`` of both (at least 2 connections and 2 parts), so 8 workers open about as many connections
+as one process would. Memory: at most the read-ahead budget, plus one part (``SHARDSTREAM_HTTP_PART_SIZE``,
+8 MiB) per shard open at the same time. ``SHARDSTREAM_HTTP_CONNECTIONS=1`` reads each shard through one stream.
+
+>>> RangedStream.__name__, share(16, 256 << 20, 8 << 20, workers=2)
+('RangedStream', (8, 134217728))
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+from ..errors import OpenError
+from .fetchers import fetchers, share, worker_count
+from .http import HttpStream, RangeNotSatisfiable
+from .prefetch import tentative
+from .proxy import Route
+
+__all__ = ["RangedStream", "share", "worker_count"]
+
+_CHUNK = 256 << 10  # the most one read from a socket hands over
+_MAX_DRAIN = 16 << 20
+_HEAD_START = 2 << 20  # the first part of a stream alone on the link for its first bytes (then the others)
+_SERIAL = itertools.count()
+_LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
+
+
+class _Part:
+    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start")
+
+    def __init__(self, index: int, start: int, end: int):
+        self.index, self.start, self.end = index, start, end
+        self.chunks: deque[bytes] = deque()
+        self.done, self.error, self.reserved = False, None, 0
+        self.seen: HttpStream | None = None  # answered before the first part: checked when that one answers
+
+
+class RangedStream(io.RawIOBase):
+    """A shard read as parallel ranged GETs, in order (see the module docstring).
+
+    ``size``, ``etag``, ``last_modified`` and ``md5`` are those of the first answer (``md5`` only when it covers
+    the whole object); ``requests`` counts the requests sent, ``parallel`` tells whether parts were used.
+    """
+
+    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
+                 timeout: float = 60, backoff: float = 0.5, name: str | None = None, connections: int = 16,
+                 readahead: int = 256 << 20, part_size: int = 8 << 20, route: Route | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.part_size = self._first_size = max(64 << 10, part_size)
+        self.readahead = max(self.part_size, readahead)
+        self.connections = max(1, connections)
+        self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
+        self._options = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
+                         "sleep": sleep, "pool": self._fetch.pool, "route": route}
+        self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
+        self._serial = next(_SERIAL)
+        parts = urlsplit(url)
+        self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
+        self._parts: list[_Part] = []
+        self._cur = 0
+        self._head_start = 0  # bytes of the first part to receive before the other parts are requested
+        self._held = tentative()  # a first guess of the prefetcher: its first part only, until it is read
+        self._stopped = False  # closed, or failed: no more parts
+        self._planned = 0  # where the next part starts
+        self.pos = 0
+        self.requests = self.resumes = 0
+        self.parallel = False
+        self.when_planned: Callable[[], None] | None = None  # called once every part has been requested
+        self.when_fetched: Callable[[], None] | None = None  # called once every part has been received
+        self.url, self.name, self.final_url = url, name or url, url
+        self.etag: str | None = None
+        self.last_modified: str | None = None
+        self._known = False  # the first answer is in: size and validators are the object's
+        guess = _LAST_SIZE.get(self._server, 0)
+        self.size: int | None = guess or None  # a guess until the first answer
+        if guess:
+            self._fit(guess)
+        with self._cond:
+            first = self._add_part(0, self.part_size)
+            if guess:
+                self._plan()  # the next parts go out with the first, on the strength of the last shard's size
+        try:
+            s = HttpStream(url, start=0, end=first.end, name=name, **self._options)  # type: ignore[arg-type]
+        except BaseException:
+            self.close()
+            raise
+        self.name, self.final_url = s.name, s.final_url
+        self.size, self.etag, self.last_modified = s.size, s.etag, s.last_modified
+        self.md5 = s.md5 if (not s.ranged or (s.size is not None and s.size <= first.end)) else None
+        with self._cond:
+            self._known = True
+            if not s.ranged:  # a whole body: this one answer is the shard
+                s.end = None
+                first.end = s.size if s.size is not None else -1
+                self._planned = first.end
+                _LAST_SIZE.pop(self._server, None)
+            elif s.size is not None:
+                first.end = min(first.end, s.size)
+                if s.size > first.end:
+                    _LAST_SIZE[self._server] = s.size
+                    if not guess:
+                        self._fit(s.size)
+            for part in self._parts:  # the parts that answered before this one
+                if part.seen is not None and part.error is None:
+                    changed = self._differs(part.seen)
+                    if changed:
+                        part.error = self._changed(changed)
+                part.seen = None
+            self._trim()
+            if guess or s.size is None or not s.ranged:
+                self._plan()
+            else:  # the first shard from this server: its first part gets a head start (the first sample)
+                self._head_start = min(_HEAD_START, first.end)
+        threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
+
+    # -- planning (under the lock) ---------------------------------------------------------------------------
+
+    def _fit(self, size: int) -> None:
+        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least)."""
+        self.part_size = max(min(1 << 20, self.part_size), min(self.part_size, -(-size // self.connections)))
+
+    def _add_part(self, start: int, end: int) -> _Part:
+        part = _Part(len(self._parts), start, end)
+        self._parts.append(part)
+        self._planned = part.end
+        return part
+
+    def _trim(self) -> None:
+        """The size is known: parts planned past the end are empty, the last one ends at the end."""
+        if self.size is None:
+            return
+        for part in self._parts:
+            if part.end > self.size and part.index > 0:
+                part.end = max(part.start, self.size)
+                if part.start >= self.size and not part.done:
+                    part.done = True
+                    self._give(part)
+        self._planned = min(self._planned, self.size)
+
+    def replan(self) -> None:
+        """Request the parts that fit in the read-ahead budget now (a stream opened ahead, now read)."""
+        with self._cond:
+            self._held = False
+            self._plan()
+
+    def _plan(self) -> None:
+        """Request the parts that fit in the read-ahead budget (the reader's own part always fits)."""
+        while self.size is not None and self._planned < self.size and not self._stopped and not self._held:
+            ahead = len(self._parts) - self._cur
+            cost = min(self.part_size, self.size - self._planned)
+            if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
+                return
+            part = self._add_part(self._planned, self._planned + cost)
+            part.reserved = part.end - part.start
+            self.parallel = True
+            self._fetch.submit((self._serial, part.index), lambda p=part: self._get(p), part.reserved)
+        hook = self.when_planned
+        if hook is not None and self._known and (self.size is None or self._planned >= self.size):
+            self.when_planned = None
+            hook()
+
+    def _give(self, part: _Part) -> None:
+        if part.reserved:
+            self._fetch.free(part.reserved)
+            part.reserved = 0
+
+    # -- fetching (fetch threads) ----------------------------------------------------------------------------
+
+    def _get(self, part: _Part) -> None:
+        if part.done or self._stopped:
+            return
+        try:
+            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
+                                **self._options)  # type: ignore[arg-type]
+        except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
+            with self._cond:
+                if self._known and e.total is not None and self.size is not None and e.total != self.size:
+                    part.error = self._changed(f"size {self.size} -> {e.total}")
+                part.done = True
+                self._cond.notify_all()
+            return
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, which raises it at this part
+            with self._cond:
+                part.error, part.done = e, True
+                self._cond.notify_all()
+            return
+        with self._cond:
+            changed = self._differs(stream) if self._known else None
+            if not self._known:
+                part.seen = stream
+            if changed:
+                part.error, part.done = self._changed(changed), True
+                self._cond.notify_all()
+                stream.close()
+                return
+        self._pump(part, stream)
+
+    def _differs(self, s: HttpStream) -> str | None:
+        if s.size is not None and self.size is not None and s.size != self.size:
+            return f"size {self.size} -> {s.size}"
+        if self.etag and s.etag and s.etag != self.etag:
+            return f"ETag {self.etag} -> {s.etag}"
+        if self.last_modified and s.last_modified and s.last_modified != self.last_modified:
+            return f"Last-Modified {self.last_modified} -> {s.last_modified}"
+        return None
+
+    def _changed(self, what: str) -> OpenError:
+        return OpenError(f"{self.name!r}: the object changed while it was being read ({what}); read it again",
+                         url=self.name)
+
+    def _pump(self, part: _Part, stream: HttpStream) -> None:
+        """Move the part's bytes from its answer to the reader as they arrive."""
+        error, got = None, 0
+        try:
+            while not self._stopped:
+                data = stream.read(_CHUNK)
+                if not data:
+                    break
+                got += len(data)
+                with self._cond:
+                    part.chunks.append(data)
+                    if self._head_start and got >= self._head_start:
+                        self._head_start = 0
+                        self._plan()
+                    self._cond.notify_all()
+        except BaseException as e:  # noqa: BLE001 - handed to the reader
+            error = e
+        fetched = None
+        with self._cond:
+            if self._head_start:
+                self._head_start = 0
+                self._plan()
+            self.requests += stream.requests
+            self.resumes += stream.resumes
+            if error is None and not self._stopped and part.end >= 0 and stream.pos < part.end:
+                error = OpenError(f"{self.name!r}: bytes {part.start}-{part.end - 1}: the answer ended at byte "
+                                  f"{stream.pos}", url=self.name)
+            if not part.done:
+                part.error, part.done = error, True
+            if (self.when_fetched is not None and self.size is not None and self._planned >= self.size
+                    and all(p.done for p in self._parts)):
+                fetched, self.when_fetched = self.when_fetched, None
+            self._cond.notify_all()
+        if fetched is not None:
+            fetched()
+        if error is None and not self._stopped:
+            stream.release()
+        stream.close()
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def readable(self) -> bool:
+        return True
+
+    def _head(self) -> deque[bytes] | None:
+        """The chunks of the reader's part, once it has some (None at the end); raises a part's error."""
+        while True:
+            if self._cur >= len(self._parts):
+                return None
+            part = self._parts[self._cur]
+            if part.chunks:
+                return part.chunks
+            if part.error is not None:
+                self._release()  # an error ends the stream: its parts stop and give their memory back
+                raise part.error
+            if part.done:
+                self._give(part)
+                self._cur += 1
+                self._plan()
+                continue
+            self._cond.wait()
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self.closed:
+            raise ValueError("read from a closed RangedStream")
+        view, n = memoryview(b).cast("B"), 0
+        with self._cond:
+            chunks = self._head()
+            while chunks and n < len(view):
+                head = chunks[0]
+                k = min(len(head), len(view) - n)
+                view[n:n + k] = head[:k]
+                n += k
+                if k == len(head):
+                    chunks.popleft()
+                else:
+                    chunks[0] = head[k:]
+        self.pos += n
+        return n
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Up to ``size`` bytes as they arrive (all that is left for -1); whole chunks without a copy."""
+        if size is None or size < 0:
+            return b"".join(iter(lambda: self.read(1 << 20), b""))
+        if self.closed:
+            raise ValueError("read from a closed RangedStream")
+        with self._cond:
+            chunks = self._head()
+            if not chunks or size == 0:
+                return b""
+            head = chunks[0]
+            if len(head) <= size:
+                chunks.popleft()
+            else:
+                head, chunks[0] = head[:size], head[size:]
+        self.pos += len(head)
+        return head
+
+    def finish(self) -> None:
+        """The reader is done: read what is left when it is little (a tar reader stops before the padding), so
+        that a short answer is an OpenError here too."""
+        if self.size is not None and 0 < self.size - self.pos <= _MAX_DRAIN:
+            buf = bytearray(1 << 20)
+            while self.readinto(buf):
+                pass
+
+    def tell(self) -> int:
+        return self.pos
+
+    def _release(self) -> None:
+        """Stop every part and give back its read-ahead memory (under the lock)."""
+        self._stopped = True
+        for part in self._parts:
+            if not part.done:
+                part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
+            part.chunks.clear()
+            self._give(part)
+        self._cond.notify_all()
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            with self._cond:
+                self._release()
+
+    def __repr__(self) -> str:
+        return f"RangedStream({self.name!r}, pos={self.pos}, size={self.size}, parts={len(self._parts)})"
