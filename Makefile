@@ -7,14 +7,16 @@ STAMP  := $(VENV)/.installed
 # The dev setup pins torch (CPU); the package itself asks only for a range (pyproject's `torch` extra).
 TORCH  := torch==2.13.0
 WEBDATASET := webdataset==1.0.2
+# the trainers tests/integrations runs (pyproject's `test` extra asks for ranges)
+TRAINERS := accelerate==1.15.0 transformers==5.24.0 lightning==2.6.6
 
-.PHONY: demo test docs test-pythons bench bench-peers bench-convert venv clean
+.PHONY: demo test docs test-pythons bench bench-peers bench-convert fuzz venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e ".[torch,test]"
+	$(PIP) install -q -e ".[torch,test]" $(TRAINERS)
 	$(PIP) install -q "$(WEBDATASET)"  # tests/compat compares with exactly this version
 	touch $(STAMP)
 
@@ -47,6 +49,13 @@ test-pythons:
 	  .venv-py$$v/bin/python -m pip install -q ".[test-core]"; \
 	  .venv-py$$v/bin/python -m pytest -q -p no:cacheprovider $(CORE_TESTS); \
 	done
+
+## fuzz the readers, decoders and index loaders for FUZZ_SECONDS (default 60): atheris (coverage-guided) where it
+## installs, else the structure-aware mutator; findings are saved in fuzz/findings/ and fail the target
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(PIP) install -q "atheris>=2.3" || echo "atheris does not install here: using the structure-aware mutator"
+	$(PY) fuzz/fuzz_shardstream.py --engine auto --seconds $(FUZZ_SECONDS)
 
 ## benchmarks side by side with webdataset (installs webdataset==1.0.2 into .venv-bench)
 bench: $(STAMP)

@@ -3,7 +3,12 @@
 Two workloads, both with already-encoded fields (bytes pass through every encoder untouched):
 
 - small: 200k samples of ~250 B ``.txt`` + a 1-byte ``.cls`` (caption/label datasets: header-bound);
-- large: 200 samples of 4 MiB ``.bin`` (image/video datasets: copy-bound).
+- large: 200 samples of 4 MiB ``.bin`` (image/video datasets: copy-bound);
+- many shards: 20k small samples, 100 per shard (the per-shard cost: 200 renames, each with its fsyncs).
+
+shardstream runs twice, with ``fsync=True`` (the default: each finished shard and its directory are flushed to
+disk around the rename, so a power loss never leaves a short shard under its final name) and ``fsync=False``;
+the "fsync cost" line is the ratio of their times.
 
 For each: samples/s, MB/s of output, and the output size against the minimal tar size (512-byte header per
 member, data padded to 512, two zero blocks per shard). Files go to a temporary directory, removed afterwards.
@@ -11,6 +16,7 @@ member, data padded to 512, two zero blocks per shard). Files go to a temporary 
     .venv/bin/python benchmarks/bench_write.py            # shardstream only (webdataset is not in .venv)
     .venv-bench/bin/python benchmarks/bench_write.py      # side by side with webdataset 1.0.2
     .venv/bin/python benchmarks/bench_write.py --small 20000 --large 20 --repeat 3
+    .venv/bin/python benchmarks/bench_write.py --fsync off   # only the fsync=False row
 """
 
 from __future__ import annotations
@@ -58,10 +64,13 @@ def minimal_tar_size(samples: list[dict], shards: int) -> int:
     return size + 1024 * shards
 
 
-def run_shardstream(pattern: str, samples: list[dict]) -> None:
-    with ss_writer.ShardWriter(pattern, maxcount=MAXCOUNT, maxsize=MAXSIZE) as sink:
-        for sample in samples:
-            sink.write(sample)
+def shardstream_writer(fsync: bool, maxcount: int = MAXCOUNT) -> Callable[[str, list], None]:
+    def run(pattern: str, samples: list[dict]) -> None:
+        with ss_writer.ShardWriter(pattern, maxcount=maxcount, maxsize=MAXSIZE, fsync=fsync) as sink:
+            for sample in samples:
+                sink.write(sample)
+
+    return run
 
 
 def run_webdataset(pattern: str, samples: list[dict]) -> None:
@@ -91,12 +100,15 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=200_000, help="number of small samples")
     parser.add_argument("--large", type=int, default=200, help="number of 4 MiB samples")
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell; the best time is kept")
+    parser.add_argument("--many", type=int, default=20_000, help="number of small samples, 100 per shard")
+    parser.add_argument("--fsync", choices=("both", "on", "off"), default="both", help="shardstream's fsync rows")
     parser.add_argument("--dir", default=None, help="where to write (default: the system temp directory)")
     args = parser.parse_args()
 
-    writers = [("shardstream", run_shardstream)]
+    writers = [(f"shardstream{suffix}", flag) for suffix, flag in (("", True), (" no fsync", False))
+               if args.fsync == "both" or (args.fsync == "on") == flag]
     if webdataset is not None:
-        writers.append((f"webdataset {webdataset.__version__}", run_webdataset))
+        writers.append((f"webdataset {webdataset.__version__}", None))
     else:
         print("(webdataset is not importable here: run with .venv-bench/bin/python for the comparison)\n")
 
@@ -107,15 +119,19 @@ def main() -> None:
     print("-" * len(header))
     root = tempfile.mkdtemp(dir=args.dir, prefix="bench_write-")
     try:
-        for label, make, n in (
-            (f"small {args.small} x ~250 B", small_samples, args.small),
-            (f"large {args.large} x 4 MiB", large_samples, args.large),
+        for label, make, n, maxcount in (
+            (f"small {args.small} x ~250 B", small_samples, args.small, MAXCOUNT),
+            (f"large {args.large} x 4 MiB", large_samples, args.large, MAXCOUNT),
+            (f"many shards {args.many} / 100", small_samples, args.many, 100),
         ):
             if n <= 0:
                 continue
             samples = make(n)
             results = {}
-            for name, run in writers:
+            for name, fsync in writers:
+                run = run_webdataset if fsync is None else shardstream_writer(fsync, maxcount)
+                if fsync is None and maxcount != MAXCOUNT:
+                    continue
                 seconds, nbytes, shards = measure(run, samples, root, args.repeat)
                 ratio = nbytes / minimal_tar_size(samples, shards)
                 results[name] = seconds
@@ -123,9 +139,12 @@ def main() -> None:
                     f"{label:<26} {name:<18} {seconds:8.2f} {n / seconds:11,.0f} {nbytes / seconds / 1e6:8.0f} "
                     f"{ratio:9.4f} {shards:6d}"
                 )
-            if len(results) == 2:
-                ours, theirs = results.values()
-                print(f"{'':<26} {'speedup':<18} {theirs / ours:7.2f}x")
+            if "shardstream" in results and "shardstream no fsync" in results:
+                cost = results["shardstream"] / results["shardstream no fsync"]
+                print(f"{'':<26} {'fsync cost':<18} {cost:7.2f}x")
+            theirs = next((t for name, t in results.items() if name.startswith("webdataset")), None)
+            if theirs is not None and "shardstream" in results:
+                print(f"{'':<26} {'speedup':<18} {theirs / results['shardstream']:7.2f}x")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -197,8 +197,8 @@ def test_custom_encoder_gets_the_sample_and_errors_name_the_key():
 
 
 def test_keep_meta():
-    sample = {"__key__": "k", "__url__": "http://x", "txt": "t"}
-    for keep, names in ((False, ["k.txt"]), (True, ["k.__url__", "k.txt"])):
+    sample = {"__key__": "k", "__url__": "http://x", "_note": "n", "txt": "t"}
+    for keep, names in ((False, ["k.txt"]), (True, ["k._note", "k.txt"])):  # __url__: the reader's, never data
         stream = io.BytesIO()
         with TarWriter(stream, keep_meta=keep) as sink:
             sink.write(sample)

@@ -139,6 +139,21 @@ class Settings:
     https_proxy: str | None = None
     #: no_proxy / NO_PROXY: hosts and domains reached without the proxy, separated by commas (``*``: all).
     no_proxy: str | None = None
+    #: SHARDSTREAM_MAX_OPEN_SHARDS: shards a random-access reader keeps open at once per process (least recently
+    #: used closed first); also capped at a quarter of the soft RLIMIT_NOFILE.
+    max_open_shards: int = 256
+    #: SHARDSTREAM_MMAP: read local shards through memory maps (fast). 0: through ``pread`` instead, so a shard
+    #: truncated while open raises a typed error instead of killing the process with SIGBUS.
+    mmap: bool = True
+    #: SHARDSTREAM_MAX_DECODED_BYTES: the most bytes one field may inflate to when decoded (``.gz`` layers, ``.npz``
+    #: members, declared ``.npy`` shapes); accepts 2G, 512M. Checked above 16 MiB (smaller values act as 16 MiB).
+    max_decoded_bytes: int = 1 << 30
+    #: SHARDSTREAM_MAX_IMAGE_PIXELS: the most pixels (width x height, from the header, before decoding) of one image.
+    #: Checked above 4 Mpx (smaller values act as 4 Mpx).
+    max_image_pixels: int = 100_000_000
+    #: SHARDSTREAM_FSYNC: flush finished shards (and their directory) to disk before and after renaming them
+    #: into place, so a power loss never leaves a short shard under its final name. 0: skip (faster, less safe).
+    fsync: bool = True
 
     _PARSERS = {
         "cache_dir": _parse_str,
@@ -167,6 +182,11 @@ class Settings:
         "http_proxy": _parse_str,
         "https_proxy": _parse_str,
         "no_proxy": _parse_str,
+        "max_open_shards": _parse_int,
+        "mmap": _parse_bool,
+        "max_decoded_bytes": _parse_size,
+        "max_image_pixels": _parse_int,
+        "fsync": _parse_bool,
     }
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {

@@ -5,8 +5,10 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
 
     ShardstreamError                       base of everything below
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
-    │   └── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
-    │                                      configuration, rank or worker; a stage that keeps no state)
+    │   ├── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
+    │   │                                  configuration, rank or worker; a stage that keeps no state)
+    │   └── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
+    │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
@@ -14,6 +16,7 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
+    │   │   ├── ReservedFieldError         a member named like the sample's metadata (``KEY.__url__``)
     │   │   └── InterleavedKeyError        a key reappears after other keys (interleaved members)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
@@ -23,7 +26,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   └── WriteError(OSError)            a shard could not be written (disk full, interrupted, ...)
     ├── DecodeError(ValueError)            a field could not be decoded; carries ``url``, ``key``, ``field``
     │   │                                  (``DecodingError`` is webdataset's name for it: an alias)
-    │   └── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
+    │   ├── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
+    │   └── DecodeLimitError               a field would decode to more bytes or pixels than the limits allow
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
     ├── ObsoleteNameError(AttributeError)  an old webdataset name (``wds.ShardList``...); names the replacement
     ├── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
@@ -46,6 +50,7 @@ import tarfile
 __all__ = [
     "ConfigError",
     "DecodeError",
+    "DecodeLimitError",
     "DecodingError",
     "DuplicateFieldError",
     "EncodeError",
@@ -56,6 +61,7 @@ __all__ = [
     "OpenError",
     "ProcessingError",
     "RecordFormatError",
+    "ReservedFieldError",
     "SampleFormatError",
     "ShardError",
     "ShardstreamError",
@@ -63,6 +69,7 @@ __all__ = [
     "StateError",
     "TarFormatError",
     "UnsafeDecodeError",
+    "UnsafeURLError",
     "WorkerSplitError",
     "WriteError",
     "add_context",
@@ -85,6 +92,22 @@ class StateError(ConfigError):
     >>> issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
     True
     """
+
+
+class UnsafeURLError(ConfigError):
+    """A URL read from a file would run a command (``pipe:CMD``) and the caller did not opt in.
+
+    ``url`` is the URL and ``document`` the file that names it. URLs given directly in code or on the command
+    line are trusted; URLs inside files run commands only with ``allow_commands=True`` (``--allow-commands``).
+    """
+
+    def __init__(self, url: str, *, document: str):
+        self.url, self.document = url, document
+        super().__init__(
+            f"{document!r} names the URL {url!r}, which runs a shell command; shardstream runs commands named "
+            "inside files only with allow_commands=True (command line: --allow-commands): pass it only if you "
+            f"trust {document!r}"
+        )
 
 
 class MissingDependencyError(ShardstreamError, ImportError):
@@ -155,6 +178,13 @@ class MissingExtensionError(SampleFormatError):
     hint = "rename the member to KEY.EXT, choose another key rule, or pass a skipping handler"
 
 
+class ReservedFieldError(SampleFormatError):
+    """A member's extension is ``__key__`` or ``__url__``, the names of the metadata the reader puts in every
+    sample: taking it as a field would overwrite them. The member is skipped under a skipping handler."""
+
+    hint = "rename the member (other __*__ extensions are ordinary fields), or pass a skipping handler"
+
+
 class InterleavedKeyError(SampleFormatError):
     """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
 
@@ -200,6 +230,12 @@ DecodingError = DecodeError
 
 class UnsafeDecodeError(DecodeError):
     """Decoding this field would run code from the data (unpickling, full ``torch.load``); it needs an opt-in."""
+
+
+class DecodeLimitError(DecodeError):
+    """A field would inflate past a limit (``SHARDSTREAM_MAX_DECODED_BYTES``, ``SHARDSTREAM_MAX_IMAGE_PIXELS``):
+    refused before the memory is allocated. ``url``, ``key`` and ``field`` name where; the message names the
+    setting that raises the limit."""
 
 
 class EncodeError(ShardstreamError, ValueError):

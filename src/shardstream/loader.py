@@ -6,12 +6,22 @@ process: ``WebLoader(ds, batch_size=None, num_workers=4).unbatched().shuffle(100
 imported only when a WebLoader is made; without torch it raises
 :class:`~shardstream.errors.MissingDependencyError`.
 
-Resuming: ``loader.state_dict()`` / ``load_state_dict()`` save and restore where the loader is, when its
-DataLoader can say where its workers are: ``WebLoader(..., stateful=True)`` uses torchdata's
-``StatefulDataLoader`` (``pip install torchdata``), which saves each worker's pipeline state; with
-``num_workers=0`` the dataset's own state is used. Stages after the loader must keep nothing between items (map,
-batched, ...): a ``.shuffle()`` there holds items the loader cannot give back, and ``state_dict()`` says so.
-For exact, elastic resume with workers, see :class:`shardstream.training.TrainingLoader`.
+Resuming: ``loader.state_dict()`` / ``load_state_dict()`` save and restore where the loader is, so a framework
+that checkpoints every loader offering them (PyTorch Lightning, torchdata's Stateful protocol) can always do so:
+
+- ``num_workers=0``: the dataset's own state (the position inside the current shards; nothing is read again);
+- ``num_workers > 0``: the number of batches handed out this epoch; restoring iterates the DataLoader again up to
+  there (exact, since shardstream's orders are a function of seed and epoch, but the consumed part is read again);
+- ``WebLoader(..., stateful=True)``: torchdata's ``StatefulDataLoader`` (``pip install torchdata``) saves each
+  worker's pipeline state: exact, without reading again.
+
+Stages after the loader must keep nothing between items (map, batched, ...): a ``.shuffle()`` there holds items
+the loader cannot give back, and ``state_dict()`` says so. For exact resume with workers that reads nothing
+again, and restores with other numbers of ranks or workers, see :class:`shardstream.training.TrainingLoader`.
+
+``len(loader)``: the DataLoader's batches, when its dataset has a length (``.with_length(n)``, a
+:class:`~shardstream.training.TrainingDataset`) and the count does not depend on how the workers share the
+samples; or the ``n`` of a ``.with_length(n)`` on the loader itself.
 
 Epochs: each ``iter()`` of a WebLoader is the next epoch (or the one given to ``set_epoch``), and the loader
 hands that epoch to its dataset before the DataLoader copies the dataset into the workers, so shard and sample
@@ -83,3 +93,24 @@ class WebLoader(DataPipeline):
     def __iter__(self) -> Iterator[Any]:
         self._push_epoch(self.epoch)
         return super().__iter__()
+
+    def __len__(self) -> int:
+        """Batches of one epoch (see the module docstring); a ``TypeError`` says why when they are not known.
+
+        >>> import shardstream as wds
+        >>> len(wds.WebLoader(wds.DataPipeline(range(10)).with_length(10), batch_size=4))
+        3
+        """
+        if len(self.pipeline) > 1:
+            return super().__len__()  # stages after the loader: only a declared length counts
+        loader = self.loader
+        if loader.num_workers > 1 and loader.batch_size is not None:
+            raise TypeError(
+                f"this WebLoader's length is not known: {loader.num_workers} workers each end with a partial batch "
+                "of their share of the samples; batch in the dataset (.batched(n) and batch_size=None) with "
+                ".with_length(batches), or declare the loader's own length with .with_length(n)")
+        try:
+            return len(loader)
+        except TypeError as e:
+            raise TypeError(f"this WebLoader's dataset has no length ({e}); declare one with .with_length(n) on "
+                            "the dataset or the loader") from None

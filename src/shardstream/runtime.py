@@ -6,6 +6,11 @@
 ``torch.utils.data.get_worker_info()``. torch is never imported here: a process that has not imported torch
 cannot be a DataLoader worker nor have initialised ``torch.distributed``.
 
+A framework that deals the data to the ranks itself makes every rank's dataset a single rank
+(:func:`framework_split`): Accelerate's prepared loaders (``dispatch_batches=True``: rank 0 reads everything and
+sends each rank its part; ``dispatch_batches=False``: every rank reads everything and keeps its slice of each
+batch). Splitting the shards between the ranks as well would lose data (each rank would see half of half).
+
 :func:`derive_key` is the single seed-derivation rule of the package: every random choice (a pipeline stage's
 ``Context.rng``, the orders of :mod:`shardstream.order`, the samplers) starts from a key it derives from
 printable values such as ``(seed, epoch, ...)``. No global random state, time or process id is involved.
@@ -22,12 +27,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
+from types import FrameType
 from typing import Any
 
 from .config import get_settings
 from .errors import ConfigError
 
-__all__ = ["Placement", "derive_key", "distributed_rank", "worker_info"]
+__all__ = ["Placement", "derive_key", "distributed_rank", "framework_split", "worker_info"]
+
+#: the loaders of frameworks that deal the data to the ranks themselves: (module, class names)
+_DEALERS = (("accelerate.data_loader", ("DataLoaderDispatcher", "IterableDatasetShard")),)
 
 
 def derive_key(*parts: Any) -> int:
@@ -71,6 +80,32 @@ def worker_info() -> tuple[int, int, int | None]:
     return info.id, info.num_workers, info.seed - info.id
 
 
+def framework_split() -> str | None:
+    """The framework that deals this iteration's data to the ranks, or None: ``"accelerate"`` when an Accelerate
+    loader (``DataLoaderDispatcher``, or ``IterableDatasetShard`` under ``dispatch_batches=False``) is iterating
+    the dataset, in this process or in the one that started this DataLoader worker.
+
+    >>> framework_split() is None
+    True
+    """
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    found = _dealer(type(info.dataset)) if info is not None else None
+    frame: FrameType | None = sys._getframe(1)
+    while found is None and frame is not None:  # the callers (a forked worker still has its parent's frames)
+        if frame.f_code.co_name in ("__iter__", "_fetch_batches"):
+            found = _dealer(type(frame.f_locals.get("self")))
+        frame = frame.f_back
+    return found
+
+
+def _dealer(cls: type) -> str | None:
+    for module, names in _DEALERS:
+        if cls.__module__ == module and cls.__name__ in names:
+            return module.partition(".")[0]
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """Rank and worker of the running iteration.
@@ -84,10 +119,15 @@ class Placement:
     worker: int = 0
     num_workers: int = 1
     loader_seed: int | None = None
+    #: the framework that deals the data to the ranks (then rank and world_size are 0 and 1: see the module doc)
+    framework: str | None = None
 
     @classmethod
-    def current(cls) -> "Placement":
-        """Read the placement now (call it where the data is iterated: inside the worker)."""
-        rank, world = distributed_rank()
+    def current(cls, framework: str | None = None) -> "Placement":
+        """Read the placement now (call it where the data is iterated: inside the worker). ``framework``: the
+        one :func:`framework_split` found where the dataset was copied into this worker (spawned workers do not
+        see their parent's callers)."""
+        framework = framework_split() or framework
+        rank, world = (0, 1) if framework else distributed_rank()
         worker, workers, loader_seed = worker_info()
-        return cls(rank, world, worker, workers, loader_seed)
+        return cls(rank, world, worker, workers, loader_seed, framework)

@@ -19,6 +19,9 @@ samples ill-defined, and each raises its own :class:`~shardstream.errors.SampleF
 caller passes a skipping ``handler``, is skipped and counted in :class:`SampleStats`; never silently merged):
 
 - a member name with no extension (:class:`~shardstream.errors.MissingExtensionError`): the member is skipped;
+- a member whose extension is ``__key__`` or ``__url__`` (:class:`~shardstream.errors.ReservedFieldError`), the
+  names of the metadata every sample gets: the member is skipped, never allowed to overwrite them (other
+  ``__*__`` extensions are fields like any other);
 - the same extension twice in one sample (:class:`~shardstream.errors.DuplicateFieldError`): the whole sample
   is skipped, since there is no way to tell which copy is right;
 - a key that reappears after other keys in the same shard (:class:`~shardstream.errors.InterleavedKeyError`):
@@ -38,11 +41,14 @@ from .errors import (
     DuplicateFieldError,
     InterleavedKeyError,
     MissingExtensionError,
+    ReservedFieldError,
     SampleFormatError,
     add_context,
 )
 
-__all__ = ["DEFAULT_RULE", "KeyRule", "SampleStats", "group_samples"]
+__all__ = ["DEFAULT_RULE", "KeyRule", "RESERVED_FIELDS", "SampleStats", "group_samples"]
+#: the metadata every sample gets from the reader; a member with one of these extensions is refused
+RESERVED_FIELDS = frozenset(("__key__", "__url__"))
 #: these live in :mod:`shardstream.reading` (the C-accelerated reading of shards) and stay importable from here
 _READING = ("ColumnBatches", "iter_samples")
 
@@ -240,6 +246,12 @@ def _group(
                 continue
         if not ext:
             if not problem(MissingExtensionError("member has no extension", url=url, key=key, member=name), 1, 0):
+                return
+            continue
+        if ext in RESERVED_FIELDS:
+            error = ReservedFieldError(f"member extension {ext!r} is reserved for the sample's metadata", url=url,
+                                       key=key, member=name)  # fmt: skip
+            if not problem(error, 1, 0):
                 return
             continue
         if key == current_key:

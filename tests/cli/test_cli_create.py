@@ -72,7 +72,7 @@ def test_recipe_sources(inputs):
 def test_recipe_pipe_sources_need_allow_pipe(inputs, capsys):
     (inputs / "piped.txt").write_text("p.txt pipe:echo piped\n")
     assert run_cli("create", "piped.txt", "-o", "p.tar") == 2
-    assert "--allow-pipe" in capsys.readouterr().err
+    assert "--allow-commands" in capsys.readouterr().err
     assert not (inputs / "p.tar").exists()
     assert run_cli("create", "piped.txt", "--allow-pipe", "-o", "p.tar") == 0
     assert members("p.tar") == [("p.txt", b"piped\n")]
@@ -121,7 +121,7 @@ def test_jsonl_from_stdin_is_detected(inputs, monkeypatch, capsys):
     ("[1, 2]", "JSON object"),
     ('{"png.b64": "@@@"}', "base64"),
     ('{"__key__": "only"}', "no fields"),
-    ('{"x.path": "pipe:echo hi"}', "--allow-pipe"),
+    ('{"x.path": "pipe:echo hi"}', "--allow-commands"),
 ])
 def test_bad_jsonl_names_the_line(inputs, capsys, line, problem):
     (inputs / "bad.jsonl").write_text('{"txt": "fine"}\n' + line + "\n")

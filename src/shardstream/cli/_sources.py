@@ -39,6 +39,7 @@ from typing import Any
 from ..codecs import encode_field
 from ..errors import ConfigError, EncodeError
 from ..io import split_scheme
+from ..io.trust import urls_from_document
 from ..samples import KeyRule
 from ._common import opened
 
@@ -72,9 +73,8 @@ def read_source(spec: str, base: str, allow_pipe: bool) -> bytes:
     """The bytes of a recipe source: ``text:...``, ``pipe:...`` (needs ``allow_pipe``), a path or a URL."""
     if spec.startswith("text:"):
         return spec[5:].encode("utf-8")
+    (spec,) = urls_from_document([spec], document=base, allow_commands=allow_pipe)
     scheme, _ = split_scheme(spec)
-    if scheme == "pipe" and not allow_pipe:
-        raise ConfigError(f"source {spec!r} runs a shell command; pass --allow-pipe if you trust this input")
     if scheme == "" and spec != "-" and not os.path.isabs(spec):
         spec = os.path.join(base, spec)
     with opened(spec) as stream:
@@ -82,8 +82,7 @@ def read_source(spec: str, base: str, allow_pipe: bool) -> bytes:
 
 
 def _source_loader(spec: str, base: str, allow_pipe: bool, where: str) -> Callable[[], bytes]:
-    if split_scheme(spec)[0] == "pipe" and not allow_pipe:  # fail before anything is written
-        raise ConfigError(f"{where}: source {spec!r} runs a shell command; pass --allow-pipe if you trust it")
+    urls_from_document([spec], document=where, allow_commands=allow_pipe)  # fail before anything is written
     return functools.partial(read_source, spec, base, allow_pipe)
 
 

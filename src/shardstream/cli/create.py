@@ -42,7 +42,7 @@ EXAMPLES = examples(
     "the relative paths. --imagefolder: ROOT/<class>/<file>, adds .cls (classes sorted, numbered from 0) and\n"
     "writes classes.txt (one class name per line) beside the output.\n"
     "Recipe: lines 'archive-name source'; source = path (relative to the recipe), text:CONTENT, or pipe:CMD\n"
-    "(only with --allow-pipe). JSON Lines: one object per line; '__key__', 'EXT': text or JSON value,\n"
+    "(only with --allow-commands). JSON Lines: one object per line; '__key__', 'EXT': text or JSON value,\n"
     "'EXT.b64': base64 bytes, 'EXT.path': a source as in recipes.",
 )
 
@@ -62,7 +62,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
                    help="where to write the class list (default: classes.txt beside the output)")
     p.add_argument("--shuffle", action="store_true", help="write the samples in a random order (directory/recipe)")
     p.add_argument("--seed", type=int, help="random seed of --shuffle (default 0)")
-    p.add_argument("--allow-pipe", action="store_true", help="allow pipe:CMD sources (runs shell commands)")
+    p.add_argument("--allow-commands", "--allow-pipe", dest="allow_pipe", action="store_true",
+                   help="allow pipe:CMD sources (runs shell commands: trusted files only)")
     p.add_argument("--include-hidden", action="store_true", help="include files and folders starting with '.'")
     add_workers_option(p)
     p.set_defaults(run=run)

@@ -68,6 +68,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
                                                              "shown sample (after --decode) and show what it returns")
     p.add_argument("--scan-limit", type=int, default=20000, metavar="N",
                    help="samples read for statistics, the table, filters and problem marks (default 20000)")
+    p.add_argument("--allow-commands", action="store_true", help="let a dataset index name pipe:CMD shards "
+                                                                 "(runs shell commands: trusted files only)")
     p.set_defaults(run=run)
 
 
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         transformed = TransformedView(args.decode, load_function(args.transform) if args.transform else None)
     rule = key_rule(args, lowercase=True)
     data = ViewerData(args.inputs, cache_dir=args.cache_dir, classes=args.classes,
-                      rule=None if rule.rule in (None, "first-dot") else rule)  # fmt: skip
+                      rule=None if rule.rule in (None, "first-dot") else rule, allow_commands=args.allow_commands)  # fmt: skip
     try:
         for problem in data.problems:
             log.warning("%s", " ".join(problem.split()))

@@ -14,6 +14,7 @@ are imported lazily, only when such a field is met.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import re
 import zipfile
@@ -24,6 +25,7 @@ import numpy.lib.format as npformat
 
 from ..errors import MissingDependencyError, UnsafeDecodeError
 from . import tenbin
+from .limits import check_bytes
 
 __all__ = [
     "npy_dumps",
@@ -52,9 +54,24 @@ def _to_numpy(value: Any) -> np.ndarray:
     return array
 
 
-def npy_loads(data: bytes) -> np.ndarray:
-    """``.npy`` bytes -> array (``allow_pickle=False``)."""
-    return npformat.read_array(io.BytesIO(data), allow_pickle=False)
+def _npy_size(stream: io.BytesIO) -> int:
+    """The bytes of array data an ``.npy`` header at the stream's position declares (the stream moves past it)."""
+    version = npformat.read_magic(stream)
+    read_header = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+    shape, _, dtype = read_header(stream)
+    return math.prod(shape) * dtype.itemsize
+
+
+def npy_loads(data: bytes, *, max_size: int | None = None) -> np.ndarray:
+    """``.npy`` bytes -> array (``allow_pickle=False``). The shape in the header must fit the data that follows
+    it (and ``max_size``, as in :mod:`.limits`) before the array is allocated."""
+    stream = io.BytesIO(data)
+    declared = _npy_size(stream)
+    check_bytes(declared, "the .npy array", max_size)
+    if declared > len(data) - stream.tell():
+        raise ValueError(f".npy header declares {declared} bytes of data, but {len(data) - stream.tell()} follow it")
+    stream.seek(0)
+    return npformat.read_array(stream, allow_pickle=False)
 
 
 def npy_dumps(value: Any) -> bytes:
@@ -68,10 +85,22 @@ def npy_dumps(value: Any) -> bytes:
     return stream.getvalue()
 
 
-def npz_loads(data: bytes) -> dict[str, np.ndarray]:
-    """``.npz`` bytes -> ``dict`` of arrays (``allow_pickle=False``)."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+def npz_loads(data: bytes, *, max_size: int | None = None) -> dict[str, np.ndarray]:
+    """``.npz`` bytes -> ``dict`` of arrays (``allow_pickle=False``), as ``np.load`` (members not in ``.npy`` format
+    stay bytes). The members' uncompressed sizes count against ``max_size`` (see :mod:`.limits`) before any is
+    inflated, and no member inflates past its declared size."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = archive.infolist()
+        check_bytes(sum(info.file_size for info in members), "the uncompressed .npz members", max_size)
+        result: dict[str, Any] = {}
+        for info in members:
+            with archive.open(info) as member:
+                raw = member.read(info.file_size + 1)  # ZipExtFile inflates in bounded steps
+            if len(raw) != info.file_size:
+                raise ValueError(f".npz member {info.filename!r} is not the size its header declares")
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            result[name] = npy_loads(raw, max_size=max_size) if raw[:6] == b"\x93NUMPY" else raw
+        return result
 
 
 def npz_dumps(value: Any) -> bytes:

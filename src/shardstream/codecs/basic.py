@@ -17,12 +17,12 @@ import gzip
 import json
 import operator
 import pickle
-import zlib
 from typing import Any
 
 import numpy as np
 
 from ..errors import MissingDependencyError
+from .limits import bounded_gunzip
 
 __all__ = [
     "cbor_dumps",
@@ -154,31 +154,18 @@ def pickle_dumps(value: Any) -> bytes:
 
 
 def gzip_loads(data: bytes, max_size: int | None = None) -> bytes:
-    """Gunzip. With ``max_size``, a result larger than that raises ValueError as soon as it is seen (a gzip bomb
-    is never inflated in full); concatenated gzip members are read one after the other, as by ``gzip``.
+    """Gunzip (concatenated members too, as ``gzip``), never inflating past ``max_size`` bytes: a bigger result
+    raises :class:`~shardstream.errors.DecodeLimitError` (a ``ValueError``) as soon as it is seen, so a gzip bomb
+    is never inflated in full. Default: ``SHARDSTREAM_MAX_DECODED_BYTES`` (see :mod:`.limits`).
 
     >>> gzip_loads(gzip_dumps(b"abc"), max_size=3)
     b'abc'
     >>> gzip_loads(gzip_dumps(b"abcd"), max_size=3)
     Traceback (most recent call last):
     ...
-    ValueError: gunzipped data exceeds 3 bytes: not decoded
+    shardstream.errors.DecodeLimitError: gunzipped data would be 4 bytes, which exceeds the limit of 3 ...
     """
-    if max_size is None:
-        return gzip.decompress(data)
-    parts: list[bytes] = []
-    rest, total = bytes(data), 0
-    while rest:
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        part = inflate.decompress(rest, max_size - total + 1)
-        total += len(part)
-        if total > max_size:
-            raise ValueError(f"gunzipped data exceeds {max_size} bytes: not decoded")
-        parts.append(part)
-        if not inflate.eof:
-            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
-        rest = inflate.unused_data.lstrip(b"\0")  # members may be followed by zero padding, as gzip allows
-    return b"".join(parts)
+    return bounded_gunzip(data, max_size)
 
 
 def gzip_dumps(data: bytes) -> bytes:

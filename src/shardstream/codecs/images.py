@@ -36,7 +36,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, DecodeLimitError, MissingDependencyError
+from .limits import check_pixels
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -47,6 +48,7 @@ __all__ = [
     "encode_image",
     "image_loads",
     "imagehandler",
+    "open_image",
 ]
 
 #: spec -> (container, element type, PIL mode); the keys are every valid ``Decoder("...")`` string.
@@ -120,26 +122,46 @@ def _torch():
     return torch
 
 
-def image_loads(data: bytes) -> Any:
-    """Bytes -> a loaded ``PIL.Image`` in the file's own mode (what the table's image codecs decode to)."""
+def open_image(data: bytes, max_pixels: int | None = None) -> Any:
+    """``PIL.Image.open`` (the header only), refusing images over ``max_pixels`` (default
+    ``SHARDSTREAM_MAX_IMAGE_PIXELS``) with :class:`~shardstream.errors.DecodeLimitError` before anything is decoded:
+    every decoder of image bytes opens them here.
+
+    >>> open_image(encode_image(np.zeros((2, 3), np.uint8), "png")).size
+    (3, 2)
+    """
     import PIL.Image
 
-    with PIL.Image.open(io.BytesIO(data)) as img:
+    try:
+        img = PIL.Image.open(io.BytesIO(data))
+    except PIL.Image.DecompressionBombError as e:  # Pillow's own limit, 2 * PIL.Image.MAX_IMAGE_PIXELS
+        raise DecodeLimitError(f"Pillow refuses the image: {e}") from e
+    try:
+        check_pixels(*img.size, f"{img.format or 'the'} image", max_pixels)
+    except DecodeLimitError:
+        img.close()
+        raise
+    return img
+
+
+def image_loads(data: bytes, *, max_pixels: int | None = None) -> Any:
+    """Bytes -> a loaded ``PIL.Image`` in the file's own mode (what the table's image codecs decode to); images over
+    ``max_pixels`` (default ``SHARDSTREAM_MAX_IMAGE_PIXELS``, see :mod:`.limits`) raise ``DecodeLimitError``."""
+    with open_image(data, max_pixels) as img:
         img.load()
         return img
 
 
-def decode_image(data: bytes, spec: str = "rgb") -> Any:
-    """Decode image bytes to ``spec`` (see the table in the module docstring).
+def decode_image(data: bytes, spec: str = "rgb", *, max_pixels: int | None = None) -> Any:
+    """Decode image bytes to ``spec`` (see the table in the module docstring). Images over ``max_pixels``
+    (default ``SHARDSTREAM_MAX_IMAGE_PIXELS``) raise :class:`~shardstream.errors.DecodeLimitError` before decoding.
 
     >>> png = encode_image(np.full((4, 5), 255, dtype=np.uint8), "png")
     >>> decode_image(png, "rgb8").shape, float(decode_image(png, "l").max())
     ((4, 5, 3), 1.0)
     """
     kind, etype, mode = IMAGE_SPECS[_check_spec(spec)]
-    import PIL.Image
-
-    with PIL.Image.open(io.BytesIO(data)) as img:
+    with open_image(data, max_pixels) as img:
         img.load()
         if img.mode != mode:
             img = img.convert(mode)
@@ -190,7 +212,7 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
         out = _decode_scaled(data, size)
         if out is not None:
             return out
-    with PIL.Image.open(io.BytesIO(data)) as img:
+    with open_image(data) as img:
         width, height = img.size
         short = min(width, height)
         if draft and img.format == "JPEG" and short >= 2 * size:
@@ -218,6 +240,11 @@ def _decode_scaled(data: bytes, size: int) -> np.ndarray | None:
         raise MissingDependencyError("decode_resized(scaled=True)", "jpeg", "opencv-python-headless") from e
     if data[:2] != b"\xff\xd8":  # not a JPEG
         return None
+    try:
+        height, width = simplejpeg.decode_jpeg_header(data)[:2]
+    except ValueError:
+        return None
+    check_pixels(width, height, "JPEG image")
     try:  # min_factor=1 (the default) never decodes above full size
         img = simplejpeg.decode_jpeg(data, "RGB", min_height=size, min_width=size)
     except ValueError:  # corrupt or truncated data, a colour space libjpeg-turbo cannot convert

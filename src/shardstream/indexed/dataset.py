@@ -43,7 +43,7 @@ from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
 from .shardindex import ShardIndex, rule_spec, sidecar_path
-from .source import ByteSource, open_source
+from .source import ByteSource, OpenShards, open_source
 
 __all__ = ["IndexedDataset"]
 
@@ -79,16 +79,15 @@ _Open = OpenShard  # the former private name
 class _Handles:
     """What a process has open: loaded indexes and sources, by shard number (never pickled)."""
 
-    __slots__ = ("pid", "indexes", "open")
+    __slots__ = ("pid", "indexes", "open", "verified")
 
     def __init__(self, indexes: dict[int, ShardIndex] | None = None):
         self.pid = os.getpid()
         self.indexes: dict[int, ShardIndex] = indexes or {}
-        self.open: dict[int, OpenShard] = {}
+        self.open: OpenShards[OpenShard] = OpenShards(close=lambda shard: shard.source.close())  # bounded: an LRU
+        self.verified: dict[int, object] = {}  # shard -> file identity checked against its index (reopen: no hash)
 
     def close(self) -> None:
-        for shard in self.open.values():
-            shard.source.close()
         self.open.clear()
 
 
@@ -301,11 +300,13 @@ class IndexedDataset:
         entry, index = self._shards[number], self._index(number)
         source = open_source(entry.url)
         try:
-            if self._verify:
+            identity = getattr(source, "identity", None)
+            if self._verify and (identity is None or self._handles.verified.get(number) != identity):
                 also = None if self._origin is None else (
                     f"the dataset index {self._origin!r} lists this shard: rebuild it too, with "
                     "shardstream.indexed.index_dataset(shards, output) (it re-indexes changed shards)")  # fmt: skip
                 index.check(source, entry.index, also=also)
+                self._handles.verified[number] = identity
         except BaseException:
             source.close()
             raise

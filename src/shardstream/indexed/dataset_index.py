@@ -30,6 +30,7 @@ import posixpath
 from collections.abc import Iterable
 
 from ..errors import OpenError, StaleIndexError
+from ..io.trust import urls_from_document
 from ..samples import Handler, RuleSpec
 from .build import index_shard
 from .shardindex import ShardIndex, rule_spec, sidecar_path
@@ -65,8 +66,13 @@ class DatasetIndex:
         return sum(shard.samples for shard in self.shards)
 
     @classmethod
-    def load(cls, url: str | os.PathLike[str]) -> DatasetIndex:
-        """Read a dataset index file (a path, ``file:`` URL or any URL with a registered byte source)."""
+    def load(cls, url: str | os.PathLike[str], *, allow_commands: bool = False) -> DatasetIndex:
+        """Read a dataset index file (a path, ``file:`` URL or any URL with a registered byte source).
+
+        The shard and index URLs it names are checked by :func:`~shardstream.io.trust.urls_from_document`: one
+        that runs a command (``pipe:CMD``) raises :class:`~shardstream.errors.UnsafeURLError` unless
+        ``allow_commands=True``.
+        """
         url = os.fspath(url)
         source = open_source(url)
         try:
@@ -75,20 +81,17 @@ class DatasetIndex:
             source.close()
         try:
             doc = json.loads(data)
-            if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-                raise ValueError(f"not a {FORMAT} version {VERSION} file")
-            shards = tuple(
-                ShardEntry(_resolve(url, s["url"]), _resolve(url, s["index"]), int(s["samples"]), int(s["size"]),
-                           str(s["fingerprint"]))  # fmt: skip
-                for s in doc["shards"]
-            )
-            return cls(shards, doc["rule"], bool(doc["lowercase"]), url)
-        except (ValueError, KeyError, TypeError) as e:
+            result = cls(_entries(url, doc), doc["rule"], doc["lowercase"], url)
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            problem = f"no {e} field" if isinstance(e, KeyError) else str(e)
             raise StaleIndexError(
-                f"the dataset index {url!r} is unreadable ({e}); rebuild it with "
+                f"the dataset index {url!r} is unreadable ({problem}); rebuild it with "
                 "shardstream.indexed.index_dataset(shards, output)",
                 url=url,
             ) from e
+        named = [u for shard in result.shards for u in (shard.url, shard.index)]
+        urls_from_document(named, document=url, allow_commands=allow_commands)
+        return result
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the JSON file, with shard and index paths relative to its directory where they are local."""
@@ -107,6 +110,40 @@ class DatasetIndex:
             f.write("\n")
         os.replace(tmp, path)
         return path
+
+
+def _count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} is {value!r}, not a count (an integer >= 0)")
+    return value
+
+
+def _entries(url: str, doc: object) -> tuple[ShardEntry, ...]:
+    """The shard entries of a parsed dataset index, every field checked (a ValueError says what is wrong)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"the file holds a JSON {type(doc).__name__}, not an object")
+    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ValueError(f"not a {FORMAT} version {VERSION} file")
+    if not isinstance(doc.get("rule"), str) or not isinstance(doc.get("lowercase"), bool):
+        raise ValueError("'rule' must be a string and 'lowercase' true or false")
+    shards = doc.get("shards")
+    if not isinstance(shards, list):
+        raise ValueError(f"'shards' is {type(shards).__name__}, not a list")
+    entries = []
+    for number, s in enumerate(shards):
+        what = f"shard {number}"
+        if not isinstance(s, dict):
+            raise ValueError(f"{what} is a JSON {type(s).__name__}, not an object")
+        for name in ("url", "index", "fingerprint"):
+            if not isinstance(s.get(name), str) or not s[name]:
+                raise ValueError(f"{what}: {name!r} is {s.get(name)!r}, not a non-empty string")
+        entries.append(ShardEntry(_resolve(url, s["url"]), _resolve(url, s["index"]),
+                                  _count(s.get("samples"), f"{what}: 'samples'"),
+                                  _count(s.get("size"), f"{what}: 'size'"), s["fingerprint"]))  # fmt: skip
+    total = doc.get("samples")
+    if total is not None and _count(total, "'samples'") != sum(e.samples for e in entries):
+        raise ValueError(f"'samples' is {total} but the shards hold {sum(e.samples for e in entries)}")
+    return tuple(entries)
 
 
 def _resolve(base: str, url: str) -> str:

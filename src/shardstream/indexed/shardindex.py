@@ -113,6 +113,48 @@ def _le(values: array) -> bytes:
     return values.tobytes()
 
 
+def _header(header: Any) -> dict[str, Any]:
+    """The JSON header of an index file, each field of the expected type (else a ValueError saying which)."""
+    if not isinstance(header, dict):
+        raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
+    for name in ("size", "samples", "members"):
+        value = header.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+            raise ValueError(f"header field {name!r} is {value!r}, not a count")
+    if header["samples"] >= 1 << 32 or header["members"] >= 1 << 32:
+        raise ValueError("more samples or members than an index holds (2**32)")
+    extensions = header.get("extensions")
+    if not isinstance(extensions, list) or not all(isinstance(e, str) for e in extensions):
+        raise ValueError("header field 'extensions' is not a list of strings")
+    if not all(isinstance(header.get(n), str) for n in ("fingerprint", "rule")) or not isinstance(
+        header.get("lowercase"), bool
+    ):
+        raise ValueError("header fields 'fingerprint', 'rule' and 'lowercase' have the wrong types")
+    return header
+
+
+def _check_arrays(header: dict[str, Any], offsets: array, sizes: array, starts: array, key_ends: array,
+                  ext_ids: array, keys: int) -> None:  # fmt: skip
+    """Raise ValueError unless the arrays describe members inside the shard, in archive order: a corrupt index
+    whose header still matches the shard must never return other bytes (or fail with IndexError later)."""
+    import numpy as np
+
+    off, size = np.frombuffer(offsets, np.uint64), np.frombuffer(sizes, np.uint64)
+    first, ends = np.frombuffer(starts, np.uint32), np.frombuffer(key_ends, np.uint32)
+    if first[0] != 0 or first[-1] != header["members"] or np.any(first[1:] < first[:-1]):
+        raise ValueError("the sample starts are not increasing from 0 to the member count")
+    if ends[0] != 0 or ends[-1] != keys or np.any(ends[1:] < ends[:-1]):
+        raise ValueError("the key ends are not increasing from 0 to the length of the keys")
+    if len(ext_ids) and int(np.frombuffer(ext_ids, np.uint32).max()) >= len(header["extensions"]):
+        raise ValueError("a member's extension number is past the list of extensions")
+    if len(off):
+        limit = np.uint64(header["size"])
+        if np.any(off > limit) or np.any(size > limit - off):
+            raise ValueError(f"a member's data lies past the end of the shard ({header['size']} bytes)")
+        if np.any(off[1:] < off[:-1] + size[:-1]):
+            raise ValueError("member data overlaps or is out of archive order")
+
+
 class ShardIndex:
     """The index of one shard (see the module docstring for the file format). ``len(index)`` is its samples.
 
@@ -227,21 +269,22 @@ class ShardIndex:
                 raise ValueError("not a shardstream shard index (bad magic bytes)")
             if version != VERSION:
                 raise ValueError(f"index format version {version}; this shardstream reads version {VERSION}")
-            header = json.loads(bytes(data[_PREFIX.size : _PREFIX.size + length]))
+            header = _header(json.loads(bytes(data[_PREFIX.size : _PREFIX.size + length])))
             samples, members = header["samples"], header["members"]
             pos = _PREFIX.size + length
             parts = []
             for code, count in (("Q", members), ("Q", members), (_U32, samples + 1), (_U32, samples + 1),
                                 (_U32, members)):  # fmt: skip
                 end = pos + count * array(code).itemsize
+                if end > len(data):
+                    raise ValueError(f"the file ends at byte {len(data)}, before its arrays do ({end})")
                 parts.append(_ints(code, data[pos:end]))
                 pos = end
             keys = bytes(data[pos:])
-            if len(keys) != parts[3][-1] or parts[2][-1] != members or parts[2][0] != 0:
-                raise ValueError("truncated or inconsistent arrays")
+            _check_arrays(header, *parts, len(keys))
             return cls(shard_url, header["size"], header["fingerprint"], header["rule"], header["lowercase"],
                        header["extensions"], *parts, keys)  # fmt: skip
-        except (ValueError, KeyError, TypeError, IndexError, struct.error) as e:
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError, struct.error) as e:
             raise StaleIndexError(
                 f"the index {where!r} of shard {shard_url!r} is unreadable ({e}); {rebuild_hint(shard_url)}",
                 url=shard_url,

@@ -59,11 +59,12 @@ def source_cursor(source: Any, open_fn: Callable[[], Iterator[Any]], ctx: Contex
         return DelegateCursor(source, source, name)
     if _is_dataloader(source):
         dataset = source.dataset
-        stateful = source.num_workers == 0 and callable(getattr(dataset, "state_dict", None))
-        return DelegateCursor(dataset if stateful else None, source, name,
-                              "a torch DataLoader with worker processes does not say where its workers are; use "
-                              "torchdata's StatefulDataLoader (pip install torchdata; WebLoader(..., stateful=True)), "
-                              "num_workers=0, or shardstream.training.TrainingLoader")
+        if source.num_workers == 0 and callable(getattr(dataset, "state_dict", None)):
+            return DelegateCursor(dataset, source, name)
+        # worker processes do not say where they are: the position is the batches handed out, and restoring
+        # iterates the DataLoader again up to there (the same batches when the dataset's order is a function
+        # of its seed and epoch, as shardstream's are)
+        return ReplayCursor(open_fn, f"the {name} (replayed to its position)")
     if isinstance(source, Iterator):
         return DelegateCursor(None, source, name, "a one-shot iterator cannot be read again; give the pipeline an "
                               "iterable it can re-iterate (a list, a Source, a function returning an iterator)")

@@ -160,7 +160,7 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
         """The context of an iteration starting now, here, and the index of the last splitter."""
         if not self.pipeline:
             raise ConfigError("this DataPipeline is empty: give it a source, e.g. DataPipeline(SimpleShardList(urls))")
-        placement = Placement.current()
+        placement = Placement.current(self._framework)
         # a fresh copy per pass in each DataLoader worker: an epoch nobody set says nothing, so use the
         # DataLoader's per-pass seed (identical in all its workers; ranks may differ, so single rank only)
         mix = self._epoch_source == "auto" and placement.world_size == 1

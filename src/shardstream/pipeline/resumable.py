@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, StateError
+from ..runtime import framework_split
 
 __all__ = ["Progress", "Resumable", "check_format"]
 
@@ -100,6 +101,7 @@ class Resumable:
     _epoch_source: str = "auto"
     _pending: dict[str, Any] | None = None
     _progress: Progress | None = None
+    _framework: str | None = None  # set in a copy made for a DataLoader worker by a framework's loader
 
     # -- epochs -------------------------------------------------------------------------------------------------
     @property
@@ -175,4 +177,5 @@ class Resumable:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_progress"] = None  # an iteration in progress (open shards) never travels
+        state["_framework"] = framework_split()  # a spawned worker cannot see who deals the data to the ranks
         return state

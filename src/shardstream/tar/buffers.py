@@ -21,6 +21,8 @@ import mmap
 import os
 from typing import Any, BinaryIO, Protocol
 
+from ..config import get_settings
+
 __all__ = ["MappedBuffer", "Source", "StreamBuffer", "map_file"]
 
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
@@ -57,6 +59,14 @@ class StreamBuffer:
         self.buf = b""
         self.pos = self.base = 0
         self.eof = False
+
+    def file_end(self) -> int | None:
+        """The size of the plain file being read (None for other streams): a member reaching past it is truncated,
+        whatever its header's size field says, and is reported so before anything is allocated for it."""
+        try:
+            return None if self._file is None else os.fstat(self._file.fileno()).st_size
+        except (OSError, ValueError):
+            return None
 
     def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
         """The data of a large member whose data begins at ``buf[start]``, read from the file in one copy.
@@ -132,13 +142,14 @@ class MappedBuffer:
 
 def map_file(stream: BinaryIO) -> mmap.mmap | None:
     """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
-    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty.
+    (a pipe, socket, decompressor, HTTP body...), not at its start, or empty; or when maps are turned off
+    (``SHARDSTREAM_MMAP=0``: the file is then read as a stream, so ``zero_copy`` gives ``bytes``).
 
     The map stays valid after ``stream`` is closed and lives as long as a reference to it (or to a memoryview
     of it) does. The file must not be truncated while mapped (reading a page past its new end kills the
-    process with SIGBUS), as for any memory-mapped reader.
+    process with SIGBUS), as for any memory-mapped reader: where that can happen, set ``SHARDSTREAM_MMAP=0``.
     """
-    if not _is_plain_file(stream):
+    if not _is_plain_file(stream) or not get_settings().mmap:
         return None
     try:
         if stream.tell() != 0:

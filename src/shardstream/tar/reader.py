@@ -278,10 +278,15 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
     """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data (``b""``
     without ``keep``: then the data is only checked to be there, never copied)."""
     padded = (size + BLOCKSIZE - 1) & ~(BLOCKSIZE - 1)
-    if keep and size >= _DIRECT_MIN:
-        data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
-        if data is not None:
-            return data
+    if size >= _DIRECT_MIN:
+        file_end = getattr(src, "file_end", None)  # a local file knows its size: a huge size field is refused
+        end = file_end() if file_end is not None else None  # before anything is read or allocated for it
+        if end is not None and src.base + src.pos + BLOCKSIZE + size > end:  # (a cut padding is handled below)
+            raise _truncated(size, padded, end, url, offset, member)
+        if keep:
+            data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
+            if data is not None:
+                return data
     error: TarFormatError | None = None
     try:
         filled = src.fill(BLOCKSIZE + padded)
@@ -289,14 +294,7 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
         filled, error = False, add_context(e, member=member, offset=offset)  # type: ignore[assignment]
     if not filled:
         if error is None:
-            end = src.base + len(src.buf)
-            error = TarFormatError(
-                f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
-                f"but the stream ends at offset {end}",
-                url=url,
-                offset=offset,
-                member=member,
-            )
+            error = _truncated(size, padded, src.base + len(src.buf), url, offset, member)
         start = src.pos + BLOCKSIZE
         if member is not None and len(src.buf) - start >= size:  # only padding is missing: the data is whole
             src.pos = len(src.buf)
@@ -305,6 +303,16 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
     return src.buf[start : start + size] if keep else b""
+
+
+def _truncated(size: int, padded: int, end: int, url: str, offset: int, member: str | None) -> TarFormatError:
+    return TarFormatError(
+        f"truncated tar member: {size} data bytes (padded to {padded}) expected after the header, "
+        f"but the stream ends at offset {end}",
+        url=url,
+        offset=offset,
+        member=member,
+    )
 
 
 def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarning:

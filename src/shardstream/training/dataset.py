@@ -71,13 +71,15 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
     :param lengths: ``"stream"``: samples per shard (a list, or a dict by URL) when known
     :param cache_dir: remote shards go through this shard cache
     :param keys: the key rule (see :class:`shardstream.samples.KeyRule`)
+    :param allow_commands: let a dataset index ``.json`` name ``pipe:CMD`` shards (runs commands: trusted files only)
     """
 
     def __init__(self, source: Any, *, batch_size: int, seed: int | str = 0, shuffle: str = "global",
                  window: int = 8, buffer: int = 1000, drop_last: bool = False, decode: Any = None,
                  map: Callable[[Any], Any] | None = None, collate: Callable[[list[Any]], Any] | None = default_collation_fn,
                  rank: int | None = None, world_size: int | None = None,
-                 lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None):
+                 lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None,
+                 allow_commands: bool = False):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise ConfigError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -96,7 +98,8 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         if self.stream and cache_dir is not None:
             opener = cache_opener(cache_dir)
         self._opener = opener
-        resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener)
+        resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener,
+                           allow_commands=allow_commands)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]
         self._epoch, self._epoch_source = 0, "auto"
@@ -126,7 +129,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         """This process's ``(rank, world_size)``: given, bound by a loader, or from the runtime."""
         if self._placement is not None:
             return self._placement
-        current = Placement.current()
+        current = Placement.current(self._framework)
         return current.rank, current.world_size
 
     def plan(self, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
@@ -145,7 +148,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         return epoch, self.plan(world_size=world, num_workers=workers), None
 
     def __iter__(self) -> PlanIterator:
-        here = Placement.current()
+        here = Placement.current(self._framework)
         rank, world = self.rank_and_world()
         epoch, plan, first = self._start(rank, world, here.worker, here.num_workers)
         iterator = PlanIterator(self, epoch, plan, rank, here.worker, here.num_workers, first)
@@ -220,7 +223,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         return super().state_dict()
 
     def _initial_state(self) -> dict[str, Any]:
-        here = Placement.current()
+        here = Placement.current(self._framework)
         rank, world = self.rank_and_world()
         return self._fresh_state(self._epoch, rank, world, here.worker, here.num_workers)
 

@@ -114,7 +114,7 @@ def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:
 
 
 def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mapping[str, int] | None = None,
-            cache_dir: Any = None, rule: Any = None, opener: Any = None) -> Resolved:
+            cache_dir: Any = None, rule: Any = None, opener: Any = None, allow_commands: bool = False) -> Resolved:
     """Resolve ``source`` for indexed reading, or for streaming when ``stream`` (see the module docstring)."""
     if isinstance(source, IndexedDataset):
         if stream:
@@ -123,7 +123,7 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
     text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     if text is not None and text.endswith(".json"):
         if stream:
-            index = DatasetIndex.load(text)
+            index = DatasetIndex.load(text, allow_commands=allow_commands)
             return Resolved(tuple(s.samples for s in index.shards), urls=tuple(s.url for s in index.shards))
         reader = IndexedDataset(text, rule=rule)
         return Resolved(tuple(reader.shard_lengths), reader=reader)

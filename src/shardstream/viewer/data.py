@@ -59,17 +59,18 @@ class ViewerData:
     :param classes: the class list file (default ``classes.txt`` beside the shards, when there is one)
     :param rule: the key rule (default WebDataset's first-dot rule; sidecars built with another are not used)
     :param thumb_cache: bytes of thumbnails kept in memory (least recently used go first)
+    :param allow_commands: let a dataset index name ``pipe:CMD`` shards (runs commands: trusted files only)
     """
 
     def __init__(self, inputs: Sequence[str], *, cache_dir: str | None = None, classes: str | None = None,
-                 rule: Any = None, thumb_cache: int = 64 << 20):  # fmt: skip
+                 rule: Any = None, thumb_cache: int = 64 << 20, allow_commands: bool = False):  # fmt: skip
         self.rule = rule if rule is None or isinstance(rule, KeyRule) else KeyRule(rule)
         self._lock = threading.Lock()
         self._sources: OrderedDict[int, ByteSource] = OrderedDict()
         self._matching: dict[str, np.ndarray] = {}
         self.thumbnails = Thumbnails(thumb_cache)
         self.inputs = list(inputs)
-        specs, base = expand_dataset(inputs)
+        specs, base = expand_dataset(inputs, allow_commands)
         self._opener = ShardOpener(cache_dir, self.rule)
         self.problems = self._opener.problems
         self.shards: list[OpenShard] = []

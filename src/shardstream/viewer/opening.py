@@ -45,15 +45,17 @@ def _parent(url: str) -> str:
     return os.path.dirname(path) if path is not None else url.rpartition("/")[0]
 
 
-def expand_dataset(inputs: Sequence[str]) -> tuple[list[tuple[str, str | None]], str | None]:
-    """``([(shard url, index path or None), ...], where the class list would be)`` from what the user named."""
+def expand_dataset(inputs: Sequence[str], allow_commands: bool = False
+                   ) -> tuple[list[tuple[str, str | None]], str | None]:
+    """``([(shard url, index path or None), ...], where the class list would be)`` from what the user named
+    (``allow_commands``: a dataset index may name ``pipe:CMD`` shards)."""
     shards: list[tuple[str, str | None]] = []
     base: str | None = None
     for arg in inputs:
         if arg == "-":
             raise ConfigError("the viewer needs files or URLs, not '-' (standard input)")
         if arg.endswith(".json"):
-            shards.extend((entry.url, entry.index) for entry in DatasetIndex.load(arg).shards)
+            shards.extend((entry.url, entry.index) for entry in DatasetIndex.load(arg, allow_commands=allow_commands).shards)
             base = _parent(arg) if base is None else base
             continue
         names = expand_inputs([arg], directories=True, globs=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..codecs import decode_field, get_codec
 from ..codecs.basic import gzip_loads
+from ..codecs.images import open_image
 from ..codecs.table import lookup, match_extension
 
 __all__ = [
@@ -167,7 +168,7 @@ def _pil(ext: str, data: bytes) -> Any:
 
     ext, data = unwrap(ext, data)
     if get_codec(ext) is not None and get_codec(ext).kind == "image":  # type: ignore[union-attr]
-        return PIL.Image.open(io.BytesIO(data))
+        return open_image(data)  # over SHARDSTREAM_MAX_IMAGE_PIXELS: DecodeLimitError, nothing decoded
     found = arrays_of(decode_field(ext, data))
     pixels = array_image(found[0][1]) if found else None
     if pixels is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import warnings
@@ -86,6 +87,36 @@ def _compressor(kind: str, sink: _Counter, level: int | None) -> Any:
 def _open_file(fd: int) -> Any:
     """The file a path TarWriter writes to: unbuffered, since TarStreamWriter buffers (no second copy)."""
     return os.fdopen(fd, "wb", buffering=0)
+
+
+def _publish(raw: Any, tmp: str, path: str, fsync: bool) -> None:
+    """Close the temporary file ``tmp`` and rename it to ``path``. With ``fsync`` its data reaches the disk before
+    the rename, and the rename (the directory) before this returns: after a power loss ``path`` is either the
+    complete shard or absent (or the previous file), never a short one."""
+    if fsync:
+        try:
+            fd = raw.fileno()
+        except (AttributeError, io.UnsupportedOperation):  # a wrapper without a descriptor: nothing to sync
+            fd = None
+        if fd is not None:
+            os.fsync(fd)
+    raw.close()
+    os.replace(tmp, path)
+    if fsync:
+        _fsync_directory(os.path.dirname(path) or ".")
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - platforms where directories cannot be opened (Windows)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - file systems that refuse fsync on a directory
+        pass
+    finally:
+        os.close(fd)
 
 
 def _cleanup(raw: Any, tmp: str) -> None:

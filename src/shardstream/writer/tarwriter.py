@@ -11,11 +11,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..codecs import encode_sample
+from ..config import get_settings
 from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
 from ..io.urls import local_path
+from ..samples import RESERVED_FIELDS
 from ..tar.header import BLOCKSIZE
 from ..tar.writer import DEFAULT_OWNER, PAX_SIZE_LIMIT, TarStreamWriter, member_size
-from ._targets import _BYTES, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file
+from ._targets import _BYTES, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file, _publish
 
 __all__ = ["TarWriter"]
 
@@ -55,7 +57,8 @@ class TarWriter:
         (never), True or ``"gz"``, ``"bz2"``, ``"xz"``, ``"zst"`` (needs ``pip install 'shardstream[zstd]'``)
     :param encoder: True (by extension), False (bytes/str only), a callable ``sample -> sample``, or a dict
         ``{ext: value -> bytes}`` (those extensions by the functions, the others by the table)
-    :param keep_meta: also write the fields whose names start with ``_`` (except ``__key__``)
+    :param keep_meta: also write the fields whose names start with ``_`` (except the reader's ``__key__`` and
+        ``__url__``, which readers refuse as members: :class:`~shardstream.errors.ReservedFieldError`)
     :param mtime: modification time of every member; 0 by default so output is reproducible (None: now)
     :param format: accepted for webdataset compatibility and ignored: shardstream always writes ustar headers
         and adds PAX records only for members ustar cannot express
@@ -63,6 +66,8 @@ class TarWriter:
     :param compresslevel: compression level (defaults: gzip 6, bz2 9, xz 6, zstd 3)
     :param record_index: record ``(key, [(field, data_offset, size), ...])`` per sample in
         :attr:`index_entries`, offsets counted in the uncompressed tar (for building an index while writing)
+    :param fsync: path targets: flush the shard and its directory to disk around the rename (default
+        ``SHARDSTREAM_FSYNC``, on), so a power loss never leaves a short shard under its final name
 
     >>> import io, tarfile
     >>> stream = io.BytesIO()
@@ -90,6 +95,7 @@ class TarWriter:
         jpeg_quality: int | None = None,
         compresslevel: int | None = None,
         record_index: bool = False,
+        fsync: bool | None = None,
     ):
         del format  # accepted for webdataset compatibility (see the docstring)
         if encoder is None:
@@ -105,6 +111,7 @@ class TarWriter:
         self.encoder, self.keep_meta, self.jpeg_quality = encoder, keep_meta, jpeg_quality
         self.index_entries: list[tuple[str, list[tuple[str, int, int]]]] | None = [] if record_index else None
         self.path: str | None = None  # final path, for path targets
+        self.fsync = False  # path targets: see the docstring
         self._tmp: str | None = None
         self._raw: Any = None  # the file this writer opened (path targets only)
         self._remote: Any = None  # the RemoteSink this writer opened (URL targets only)
@@ -132,6 +139,7 @@ class TarWriter:
                 self.url = "-"
             else:
                 self.path = self.url = path
+                self.fsync = get_settings().fsync if fsync is None else bool(fsync)
                 stream = self._raw = self._open_temp(path)
                 self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp)
         else:
@@ -209,7 +217,7 @@ class TarWriter:
             fields = self._encode_fields(sample, key)
         if self.keep_meta:
             for name, value in sample.items():
-                if isinstance(name, str) and name[:1] == "_" and name != "__key__":
+                if isinstance(name, str) and name[:1] == "_" and name not in RESERVED_FIELDS:
                     if isinstance(value, str):
                         value = value.encode("utf-8")
                     elif not isinstance(value, _BYTES):
@@ -353,8 +361,7 @@ class TarWriter:
             if self._compressor is not None:
                 self._compressor.close()
             if self._raw is not None:
-                self._raw.close()
-                os.replace(self._tmp, self.path)  # type: ignore[arg-type]
+                _publish(self._raw, self._tmp, self.path, self.fsync)  # type: ignore[arg-type]
                 self._finalizer.detach()
                 self._tmp = None
             elif self._remote is not None:

@@ -22,6 +22,7 @@ shardstream.errors.WorkerSplitError: DataLoader worker 1 of 2 received no shard:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,6 +32,8 @@ from ..core import Stage, stage
 from ..cursors import Counted, Cursor, PassCursor, Restart
 
 __all__ = ["as_splitter", "check_empty", "single_node_only", "split_by_node", "split_by_worker"]
+
+log = logging.getLogger(__name__)
 
 
 def _nothing_for(index: int, count: int, what: str, total: int) -> WorkerSplitError:
@@ -49,6 +52,15 @@ def _nothing_for(index: int, count: int, what: str, total: int) -> WorkerSplitEr
     )
 
 
+def _uneven(rank: int, ranks: int, total: int) -> None:
+    """Say that the ranks got different numbers of shards (then of batches: a DDP job waits at the end)."""
+    log.warning(
+        "rank %d of %d: %d shards do not split evenly between %d ranks, so the ranks train on different numbers of "
+        "batches and a DDP job waits forever for the missing ones at the end of the epoch; use a shard count that "
+        "divides by the ranks, .with_epoch(n) (each rank's epoch n items), or shardstream.training.TrainingLoader "
+        "(exact epochs, equal batches)", rank, ranks, total, ranks)
+
+
 def _nothing_at_all(total: int) -> WorkerSplitError:
     """``check_empty``'s error."""
     return WorkerSplitError(
@@ -65,9 +77,10 @@ class _Split(Counted):
     fields = ("total", "mine")
 
     def __init__(self, upstream: Cursor, index: int, count: int, on_empty: Callable[[int], Exception] | None,
-                 name: str):
+                 name: str, on_uneven: Callable[[int], None] | None = None):
         super().__init__(upstream, name)
         self.index, self.count, self.on_empty, self.total, self.mine = index, count, on_empty, 0, 0
+        self.on_uneven = on_uneven
 
     def __next__(self) -> Any:
         upstream, count, index = self.upstream, self.count, self.index
@@ -77,6 +90,9 @@ class _Split(Counted):
             except StopIteration:
                 if self.mine == 0 and self.on_empty is not None:
                     raise self.on_empty(self.total) from None
+                if self.on_uneven is not None and self.total % count:
+                    self.on_uneven(self.total)
+                    self.on_uneven = None
                 raise
             self.total += 1
             if count == 1 or (self.total - 1) % count == index:
@@ -103,9 +119,10 @@ def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart 
         ctx.worker, ctx.num_workers, "worker")
     if count == 1:
         return PassCursor(upstream, iter, name)
+    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" else None
     strict = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments.get("empty_check", True)
     on_empty = (lambda total: _nothing_for(index, count, what, total)) if strict else None
-    return _Split(upstream, index, count, on_empty, name)
+    return _Split(upstream, index, count, on_empty, name, uneven)
 
 
 def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *,

@@ -1,0 +1,284 @@
+"""Fuzz shardstream's readers: tar (C and Python paths, streamed, mapped, short reads, compressed), sample
+grouping, decoders, sidecar and dataset indexes. Bounded by time; findings are saved and make it exit 1.
+
+    python fuzz/fuzz_shardstream.py --seconds 60              # structure-aware mutator (always available)
+    python fuzz/fuzz_shardstream.py --engine atheris -s 600   # coverage-guided, where atheris installs
+    python fuzz/fuzz_shardstream.py --make-corpus             # rewrite fuzz/corpus/ (small seeds, checked in)
+
+``make fuzz`` runs it (``FUZZ_SECONDS``, default 60). Every input is one of the corpus's kinds (file name
+prefix): ``tar-*`` archives, ``ssidx-*`` sidecar indexes, ``dsindex-*.json`` dataset indexes, ``field-*.EXT``
+field bytes decoded by extension. What counts as a finding is in ``targets.py``; the mutations in
+``mutators.py``. The process runs with a 4 GiB address-space limit, so a memory blowup is a finding, not a
+crash of the machine; each input has a 10 s alarm, so a hang is one too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import pathlib
+import random
+import resource
+import signal
+import sys
+import time
+import traceback
+
+HERE = pathlib.Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+KINDS = {"tar": 0.6, "field": 0.2, "ssidx": 0.1, "dsindex": 0.1}
+ALARM_SECONDS = 10
+
+
+class Hang(BaseException):
+    """An input ran past the alarm."""
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise Hang(f"an input ran longer than {ALARM_SECONDS} s")
+
+
+def make_corpus(directory: pathlib.Path) -> None:
+    """Small seeds covering the formats' features, written deterministically."""
+    import gzip
+    import io
+    import json
+
+    import numpy as np
+
+    from shardstream.codecs import encode_image, tenbin
+    from shardstream.codecs.arrays import npy_dumps, npz_dumps
+    from shardstream.indexed import index_dataset, index_shard
+    from shardstream.tar import TarStreamWriter
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.iterdir():
+        old.unlink()
+
+    def trimmed(data: bytes, end: bool = True) -> bytes:
+        """Without the record padding (only the two end blocks, or none: an unterminated archive)."""
+        from mutators import header_offsets
+
+        last = header_offsets(data)[-1]
+        size = int(data[last + 124:last + 136].strip(b" \0") or b"0", 8)
+        stop = last + 512 + -(-size // 512) * 512
+        return data[:stop + (1024 if end else 0)]
+
+    def tar(name: str, members: list[tuple[str, bytes]], end: bool = True) -> bytes:
+        out = io.BytesIO()
+        with TarStreamWriter(out) as writer:
+            for member, data in members:
+                writer.add(member, data)
+        (directory / f"tar-{name}.tar").write_bytes(trimmed(out.getvalue(), end))
+        return out.getvalue()
+
+    tar("plain", [("a.txt", b"hello"), ("a.cls", b"3"), ("b.txt", b"x" * 600), ("b.cls", b"4")])
+    tar("longname", [("d/" * 70 + "k.txt", b"long"), ("d/" * 70 + "k.json", b"{}"), ("\u00e9.txt", b"e")])
+    tar("empty-members", [("a.txt", b""), ("a.bin", b""), ("b.txt", b"1")])
+    tar("unterminated", [("a.txt", b"x"), ("a.cls", b"1")], end=False)
+    plain = tar("dotted", [("a.b.c.txt", b"1"), ("A.TXT", b"2"), ("x.seg.png", b"3")])
+    import tarfile
+
+    out = io.BytesIO()  # GNU long names, a directory, a symlink and a global PAX header, as GNU tar writes them
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, data in (("g/" * 60 + "x.txt", b"gnu"), ("y.txt", b"y")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo("dir")
+        info.type = tarfile.DIRTYPE
+        tf.addfile(info)
+        info = tarfile.TarInfo("link.txt")
+        info.type, info.linkname = tarfile.SYMTYPE, "y.txt"
+        tf.addfile(info)
+    (directory / "tar-gnu.tar").write_bytes(trimmed(out.getvalue()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": "g"}) as tf:
+        info = tarfile.TarInfo("p.txt")
+        info.size, info.pax_headers = 3, {"path": "q.txt"}
+        tf.addfile(info, io.BytesIO(b"pax"))
+    (directory / "tar-pax.tar").write_bytes(trimmed(out.getvalue()))
+    shard = directory / "tar-plain.tar"
+    index = index_shard(str(shard), save=False)
+    (directory / "ssidx-plain.ssidx").write_bytes(index.to_bytes())
+    dotted = index_shard(str(directory / "tar-dotted.tar"), save=False)
+    (directory / "ssidx-dotted.ssidx").write_bytes(dotted.to_bytes())
+    ds = index_dataset([str(shard)], str(directory / "dsindex-plain.json"))
+    doc = json.loads((directory / "dsindex-plain.json").read_text())
+    doc["shards"][0]["url"], doc["shards"][0]["index"] = "tar-plain.tar", "ssidx-plain.ssidx"
+    (directory / "dsindex-plain.json").write_text(json.dumps(doc))
+    (directory / "tar-plain.tar.ssidx").unlink(missing_ok=True)
+    del ds, plain
+    image = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+    fields = {
+        "json": b'{"a": [1, 2.5, "x"], "b": null}', "cls": b"7", "txt": "caf\u00e9".encode(),
+        "npy": npy_dumps(np.arange(6, dtype="<i4").reshape(2, 3)), "npz": npz_dumps({"a": np.zeros(3)}),
+        "json.gz": gzip.compress(b"[1, 2, 3]", mtime=0), "png": encode_image(image, "png"),
+        "jpg": encode_image(image, "jpg"), "webp": encode_image(image, "webp"), "bmp": encode_image(image, "bmp"),
+        "gif": encode_image(image[..., 0], "gif"), "tiff": encode_image(image, "tiff"),
+        "msgpack": b"\x82\xa1a\x01\xa1b\x92\x01\x02", "cbor": b"\xa2aa\x01ab\x82\x01\x02",
+        "ten": tenbin.encode_buffer([np.ones(3)]),
+    }  # fmt: skip
+    for ext, data in fields.items():
+        (directory / f"field-{ext.replace('.', '_')}.{ext}").write_bytes(data)
+
+
+def load_corpus(directory: pathlib.Path) -> dict[str, list[tuple[str, bytes]]]:
+    corpus: dict[str, list[tuple[str, bytes]]] = {kind: [] for kind in KINDS}
+    for path in sorted(directory.iterdir()):
+        kind = path.name.split("-", 1)[0]
+        if kind in corpus:
+            corpus[kind].append((path.name, path.read_bytes()))
+    missing = [kind for kind, seeds in corpus.items() if not seeds]
+    if missing:
+        raise SystemExit(f"no seeds for {missing} in {directory}: run with --make-corpus")
+    return corpus
+
+
+def one(kind: str, name: str, data: bytes, rng: random.Random) -> None:
+    """Feed one (already mutated) input to its target."""
+    import targets
+
+    if kind == "tar":
+        targets.check_tar(data, rng)
+    elif kind == "ssidx":
+        targets.check_sidecar(data, rng)
+    elif kind == "dsindex":
+        targets.check_dataset_index(data, rng)
+    else:
+        targets.check_field(name.split(".", 1)[1], data, rng)
+
+
+def mutate(kind: str, data: bytes, rng: random.Random, pool: list[bytes]) -> bytes:
+    import mutators
+
+    if kind == "tar":
+        return mutators.mutate_tar(rng, data, pool)
+    if kind == "ssidx":
+        return mutators.mutate_sidecar(rng, data)
+    if kind == "dsindex":
+        return mutators.mutate_json(rng, data)
+    return mutators.mutate_field(rng, data)
+
+
+def run(seconds: float, seed: int, corpus_dir: pathlib.Path = CORPUS, findings: pathlib.Path | None = None,
+        *, alarm: bool = True) -> dict:
+    """Fuzz for ``seconds``; returns ``{"inputs": {kind: n}, "findings": [...]}``. ``alarm=False``: no per-input
+    alarm (in a process whose SIGALRM belongs to someone else, such as pytest-timeout)."""
+    import targets
+
+    corpus = load_corpus(corpus_dir)
+    rng = random.Random(seed)
+    pools = {kind: [data for _, data in seeds] for kind, seeds in corpus.items()}
+    counts = {kind: 0 for kind in KINDS}
+    found: list[str] = []
+    if alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+        name, data = rng.choice(corpus[kind])
+        if kind == "tar" and rng.random() < 0.5:
+            data = rng.choice(pools["tar"])
+        data = mutate(kind, data, rng, pools["tar"])
+        if alarm:
+            signal.alarm(ALARM_SECONDS)
+        try:
+            one(kind, name, data, rng)
+            if kind == "tar" and len(pools["tar"]) < 400 and rng.random() < 0.05:
+                pools["tar"].append(data)  # mutants breed: deeper mutations over time
+        except (targets.Finding, Hang, Exception) as e:
+            found.append(_record(kind, name, data, e, findings))
+        finally:
+            if alarm:
+                signal.alarm(0)
+        counts[kind] += 1
+    return {"inputs": counts, "findings": found}
+
+
+def _record(kind: str, name: str, data: bytes, error: BaseException, directory: pathlib.Path | None) -> str:
+    digest = hashlib.sha1(data).hexdigest()[:12]
+    text = f"{kind} from {name} ({len(data)} bytes, sha1 {digest}): {type(error).__name__}: {error}"
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        suffix = name.split(".", 1)[1] if kind == "field" else kind
+        (directory / f"{kind}-{digest}.{suffix}").write_bytes(data)
+        (directory / f"{kind}-{digest}.txt").write_text(text + "\n\n" + "".join(traceback.format_exception(error)))
+    return text
+
+
+def run_atheris(seconds: float, corpus_dir: pathlib.Path) -> None:  # pragma: no cover - needs atheris
+    """Coverage-guided over the pure-Python code (atheris instruments it), with the structure-aware mutators."""
+    import atheris
+
+    with atheris.instrument_imports(include=["shardstream"]):
+        import targets  # noqa: F401  (and through it every shardstream module it feeds)
+    kinds = list(KINDS)
+    corpus = load_corpus(corpus_dir)
+
+    def test_one_input(raw: bytes) -> None:
+        if not raw:
+            return
+        kind = kinds[raw[0] % len(kinds)]
+        name = corpus[kind][raw[0] // len(kinds) % len(corpus[kind])][0]
+        one(kind, name, raw[1:], random.Random(raw[:8]))
+
+    def custom_mutator(raw: bytes, max_size: int, seed: int) -> bytes:
+        rng = random.Random(seed)
+        if len(raw) < 2 or rng.random() < 0.1:
+            kind = rng.choice(kinds)
+            index = rng.randrange(len(corpus[kind]))
+            tag, raw = kinds.index(kind) + len(kinds) * index, b"\x00" + corpus[kind][index][1]
+        else:
+            tag = raw[0]
+        kind = kinds[tag % len(kinds)]
+        return (bytes([tag % 256]) + mutate(kind, raw[1:], rng, []))[:max_size]
+
+    atheris.Setup([sys.argv[0], f"-max_total_time={int(seconds)}", f"-timeout={ALARM_SECONDS}", "-rss_limit_mb=4096",
+                   "-max_len=65536"],
+                  test_one_input, custom_mutator=custom_mutator)
+    atheris.Fuzz()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-s", "--seconds", type=float, default=float(os.environ.get("FUZZ_SECONDS", 60)))
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
+    parser.add_argument("--engine", choices=("auto", "mutator", "atheris"), default="mutator")
+    parser.add_argument("--corpus", type=pathlib.Path, default=CORPUS)
+    parser.add_argument("--findings", type=pathlib.Path, default=HERE / "findings")
+    parser.add_argument("--make-corpus", action="store_true", help="rewrite the seed corpus and exit")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SHARDSTREAM_MAX_DECODED_BYTES", "64M")  # keep each decode small: a bomb is refused
+    os.environ.setdefault("SHARDSTREAM_MAX_IMAGE_PIXELS", "16000000")
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    if args.make_corpus:
+        make_corpus(args.corpus)
+        print(f"wrote {len(list(args.corpus.iterdir()))} seeds to {args.corpus}")
+        return 0
+    engine = args.engine
+    if engine == "auto":
+        try:
+            import atheris  # noqa: F401
+
+            engine = "atheris"
+        except ImportError:
+            engine = "mutator"
+    if engine == "atheris":  # pragma: no cover
+        run_atheris(args.seconds, args.corpus)
+        return 0
+    seed = args.seed if args.seed is not None else int(time.time())
+    result = run(args.seconds, seed, args.corpus, args.findings)
+    total = sum(result["inputs"].values())
+    by_kind = ", ".join(f"{kind} {n}" for kind, n in result["inputs"].items())
+    print(f"fuzzed {total} inputs in {args.seconds:g} s (seed {seed}): {by_kind}; {len(result['findings'])} findings")
+    for line in result["findings"][:20]:
+        print("  " + line.splitlines()[0][:300])
+    if result["findings"]:
+        print(f"inputs and tracebacks in {args.findings}")
+    return 1 if result["findings"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
