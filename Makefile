@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
 	$(PIP) install -q -e ".[torch,test]" $(TRAINERS)
+	$(PIP) install -q "$(WEBDATASET)"  # tests/compat compares with exactly this version
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -92,7 +92,7 @@ def test_repeat_true_streams_forever(shards):
 def test_select_rename_files_and_keys(tmp_path):
     url = write_tar(tmp_path / "m.tar", [("a.v1.txt", b"x"), ("a.v1.cls", b"1"), ("a.v1.skip", b"")])
     ds = wds.WebDataset(url, select_files=lambda n: not n.endswith(".skip"), keys="last-dot")
-    assert [sorted(s) for s in ds] == [["__key__", "__url__", "cls", "txt"]]
+    assert [sorted(s) for s in ds] == [["__key__", "__local_path__", "__url__", "cls", "txt"]]  # as webdataset
     ds = wds.WebDataset(url, rename_files=lambda n: n.replace("a.v1", "b"))
     assert keys(ds) == ["b"]
 

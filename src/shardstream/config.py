@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["ENV_PREFIX", "Settings", "choose", "get_settings"]
+__all__ = ["ENV_PREFIX", "Settings", "choose", "get_settings", "secure_mode"]
 
 ENV_PREFIX = "SHARDSTREAM_"
 T = TypeVar("T")
@@ -117,6 +118,13 @@ class Settings:
     world_size: int | None = None
     #: LOCAL_RANK: rank of this process on its node.
     local_rank: int | None = None
+    #: SHARDSTREAM_SECURE (or webdataset's WDS_SECURE): secure mode: no ``pipe:`` URLs, no local files, no URL
+    #: rewriting from the environment, no unpickling (see :mod:`shardstream.io.secure`).
+    secure: bool = False
+    #: SHARDSTREAM_ALLOW_OBSOLETE (or webdataset's ALLOW_OBSOLETE): allow webdataset's obsolete functions.
+    allow_obsolete: bool = False
+    #: every WDS_<NAME> variable: the values of ``${NAME}`` in shard URLs (webdataset's ``envsubst``).
+    url_vars: tuple[tuple[str, str], ...] = ()
     #: SHARDSTREAM_HTTP_CONNECTIONS: parallel ranged GETs of http(s)/s3 shards per process, shared by its
     #: DataLoader workers (each gets its share, at least 2); 1 reads each shard through one stream.
     http_connections: int = 16
@@ -166,6 +174,8 @@ class Settings:
         "block_size": _parse_size,
         "ais_endpoint": _parse_str,
         "use_ais_for": _parse_list,
+        "secure": _parse_bool,
+        "allow_obsolete": _parse_bool,
         "http_connections": _parse_int,
         "http_part_size": _parse_size,
         "http_readahead": _parse_size,
@@ -181,10 +191,18 @@ class Settings:
     #: fields read from a standard (unprefixed) variable instead of SHARDSTREAM_<FIELD>
     _ENV_NAMES = {
         "rank": "RANK", "world_size": "WORLD_SIZE", "local_rank": "LOCAL_RANK", "ais_endpoint": "AIS_ENDPOINT",
-        "http_proxy": "HTTP_PROXY", "https_proxy": "HTTPS_PROXY", "no_proxy": "NO_PROXY",
+        "http_proxy": "HTTP_PROXY", "https_proxy": "HTTPS_PROXY", "no_proxy": "NO_PROXY", "url_vars": "WDS_<NAME>",
     }
     #: a name that wins over the one above when both are set (the lower-case proxy variables, as in curl)
     _ENV_FIRST = {"http_proxy": "http_proxy", "https_proxy": "https_proxy", "no_proxy": "no_proxy"}
+    #: webdataset's names for the same settings, read when the shardstream variable is not set
+    #: (GOPEN_REWRITE / WDS_REWRITE hold ``FROM=TO`` rules separated by ``;``, as SHARDSTREAM_URL_REWRITES does)
+    _WDS_NAMES = {
+        "cache_dir": ("WDS_CACHE",), "cache_size": ("WDS_CACHE_SIZE",), "secure": ("WDS_SECURE",),
+        "url_rewrites": ("GOPEN_REWRITE", "WDS_REWRITE"), "allow_obsolete": ("ALLOW_OBSOLETE",),
+    }
+    #: WDS_* variables that are settings, not ``${NAME}`` values
+    _WDS_SETTINGS = frozenset({"WDS_CACHE", "WDS_CACHE_SIZE", "WDS_SECURE", "WDS_REWRITE"})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -192,11 +210,16 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
-            name = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
+            if field.name not in cls._PARSERS:
+                continue
             first = cls._ENV_FIRST.get(field.name)
-            name = first if first is not None and first in env else name
-            if name in env:
+            own = cls._ENV_NAMES.get(field.name, ENV_PREFIX + field.name.upper())
+            names = (*((first,) if first is not None else ()), own, *cls._WDS_NAMES.get(field.name, ()))
+            name = next((n for n in names if n in env), None)
+            if name is not None:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])
+        values["url_vars"] = tuple(sorted((k[4:], v) for k, v in env.items() if k.startswith("WDS_")
+                                          and k not in cls._WDS_SETTINGS))
         return cls(**values)
 
     def replace(self, **changes: Any) -> "Settings":
@@ -212,3 +235,16 @@ def get_settings() -> Settings:
 def choose(explicit: T | None, setting: T) -> T:
     """Explicit argument wins; fall back to the setting. ``choose(None, 5) == 5``; ``choose(0, 5) == 0``."""
     return setting if explicit is None else explicit
+
+
+def secure_mode(settings: Settings | None = None) -> bool:
+    """Whether secure mode is on: ``SHARDSTREAM_SECURE`` / ``WDS_SECURE`` in the settings, or webdataset's
+    runtime switch ``shardstream.utils.enforce_security`` (set from the same variables when that module loads).
+
+    >>> secure_mode(Settings(secure=True))
+    True
+    """
+    flag = getattr(sys.modules.get("shardstream.utils"), "enforce_security", None)
+    if settings is None and flag is not None:
+        return bool(flag)
+    return (settings or get_settings()).secure or bool(flag)

@@ -12,7 +12,7 @@ Differences from webdataset 1.0.2, all on purpose:
   split, with the same random choices in every rank and worker, so each epoch also re-deals shards to workers.
 - ``nodesplitter`` defaults to ``split_by_node`` (which is a no-op on one rank), not to an error on many.
 - A rank or worker left without shards raises :class:`~shardstream.errors.WorkerSplitError` instead of
-  yielding nothing.
+  yielding nothing, unless ``empty_check=False`` (then it yields nothing, as in webdataset).
 - ``cache_dir``/``cache_size`` (or ``SHARDSTREAM_CACHE_DIR``/``SHARDSTREAM_CACHE_SIZE``) only concern remote
   shards: they are downloaded once into the cache (:class:`shardstream.io.cache.ShardCache`) and read from
   there; local shards are read in place and never copied. ``url_to_name`` names cached files.
@@ -51,11 +51,19 @@ from .pipeline import (
     tarfile_to_samples,
 )
 from .pipeline.context import Source
+from .pipeline.core import Stage
 from .spec import is_spec, load_spec, spec_source
 
 __all__ = ["FluidInterface", "FluidWrapper", "WebDataset"]
 
 Handler = Callable[[BaseException], bool]
+
+
+def _lenient(splitter: Any) -> Any:
+    """``empty_check=False``: shardstream's splitters let a rank or worker without shards yield nothing."""
+    if isinstance(splitter, Stage) and splitter.spec.name in ("split_by_node", "split_by_worker"):
+        return Stage(splitter.spec, splitter.args, {**splitter.kwargs, "empty_check": False})
+    return splitter
 
 
 class WebDataset(DataPipeline):
@@ -121,13 +129,13 @@ class WebDataset(DataPipeline):
                 self.append(repeat_stage())  # the shard list, forever: each pass is a new cycle, freshly shuffled
             for splitter in (nodesplitter, workersplitter):
                 if splitter is not None:
-                    self.append(as_splitter(splitter))
+                    self.append(_lenient(as_splitter(splitter)) if not empty_check else as_splitter(splitter))
         cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
                              url_to_name=url_to_name)
         cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
         options = dict(cached, zero_copy=True) if zero_copy else cached
         self.append(tarfile_to_samples(handler=handler, select_files=select_files, rename_files=rename_files,
-                                       keys=keys, **options))
+                                       keys=keys, local_paths=True, **options))
         if empty_check:
             self.append(check_empty())
 

@@ -11,7 +11,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
-    │   ├── TarFormatError(ValueError)     not a valid tar: truncated, bad checksum, garbage; carries ``offset``
+    │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
+    │   │                                  carries ``offset``
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
@@ -30,9 +31,14 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     │   ├── UnsafeDecodeError              decoding needs an explicit opt-in (unpickling, torch.load)
     │   └── DecodeLimitError               a field would decode to more bytes or pixels than the limits allow
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
-    ├── WorkerSplitError(RuntimeError)     a rank or worker would receive no shard
+    ├── ObsoleteNameError(AttributeError)  an old webdataset name (``wds.ShardList``...); names the replacement
+    ├── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
     └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
                                            ``failures`` lists each input with its error, ``result`` the rest
+
+The second builtin of ``TarFormatError`` and ``WorkerSplitError`` is what webdataset raises in those cases
+(``tarfile.ReadError`` for a damaged shard, ``ValueError`` for a worker without data), so ``except`` clauses
+written for webdataset keep catching them.
 
 Context (shard url, sample key, field) is stored in attributes *and* in the message; the original exception is
 always chained with ``raise ... from cause``. Code that adds context to an error after the fact uses
@@ -40,6 +46,8 @@ always chained with ``raise ... from cause``. Code that adds context to an error
 """
 
 from __future__ import annotations
+
+import tarfile
 
 __all__ = [
     "ConfigError",
@@ -52,6 +60,7 @@ __all__ = [
     "MissingDependencyError",
     "MissingExtensionError",
     "MissingPartnerError",
+    "ObsoleteNameError",
     "OpenError",
     "ProcessingError",
     "RecordFormatError",
@@ -136,7 +145,7 @@ class ShardError(ShardstreamError):
         super().__init__(message)
 
 
-class TarFormatError(ShardError, ValueError):
+class TarFormatError(ShardError, ValueError, tarfile.ReadError):
     """The bytes are not a valid (or complete) tar archive. ``offset`` is the byte offset of the bad header."""
 
     def __init__(self, problem: str, *, url: str | None = None, offset: int | None = None, member: str | None = None):
@@ -248,7 +257,11 @@ class EncodeError(ShardstreamError, ValueError):
     """A value could not be encoded for its extension."""
 
 
-class WorkerSplitError(ShardstreamError, RuntimeError):
+class ObsoleteNameError(ShardstreamError, AttributeError):
+    """A name from an old webdataset version that no longer exists; the message names what replaced it."""
+
+
+class WorkerSplitError(ShardstreamError, RuntimeError, ValueError):
     """Splitting shards across ranks/workers would leave one of them without data."""
 
 

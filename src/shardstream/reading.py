@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
-from .errors import ConfigError
+from .errors import ConfigError, TarFormatError, add_context
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
 from .tar import compress, native, reader
 from .tar.buffers import StreamBuffer
@@ -79,13 +79,32 @@ def _scanned(
             if need == -2:  # the batch is full
                 yield batches.flush()
                 continue
-        if not (0 < need < _C_GROUP_MAX and src.fill(need)):
+        try:
+            more = 0 < need < _C_GROUP_MAX and src.fill(need)
+        except Exception as exc:  # the stream broke: Python reads what arrived before, then reports the error
+            members: Iterable[Any] = _then_raise(reader.walk(src, url, scan), exc)
+            break
+        if not more:
+            members = reader.walk(src, url, scan)
             break  # a member or header for Python; or the stream ends where Python must report it
-    samples = _group(reader.walk(src, url, scan), url, split, on_error, stats, seen, current, current_key)
+    samples = _group(members, url, split, on_error, stats, seen, current, current_key)
     if batches is not None:
         yield from batches._add_all(samples)
     else:
         yield from (_lists(samples) if chunks else samples)
+
+
+def _then_raise(members: Iterator[Any], error: Exception) -> Iterator[Any]:
+    """The members still whole in the buffer of a broken stream, then ``error`` (the walk's own report of the
+    truncation is replaced by the error that broke the stream)."""
+    name = None
+    try:
+        for member in members:
+            name = member[0]
+            yield member
+    except TarFormatError as e:
+        name = e.member
+    raise add_context(error, member=name)
 
 
 def iter_samples(

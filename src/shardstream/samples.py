@@ -43,6 +43,7 @@ from .errors import (
     MissingExtensionError,
     ReservedFieldError,
     SampleFormatError,
+    add_context,
 )
 
 __all__ = ["DEFAULT_RULE", "KeyRule", "RESERVED_FIELDS", "SampleStats", "group_samples"]
@@ -185,6 +186,26 @@ def _rule(rule: RuleSpec) -> KeyRule:
     return rule if isinstance(rule, KeyRule) else KeyRule(rule) if rule is not None else DEFAULT_RULE
 
 
+def _damaged(exc: Exception, url: str | None, split: Splitter, on_error: Handler, stats: SampleStats,
+             current: dict[str, Any] | None, current_key: str | None) -> Iterator[dict[str, Any]]:
+    """The end of a shard that cannot be read further: the sample being grouped is yielded if it is complete (the
+    error names a member of another sample); then ``exc`` is raised, with the incomplete sample, if any, as its
+    ``partial_sample`` (marked ``"__partial__": True``) for a reader whose handler skips the error to yield
+    (webdataset yields it, unmarked). ``on_error`` (the handler of *sample* errors) is not asked."""
+    member = getattr(exc, "member", None)
+    if current is not None and member is not None and split(member)[0] != current_key:
+        stats.samples += 1
+        yield current
+        current = None
+    add_context(exc, url=url)
+    if current is not None:
+        try:
+            exc.partial_sample = {**current, "__partial__": True}  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - exceptions with slots
+            pass
+    raise exc
+
+
 def _group(
     members: Iterable[tuple[str, Any, int]],
     url: str | None,
@@ -206,7 +227,15 @@ def _group(
         stats.count(exc, members, samples)
         return bool(on_error(exc))
 
-    for name, data, _offset in members:
+    members = iter(members)
+    while True:
+        try:
+            name, data, _offset = next(members)
+        except StopIteration:
+            break
+        except Exception as exc:  # the shard is damaged or the stream broke: keep what was read (see _damaged)
+            yield from _damaged(exc, url, split, on_error, stats, current if bad is None else None, current_key)
+            return
         key, ext = split(name)
         if key == current_key:  # the common case: one more field of the current sample
             if bad is not None:

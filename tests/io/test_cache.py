@@ -191,8 +191,10 @@ def test_webdataset_cache_from_arguments_or_environment(tmp_path, stub, monkeypa
         stub.files["t/a.tar"] = f.read()
     want = [s for s in expected if s["__key__"].startswith("s00-")]
     ds = WebDataset(stub.url("t/a.tar"), shardshuffle=False, cache_dir=str(tmp_path / "arg"))
-    assert [{k: v for k, v in s.items() if k != "__url__"} for s in ds] == want
+    got = list(ds)
+    assert [{k: v for k, v in s.items() if k not in ("__url__", "__local_path__")} for s in got] == want
     assert len(cached_files(tmp_path / "arg")) == 1
+    assert {s["__local_path__"] for s in got} == {str(tmp_path / "arg" / n) for n in cached_files(tmp_path / "arg")}
     monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "env"))
     monkeypatch.setenv("SHARDSTREAM_CACHE_SIZE", "10M")
     assert cache_opener(None).max_bytes == 10 << 20 and cache_opener("x", 5).max_bytes == 5

@@ -110,11 +110,16 @@ def test_shard_handles_pickle_and_open_lazily(data_file):
         assert f.read(3) == b"012"
 
 
-def test_gopen_reads_and_refuses_writing(data_file):
+def test_gopen_reads_and_writes(data_file, tmp_path):
     with gopen(str(data_file)) as f:
         assert f.read() == b"0123456789"
+    with gopen(str(tmp_path / "w.bin"), "wb") as f:  # webdataset's write modes (issue 12)
+        f.write(b"abc")
+    with gopen(f"pipe:cat >> {tmp_path / 'w.bin'}", "wb") as f:
+        f.write(b"def")
+    assert (tmp_path / "w.bin").read_bytes() == b"abcdef"
     with pytest.raises(ConfigError):
-        gopen(str(data_file), "wb")
+        gopen(str(data_file), "ab")
 
 
 def test_stdin_dash(data_file):

@@ -13,7 +13,7 @@ def test_tuples_collate_by_position():
     batch = default_collation_fn([(np.zeros((2, 3)), 1, 0.5, "a", b"x", {"m": 1}),
                                   (np.ones((2, 3)), 2, 1.5, "b", b"y", {"m": 2})])
     images, ints, floats, strings, raw, meta = batch
-    assert isinstance(batch, list)
+    assert isinstance(batch, tuple)  # as webdataset 1.0.2 (issue 12)
     assert images.shape == (2, 2, 3) and images.dtype == np.float64
     assert ints.tolist() == [1, 2] and floats.tolist() == [0.5, 1.5]
     assert strings == ["a", "b"] and raw == [b"x", b"y"] and meta == [{"m": 1}, {"m": 2}]

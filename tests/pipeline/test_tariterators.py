@@ -61,11 +61,12 @@ def test_compressed_shards(make_shards, tmp_path):
 def test_corrupt_shard_is_skipped_with_a_warning_naming_it(make_shards, tmp_path):
     good = make_shards(2, 2)
     bad = tmp_path / "bad.tar"
-    bad.write_bytes(Path(good[0]).read_bytes()[:700])  # cut inside the first member's data
+    bad.write_bytes(Path(good[0]).read_bytes()[:700])  # cut inside the first member's padding
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = list(tarfile_to_samples(handler=warn_and_continue)([str(bad), good[1]]))
-    assert keys(out) == ["s1-000", "s1-001"]
+    assert keys(out) == ["s0-000", "s1-000", "s1-001"]  # the first, partial: its whole member, marked (issue 12)
+    assert out[0]["__partial__"] is True and out[0]["txt"] == b"text 0 0" and "cls" not in out[0]
     assert any(w.category is PipelineWarning and str(bad) in str(w.message) for w in caught)
     with pytest.raises(TarFormatError) as info:
         list(tarfile_to_samples()([str(bad)]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Iterable
 
+from ..config import secure_mode
 from ..errors import ConfigError, DecodeError, MissingDependencyError, UnsafeDecodeError, add_context
 from .handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .images import IMAGE_SPECS, ImageHandler
@@ -94,7 +95,10 @@ class Decoder:
     callables ``(key, data) -> value | None``, or lists of them. ``only``: field names to decode (a list or a
     space-separated string); others are left as they are. ``partial``: leave values that are not ``bytes``
     as they are instead of raising. ``allow_unsafe``: allow unpickling (``.pyd``/``.pickle``/``.pkl``) and full
-    ``torch.load`` of ``.pth``; without it those fields raise :class:`~shardstream.errors.UnsafeDecodeError`.
+    ``torch.load`` of ``.pth``; without it those fields raise :class:`~shardstream.errors.UnsafeDecodeError`
+    (refused in secure mode). webdataset's ``Decoder(handlers, pre=, post=)``: ``handlers=`` is the same as the
+    positional handlers; ``pre`` replaces the handlers that run first (``[gzfilter]``), ``post`` the decoding by the
+    codec table that runs last (``post=[]``: fields no handler decodes stay bytes).
 
     ``__key__``, ``__url__`` and other ``__*`` fields pass through (``bytes`` become ``str``, as in webdataset).
     A failure raises :class:`~shardstream.errors.DecodeError` naming the shard url, sample key and field, chained
@@ -113,12 +117,18 @@ class Decoder:
     def __init__(
         self,
         *specs_or_handlers: str | Callable[[str, bytes], Any] | list,
+        pre: Iterable[Callable[[str, bytes], Any]] | None = None,
+        post: Iterable[Callable[[str, bytes], Any]] | None = None,
         only: str | Iterable[str] | None = None,
         partial: bool = False,
         allow_unsafe: bool = False,
+        handlers: Iterable[Any] | None = None,
     ):
-        chain: list[Callable[[str, bytes], Any]] = [gzfilter]
-        for item in _flatten(specs_or_handlers):
+        if allow_unsafe and secure_mode():
+            raise ConfigError("Decoder(allow_unsafe=True) is refused in secure mode (WDS_SECURE / SHARDSTREAM_SECURE "
+                              "/ utils.enforce_security): unpickling runs code from the data")
+        chain: list[Callable[[str, bytes], Any]] = [gzfilter] if pre is None else list(pre)
+        for item in _flatten((*specs_or_handlers, *(handlers or ()))):
             if isinstance(item, str):
                 if item.lower() not in IMAGE_SPECS:
                     raise ConfigError(f"unknown image spec {item!r} for Decoder; valid specs: {', '.join(IMAGE_SPECS)}")
@@ -126,7 +136,9 @@ class Decoder:
             elif not callable(item):
                 raise ConfigError(f"Decoder takes image spec strings and callables (key, data) -> value, not {item!r}")
             chain.append(item)
+        chain += list(post or ())
         self.handlers = tuple(chain)
+        self.table = post is None  # webdataset's post handlers replace the table's decoding
         if isinstance(only, str):
             only = only.split()
         self.only = None if only is None else frozenset(f[1:] if f.startswith(".") else f for f in only)
@@ -150,7 +162,7 @@ class Decoder:
             fn = handler.resolve(key) if isinstance(handler, _RESOLVABLE) else functools.partial(handler, key)
             if fn is not None:
                 steps.append((index, fn))
-        final = self._table_step(key)
+        final = self._table_step(key) if self.table else None
         if not steps:
             return _identity if final is None else final
 

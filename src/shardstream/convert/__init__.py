@@ -25,7 +25,7 @@ file, a record that is not an Example, an empty row) is listed in ``result.skipp
 (5, ['small-shards/part-000000-000.tar'])
 >>> import shardstream as wds
 >>> sorted(next(iter(wds.WebDataset(result.urls))))
-['__key__', '__url__', 'image.jpg', 'label.cls']
+['__key__', '__local_path__', '__url__', 'image.jpg', 'label.cls']
 """
 
 from __future__ import annotations

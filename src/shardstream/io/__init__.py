@@ -12,7 +12,9 @@ b'12'
 
 from __future__ import annotations
 
-from typing import IO
+import io
+import os
+from typing import IO, Any
 
 from .registry import (
     ShardHandle,
@@ -33,6 +35,7 @@ __all__ = [
     "gopen",
     "known_schemes",
     "local_path",
+    "open_for_writing",
     "open_url",
     "register_opener",
     "split_scheme",
@@ -40,10 +43,71 @@ __all__ = [
 ]
 
 
-def gopen(url: str, mode: str = "rb", bufsize: int | None = None, **kw: object) -> IO[bytes]:
-    """webdataset's ``gopen``: open ``url`` for reading (``mode="rb"``; writing shards is ShardWriter's job)."""
-    if mode != "rb":
+def gopen(url: str | os.PathLike[str], mode: str = "rb", bufsize: int | None = None, **kw: Any) -> IO[bytes]:
+    """webdataset's ``gopen``: open ``url`` for reading (``"rb"``) or writing (``"wb"``).
+
+    Reading goes through :func:`open_url` (every registered scheme). Writing: a local path or ``file:`` URL
+    (opened directly), ``-`` (standard output; closing it leaves stdout open), ``pipe:CMD`` (the data goes to
+    ``CMD``'s standard input) and object-store URLs (``s3://``...; published when closed). ``bufsize`` and other
+    webdataset options are accepted and ignored.
+
+    >>> with gopen("g.bin", "wb") as f: _ = f.write(b"written")
+    >>> with gopen("g.bin") as f: f.read()
+    b'written'
+    >>> with gopen("pipe:cat > p.bin", "wb") as f: _ = f.write(b"piped")
+    >>> open("p.bin", "rb").read()
+    b'piped'
+    """
+    url = os.fspath(url)
+    if mode == "rb":
+        return open_url(url)
+    if mode != "wb":
         from ..errors import ConfigError
 
-        raise ConfigError(f"gopen({url!r}, mode={mode!r}): only 'rb' is supported; write shards with TarWriter")
-    return open_url(url)
+        raise ConfigError(f"gopen({url!r}, mode={mode!r}): the modes are 'rb' and 'wb'")
+    return open_for_writing(url)
+
+
+def open_for_writing(url: str) -> IO[bytes]:
+    """A binary stream that writes ``url``: a path, ``file:``, ``-`` (stdout), ``pipe:CMD`` or an object store.
+
+    >>> with open_for_writing("file:w.bin") as f: _ = f.write(b"x")
+    >>> open("w.bin", "rb").read()
+    b'x'
+    """
+    from .secure import check_url
+
+    check_url(url)
+    if url == "-":
+        import sys
+
+        return _Unclosed(sys.stdout.buffer)  # type: ignore[return-value]
+    scheme, _ = split_scheme(url)
+    if scheme in ("", "file"):
+        from .local import path_of
+
+        return open(path_of(url), "wb")
+    from .remote_write import open_for_write
+
+    return open_for_write(url)  # type: ignore[return-value]
+
+
+class _Unclosed(io.RawIOBase):
+    """A writable stream whose ``close()`` flushes but leaves the underlying stream (stdout) open."""
+
+    def __init__(self, stream: IO[bytes]):
+        self._stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return self._stream.write(data)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.flush()
+        super().close()

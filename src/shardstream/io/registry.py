@@ -132,8 +132,10 @@ def open_url(url: str | os.PathLike[str]) -> IO[bytes]:
     url = os.fspath(url)
     if url != "-":
         from .rewrite import rewrite_url  # prefix rules and AIStore routing (no-op without settings)
+        from .secure import check_url  # secure mode: no commands, no local files
 
         url = rewrite_url(url)
+        check_url(url)
     return get_opener(url)(url)
 
 

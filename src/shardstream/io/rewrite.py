@@ -1,6 +1,7 @@
 """URL rewriting: prefix rules and AIStore routing, applied to every URL before it is opened.
 
-Rules are ``FROM=TO`` prefix replacements (``SHARDSTREAM_URL_REWRITES``, separated by ``;`` or spaces); the
+Rules are ``FROM=TO`` prefix replacements (``SHARDSTREAM_URL_REWRITES``, or webdataset's ``GOPEN_REWRITE`` /
+``WDS_REWRITE``, separated by ``;`` or spaces; ``FROM`` is a literal prefix, not a regular expression); the
 first rule whose ``FROM`` is a prefix of the URL wins, and only once. They let one dataset description run in
 several places: read ``gs://bucket/`` from a local copy on one cluster (``gs://bucket/=/mnt/data/``) and from a
 mirror on another. Then, when ``SHARDSTREAM_USE_AIS_FOR`` lists the URL's scheme, the URL is routed through the
@@ -19,7 +20,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable
 
-from ..config import Settings, get_settings
+from ..config import Settings, get_settings, secure_mode
 from ..errors import ConfigError
 
 __all__ = ["RewriteRules", "rewrite_url"]
@@ -77,4 +78,8 @@ def rewrite_url(url: str, settings: Settings | None = None) -> str:
     settings = settings or get_settings()
     if not settings.url_rewrites and not settings.use_ais_for:
         return url
+    if settings.url_rewrites and secure_mode(settings):
+        raise ConfigError(f"secure mode refuses URL rewriting from the environment (rewriting {url!r}); unset "
+                          "SHARDSTREAM_URL_REWRITES / GOPEN_REWRITE / WDS_REWRITE or secure mode")
     return RewriteRules.from_settings(settings)(url)
+

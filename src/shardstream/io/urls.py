@@ -9,7 +9,8 @@ training sources, the command line and the viewer.
   (``file:///data/x%20y.tar`` is ``/data/x y.tar``), ``file:rel/x.tar`` is relative, a ``file:`` URL naming a
   host is a :class:`~shardstream.errors.ConfigError`, and a relative path that merely looks like a URL
   (``data:2024/x.tar``) is a local file when it exists.
-- :func:`braceexpand` and :func:`expand_urls`: ``{000..009}`` patterns and ``::``-joined lists.
+- :func:`braceexpand` and :func:`expand_urls`: ``{000..009}`` patterns and ``::``-joined lists; ``${NAME}`` in a
+  URL string is replaced by the value of ``WDS_NAME`` (:func:`envsubst`, webdataset's rule).
 - :func:`expand_inputs`: what a user names on the command line (files, braces, and optionally directories
   and globs) -> shard URLs.
 
@@ -30,9 +31,10 @@ from collections.abc import Sequence
 from typing import Union
 from urllib.parse import unquote, urlsplit
 
+from ..config import Settings, get_settings
 from ..errors import ConfigError
 
-__all__ = ["Urls", "braceexpand", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
+__all__ = ["Urls", "braceexpand", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
 
 Urls = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -175,7 +177,7 @@ def braceexpand(pattern: str) -> list[str]:
 def expand_urls(urls: Urls) -> list[str]:
     """A string is split on ``::`` and each part brace-expanded; a list (of strings or paths) is taken as is."""
     if isinstance(urls, (str, os.PathLike)):
-        return [url for part in os.fspath(urls).split("::") for url in braceexpand(part)]
+        return [url for part in os.fspath(urls).split("::") for url in braceexpand(envsubst(part))]
     if isinstance(urls, Sequence) or hasattr(urls, "__iter__"):
         result = []
         for url in urls:
@@ -184,6 +186,29 @@ def expand_urls(urls: Urls) -> list[str]:
             result.append(os.fspath(url))
         return result
     raise ConfigError(f"shards must be a string (with {{..}} and ::) or a list of URLs, not {urls!r}")
+
+
+_VAR = re.compile(r"\$\{(\w+)\}")
+
+
+def envsubst(url: str, settings: Settings | None = None) -> str:
+    """``url`` with each ``${NAME}`` replaced by the value of the environment variable ``WDS_NAME`` (webdataset's
+    rule); a missing variable is a :class:`~shardstream.errors.ConfigError` naming it.
+
+    >>> envsubst("${DATA}/train-{000..009}.tar", Settings(url_vars=(("DATA", "/mnt/data"),)))
+    '/mnt/data/train-{000..009}.tar'
+    """
+    if "${" not in url:
+        return url
+    values = dict((settings or get_settings()).url_vars)
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) not in values:
+            raise ConfigError(f"{url!r} uses ${{{m.group(1)}}} but the environment variable WDS_{m.group(1)} is not "
+                              "set; set it, or write the value into the URL")
+        return values[m.group(1)]
+
+    return _VAR.sub(value, url)
 
 
 # -- what a user names -----------------------------------------------------------------------------------------

@@ -19,10 +19,11 @@ from .context import Context, Source
 from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
 from .datapipeline import DataPipeline, IterableDatasetBase
 from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
-from .shardlists import ResampledShards, SimpleShardList, braceexpand, expand_urls
+from .shardlists import MockDataset, ResampledShards, SimpleShardList, braceexpand, expand_urls
 from .stages.batching import batched, default_collation_fn, listed, unbatched, unlisted
 from .stages.epochs import repeat, with_epoch, with_length
 from .stages.exactmix import ExactMix
+from .stages.extras import Cached, LMDBCached, PipelineStage, log_keys, xdecode
 from .stages.fields import extract_keys, rename, rename_keys
 from .stages.mix import RandomMix, RoundRobin
 from .stages.parallel import parallel_map, tarfile_to_columns
@@ -35,11 +36,15 @@ from .stages.split import as_splitter, check_empty, single_node_only, split_by_n
 from ..runtime import Placement
 
 __all__ = [
+    "Cached",
     "Context",
     "DataPipeline",
     "ExactMix",
     "FluidInterface",
     "IterableDatasetBase",
+    "LMDBCached",
+    "MockDataset",
+    "PipelineStage",
     "Placement",
     "REGISTRY",
     "RandomMix",
@@ -66,6 +71,7 @@ __all__ = [
     "ignore_and_stop",
     "jsonl_to_samples",
     "listed",
+    "log_keys",
     "map",
     "map_dict",
     "map_tuple",
@@ -97,4 +103,5 @@ __all__ = [
     "warn_and_stop",
     "with_epoch",
     "with_length",
+    "xdecode",
 ]

@@ -101,6 +101,53 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
         result.pipeline = pipeline
         return result
 
+    def stage(self, i: int) -> Any:
+        """The ``i``-th element of the pipeline (its source is 0), as in webdataset.
+
+        >>> DataPipeline(range(3), lambda src: src).stage(0)
+        range(0, 3)
+        """
+        return self.pipeline[i]
+
+    def invoke(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one element of a pipeline by webdataset's rule: a class-based stage's ``run``, an iterable's
+        iterator, or a call."""
+        if callable(getattr(f, "run", None)) and not isinstance(f, Stage):
+            return f.run(*args, **kwargs)
+        if not args and not kwargs and not callable(f) and hasattr(f, "__iter__"):
+            return iter(f)
+        if callable(f):
+            return f(*args, **kwargs)
+        raise ConfigError(f"{f!r} is neither a stage, an iterable nor a callable")
+
+    def iterator1(self) -> Iterator[Any]:
+        """One pass over the pipeline (``iter(self)``; webdataset's name)."""
+        return iter(self)
+
+    iterator = iterator1
+
+    def close(self) -> None:
+        """End the iteration in progress in this process (open shards are closed) and close the elements that
+        can be closed. Iterating again starts afresh. Also what ``with pipeline:`` does at the end.
+
+        >>> with DataPipeline(range(3)) as p:
+        ...     next(iter(p))
+        0
+        """
+        progress, self._progress = self._progress, None
+        closer = getattr(getattr(progress, "iterator", None), "close", None)
+        if callable(closer):
+            closer()
+        for item in self.pipeline:
+            if item is not self and not isinstance(item, Stage) and callable(getattr(item, "close", None)):
+                item.close()
+
+    def __enter__(self) -> "DataPipeline":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # -- epochs -----------------------------------------------------------------------------------------------
     def _epoch_set(self, epoch: int) -> None:
         """Pass a user's epoch on to the source and stages that have a ``set_epoch`` of their own."""

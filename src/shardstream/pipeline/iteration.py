@@ -160,6 +160,15 @@ class PipelineIterator(Cursor):
     def restorable(self) -> bool:  # type: ignore[override]
         return self._cursors().restorable
 
+    def close(self) -> None:
+        """End this iteration now: its open shards are closed (and DataLoaders it reads from released)."""
+        chain, self._done, self._chain = self._chain, True, None
+        while chain is not None:
+            closer = getattr(chain, "_close", None)
+            if callable(closer):
+                closer()
+            chain = getattr(chain, "upstream", None)
+
     def __next__(self) -> Any:
         if not self._started:  # the pipeline moves on to the next epoch once this one is being served
             self._started = True

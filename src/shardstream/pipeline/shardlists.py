@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..io.urls import Urls, braceexpand, expand_urls
 from .core import Context, Source
 
-__all__ = ["ResampledShards", "SimpleShardList", "braceexpand", "expand_urls"]
+__all__ = ["MockDataset", "ResampledShards", "SimpleShardList", "braceexpand", "expand_urls"]
 
 
 class SimpleShardList(Source):
@@ -65,8 +65,9 @@ class ResampledShards(Source):
     """
 
     def __init__(self, urls: Urls, nshards: int = sys.maxsize, seed: int | str | None = None,
-                 deterministic: bool = True, worker_seed: Any = None, empty_check: bool = True):
-        self.urls = expand_urls(urls)
+                 worker_seed: Any = None, deterministic: bool = True, max_urls: int = int(1e6),
+                 empty_check: bool = True):
+        self.urls = expand_urls(urls)[:max_urls]
         if not self.urls:
             raise ConfigError(f"the shard list {urls!r} is empty")
         self.nshards, self.seed = nshards, seed
@@ -78,3 +79,21 @@ class ResampledShards(Source):
 
     def __repr__(self) -> str:
         return f"ResampledShards({len(self.urls)} shards: {self.urls[0]!r}...)"
+
+
+class MockDataset(Source):
+    """``sample``, ``length`` times: a stand-in data source for testing a pipeline (webdataset's MockDataset).
+
+    >>> list(MockDataset({"x": 1}, 2))
+    [{'x': 1}, {'x': 1}]
+    """
+
+    def __init__(self, sample: Any, length: int):
+        self.sample, self.length = sample, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def iterate(self, ctx: Context) -> Iterator[Any]:
+        for _ in range(self.length):
+            yield self.sample

@@ -104,14 +104,19 @@ class StreamBuffer:
         else:
             parts = [self.buf[self.pos :]] if avail else []
         self.pos = 0
-        while avail < need and not self.eof:
-            chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
-            if chunk:
-                parts.append(chunk)
-                avail += len(chunk)
-            else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: treated as the end)
-                self.eof = True
-        self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
+        try:
+            while avail < need and not self.eof:
+                chunk = self._read(max(self._bufsize, min(need - avail, _MAX_READ)))
+                if chunk:
+                    parts.append(chunk)
+                    avail += len(chunk)
+                else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: the end)
+                    self.eof = True
+        except BaseException:
+            self.eof = True  # a failed stream is not read again; what it gave before failing stays readable
+            raise
+        finally:
+            self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
         return avail >= need
 
 

@@ -3,7 +3,8 @@
 Detection needs no ``seek``: the sniffed bytes are replayed in front of the rest of the stream. Decompression
 errors (a truncated ``.tar.gz``, corrupt data) surface from :func:`iter_tar` as
 :class:`~shardstream.errors.TarFormatError` chained to the decompressor's exception, while errors of the
-underlying stream itself (a broken connection) pass through unchanged.
+underlying stream itself (a broken connection) pass through unchanged. Every byte decompressed before the
+error is handed out first, so every complete member before the damage is read (as ``tarfile`` does).
 
 >>> import gzip, io
 >>> from shardstream.tar.writer import TarStreamWriter
@@ -134,6 +135,62 @@ class _ZstdReader(io.RawIOBase):
         return b"".join(out)
 
 
+class _Salvaging(io.RawIOBase):
+    """The decompressed stream, read one decompression step at a time, so that an error loses nothing.
+
+    A plain ``read(1 MiB)`` on ``GzipFile`` & co. raises at a truncation and drops everything it had
+    decompressed in that call. Here the bytes decompressed before an error are returned first, and the error is
+    raised by the next read, as a :class:`~shardstream.errors.TarFormatError` naming ``url`` (errors of the
+    compressed stream itself, such as a broken connection, pass through unchanged).
+    """
+
+    def __init__(self, inner: Any, kind: str, source: _Source):
+        self._inner, self._kind, self._source, self._error = inner, kind, source, None
+        self._step = getattr(inner, "read1", None) or inner.read
+        self.url = "<stream>"
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.raise_pending()
+        if size is None or size < 0:
+            size = 1 << 62
+        parts, n = [], 0
+        while n < size:
+            try:
+                chunk = self._step(min(size - n, 1 << 20))
+            except _decompression_errors() as e:
+                self._error = e  # raised now, or by the next read once the caller has the bytes before the damage
+                if not n:
+                    self.raise_pending()
+                break
+            if not chunk:
+                break
+            parts.append(chunk)
+            n += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def raise_pending(self) -> None:
+        """Raise the error held back for the next read (also when the reader stopped before reading again)."""
+        if self._error is None:
+            return
+        error, self._error = self._error, None
+        if self._source.failed:  # the compressed stream itself failed (e.g. a broken connection)
+            raise error
+        problem = f"corrupt or truncated {self._kind} data after {self._source.consumed} compressed bytes ({error})"
+        raise TarFormatError(problem, url=self.url) from error
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
 def _sniff(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
     """The first bytes of ``stream`` and a stream that still starts with them."""
     peek = getattr(stream, "peek", None)
@@ -184,12 +241,14 @@ def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
     if kind is None:
         return readable, None, source
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=source, mode="rb"), kind, source  # type: ignore[return-value]
-    if kind == "bz2":
-        return bz2.BZ2File(source, "rb"), kind, source  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.LZMAFile(source, "rb"), kind, source  # type: ignore[return-value]
-    return _ZstdReader(source), kind, source  # type: ignore[return-value]
+        inner: Any = gzip.GzipFile(fileobj=source, mode="rb")
+    elif kind == "bz2":
+        inner = bz2.BZ2File(source, "rb")
+    elif kind == "xz":
+        inner = lzma.LZMAFile(source, "rb")
+    else:
+        inner = _ZstdReader(source)
+    return _Salvaging(inner, kind, source), kind, source  # type: ignore[return-value]
 
 
 def map_tar(stream: BinaryIO) -> Any:
@@ -249,15 +308,12 @@ def read_tar(stream: BinaryIO, url: str, read: Callable[[BinaryIO], Iterator[T]]
     [b'a.txt']
     """
     tar_stream, kind, source = _open(stream)
-    items = read(tar_stream)
-    return items if kind is None else _decompressing(items, kind, source, url)
+    if kind is None:
+        return read(tar_stream)
+    tar_stream.url = url  # type: ignore[attr-defined]
+    return _decompressing(read(tar_stream), tar_stream)  # type: ignore[arg-type]
 
 
-def _decompressing(items: Iterator[T], kind: str, source: _Source, url: str) -> Iterator[T]:
-    try:
-        yield from items
-    except _decompression_errors() as e:
-        if source.failed:  # the compressed stream itself failed (e.g. a broken connection): not a format error
-            raise
-        problem = f"corrupt or truncated {kind} data after {source.consumed} compressed bytes ({e})"
-        raise TarFormatError(problem, url=url) from e
+def _decompressing(items: Iterator[T], tar: _Salvaging) -> Iterator[T]:
+    yield from items
+    tar.raise_pending()  # an error after the end of the archive (a damaged trailer) is still an error

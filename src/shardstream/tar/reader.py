@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from ..config import get_settings
-from ..errors import ConfigError, TarFormatError
+from ..errors import ConfigError, TarFormatError, add_context
 from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file
 from .header import (
     BLOCKSIZE,
@@ -213,16 +213,28 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
         if typeflag in REGULAR_TYPES:
             text = name.decode("utf-8", "surrogateescape")
             if data:
-                yield text, _take(src, size, url, offset, text), offset + BLOCKSIZE
+                try:
+                    member = _take(src, size, url, offset, text)
+                except _PaddingCut as cut:  # the last member is whole: hand it out, then report the damage
+                    yield text, cut.data, offset + BLOCKSIZE
+                    raise cut.error from cut.error.__cause__
+                yield text, member, offset + BLOCKSIZE
             else:
-                _take(src, size, url, offset, text, keep=False)
+                try:
+                    _take(src, size, url, offset, text, keep=False)
+                except _PaddingCut as cut:
+                    yield text, offset + BLOCKSIZE, size
+                    raise cut.error from cut.error.__cause__
                 yield text, offset + BLOCKSIZE, size
         elif typeflag in NO_DATA_TYPES:  # POSIX: no data blocks follow links, devices, directories, fifos
             src.pos += BLOCKSIZE
         elif typeflag == GNU_SPARSE:
             raise _sparse_error(url, offset, name)
         else:  # unknown or vendor types (GNU 'V' volume label, 'D' dump directory...): skip their data
-            _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"), keep=False)
+            try:
+                _take(src, size, url, offset, name.decode("utf-8", "surrogateescape"), keep=False)
+            except _PaddingCut as cut:
+                raise cut.error from cut.error.__cause__
 
 
 def _changes_members(pax: dict[str, bytes]) -> bool:
@@ -254,6 +266,14 @@ def _sparse_error(url: str, offset: int, name: bytes) -> TarFormatError:
     )
 
 
+class _PaddingCut(Exception):
+    """Raised by :func:`_take` when a member's data is whole but its padding is cut: the data, then the error."""
+
+    def __init__(self, data: Any, error: TarFormatError):
+        super().__init__("padding cut")
+        self.data, self.error = data, error
+
+
 def _take(src: Source, size: int, url: str, offset: int, member: str | None = None, *, keep: bool = True) -> bytes:
     """Consume the header at ``src.pos`` and its ``size`` data bytes plus padding; return the data (``b""``
     without ``keep``: then the data is only checked to be there, never copied)."""
@@ -261,14 +281,25 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
     if size >= _DIRECT_MIN:
         file_end = getattr(src, "file_end", None)  # a local file knows its size: a huge size field is refused
         end = file_end() if file_end is not None else None  # before anything is read or allocated for it
-        if end is not None and src.base + src.pos + BLOCKSIZE + padded > end:
+        if end is not None and src.base + src.pos + BLOCKSIZE + size > end:  # (a cut padding is handled below)
             raise _truncated(size, padded, end, url, offset, member)
         if keep:
             data = src.take_direct(src.pos + BLOCKSIZE, size, padded)
             if data is not None:
                 return data
-    if not src.fill(BLOCKSIZE + padded):
-        raise _truncated(size, padded, src.base + len(src.buf), url, offset, member)
+    error: TarFormatError | None = None
+    try:
+        filled = src.fill(BLOCKSIZE + padded)
+    except TarFormatError as e:  # the (decompressed) stream broke inside this member: say which one
+        filled, error = False, add_context(e, member=member, offset=offset)  # type: ignore[assignment]
+    if not filled:
+        if error is None:
+            error = _truncated(size, padded, src.base + len(src.buf), url, offset, member)
+        start = src.pos + BLOCKSIZE
+        if member is not None and len(src.buf) - start >= size:  # only padding is missing: the data is whole
+            src.pos = len(src.buf)
+            raise _PaddingCut(src.buf[start : start + size] if keep else b"", error)
+        raise error
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
     return src.buf[start : start + size] if keep else b""

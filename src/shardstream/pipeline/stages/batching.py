@@ -67,7 +67,7 @@ def _collate_column(values: list[Any], combine_tensors: bool, combine_scalars: b
 
 
 def default_collation_fn(samples: Sequence[Any], combine_tensors: bool = True, combine_scalars: bool = True) -> Any:
-    """Collate a list of samples into a batch (see the module docstring). Tuples/lists give a list of columns
+    """Collate a list of samples into a batch (see the module docstring). Tuples/lists give a tuple of columns
     (as webdataset does); dicts give a dict of columns.
 
     >>> default_collation_fn([{"x": 1.5, "k": "a"}, {"x": 2.5, "k": "b"}])
@@ -87,8 +87,8 @@ def default_collation_fn(samples: Sequence[Any], combine_tensors: bool = True, c
         width = len(first)
         if any(len(s) != width for s in samples):
             raise ConfigError(f"cannot batch tuples of different lengths: {sorted({len(s) for s in samples})}")
-        return [_collate_column([s[i] for s in samples], combine_tensors, combine_scalars, f"position {i}")
-                for i in range(width)]
+        return tuple(_collate_column([s[i] for s in samples], combine_tensors, combine_scalars, f"position {i}")
+                     for i in range(width))
     return _collate_column(list(samples), combine_tensors, combine_scalars, "the samples")
 
 

@@ -210,7 +210,8 @@ map_tuple = stage(_map_tuple, state="pass")
 
 def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
               **fs: Callable[[Any], Any]) -> Iterator[dict[str, Any]]:
-    """Apply ``fs[field]`` to that field of each sample (fields it lacks are left alone).
+    """Apply ``fs[field]`` to that field of each sample; a sample without one of the fields is an error
+    (a ``KeyError``, given to ``handler``), as in webdataset.
 
     >>> list(map_dict(cls=lambda c: c * 10)([{"cls": 1, "txt": "a"}]))
     [{'cls': 10, 'txt': 'a'}]
@@ -220,8 +221,7 @@ def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_excep
         field = None
         try:
             for field, f in fs.items():
-                if field in result:
-                    result[field] = f(result[field])
+                result[field] = f(result[field])
         except Exception as exn:
             annotate(exn, sample, field=field)
             if handler(exn):

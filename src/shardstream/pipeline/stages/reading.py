@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Union
 
 from ...errors import SampleFormatError, StateError
-from ...io import finish_stream, open_url
+from ...io import finish_stream, local_path, open_url
 from ...reading import iter_samples
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
@@ -67,7 +67,7 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
                      select_files: Callable[[str], bool] | None = None,
                      rename_files: Callable[[str], str] | None = None, keys: Any = None,
                      opener: Callable[[str], Any] | None = None,
-                     zero_copy: bool = False) -> Iterator[dict[str, Any]]:
+                     zero_copy: bool = False, local_paths: bool = False) -> Iterator[dict[str, Any]]:
     """Read each shard of a shard list (``{"url": ...}`` items or URL strings) and yield its samples.
 
     ``select_files(name) -> bool`` keeps only some members, ``rename_files(name) -> name`` renames them before
@@ -79,26 +79,51 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
     read-only ``memoryview`` objects into the map instead of ``bytes`` copies (other shards are read as usual): see
     :func:`shardstream.samples.iter_samples` and docs/performance.md. ``Decoder`` decodes such views; ``bytes(v)``
     copies one; a view cannot be pickled, so decode or copy fields before they leave a DataLoader worker.
+
+    ``local_paths=True`` adds ``__local_path__`` to the samples of shards read from a local file (the file, or
+    its copy in the shard cache), as webdataset's ``WebDataset`` does (``WebDataset`` sets it).
     """
-    yield from _read_shards(source, handler, select_files, rename_files, keys, opener, zero_copy, False)
+    yield from _read_shards(source, handler, select_files, rename_files, keys, opener, zero_copy, False, local_paths)
 
 
 def _read_shards(source: Iterable[Any], handler: Handler, select_files: Callable[[str], bool] | None,
                  rename_files: Callable[[str], str] | None, keys: Any, opener: Callable[[str], Any] | None,
-                 zero_copy: bool, chunks: bool) -> Iterator[Any]:
+                 zero_copy: bool, chunks: bool, local_paths: bool = False) -> Iterator[Any]:
     """``tarfile_to_samples``' loop; with ``chunks``, lists of consecutive samples (see ``iter_samples``)."""
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     reading = ShardReading(handler)
 
     def read(stream: Any, url: str) -> Iterator[Any]:
         if select_files is None and rename_files is None:  # the C walk + grouping, when built
-            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
-                                chunks=chunks)
-        members = _members(stream, url, select_files, rename_files, zero_copy)
-        grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
-        return ([sample] for sample in grouped) if chunks else grouped
+            samples = iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
+                                   chunks=chunks)
+        else:
+            members = _members(stream, url, select_files, rename_files, zero_copy)
+            grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+            samples = ([sample] for sample in grouped) if chunks else grouped
+        local = _local_file(url, opener) if local_paths else None
+        if local is None:
+            return samples
+        return _with_local_path(samples, local, chunks)
 
-    yield from reading.run(source, read, opener)
+    for out in reading.run(source, read, opener, local_paths, partials=True):
+        yield [out] if chunks and isinstance(out, dict) else out  # a partial last sample comes alone
+
+
+def _local_file(url: str, opener: Any) -> str | None:
+    """The local file a shard is read from: its path, or its copy in a shard cache (webdataset's
+    ``__local_path__``); None for pipes, standard input and remote shards streamed as they come."""
+    path = local_path(url)
+    if path is None and hasattr(opener, "path_for") and url != "-":
+        path = opener.path_for(url)
+    return path
+
+
+def _with_local_path(samples: Iterator[Any], path: str, chunks: bool = False) -> Iterator[Any]:
+    for item in samples:
+        for sample in item if chunks else (item,):
+            sample["__local_path__"] = path
+        yield item
 
 
 class ShardReading:
@@ -116,7 +141,10 @@ class ShardReading:
         return False
 
     def run(self, source: Iterable[Any], read: Callable[[Any, str], Iterator[Any]],
-            opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
+            opener: Callable[[str], Any] | None = None, local_paths: bool = False,
+            partials: bool = False) -> Iterator[Any]:
+        """``partials``: yield the partial last sample of a damaged shard (its error's ``partial_sample``) when the
+        handler skips the error (readers of samples, not of column batches)."""
         for item in source:
             url = url_of(item)
             stream = None
@@ -132,6 +160,10 @@ class ShardReading:
                 annotate(exn, url=url)
                 if not self.handler(exn):
                     return
+                partial = getattr(exn, "partial_sample", None)  # the incomplete last sample of a damaged shard
+                if partial is not None and partials:
+                    local = _local_file(url, opener) if local_paths else None
+                    yield partial if local is None else {**partial, "__local_path__": local}
             finally:
                 if stream is not None:
                     stream.close()
@@ -168,7 +200,7 @@ class ReaderCursor(Cursor):
         options = dict(self.options, handler=watched)
         self._samples = _read_shards([item], options["handler"], options.get("select_files"),
                                      options.get("rename_files"), options.get("keys"), options.get("opener"),
-                                     bool(options.get("zero_copy")), True)
+                                     bool(options.get("zero_copy")), True, bool(options.get("local_paths")))
         self._stop, self._url, self._count = stop, url_of(item), 0
 
     def _close(self) -> None:
@@ -287,8 +319,11 @@ def url_opener(data: Iterable[Any], handler: Handler = reraise_exception, **kw: 
 
 def tar_file_expander(data: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
                       select_files: Callable[[str], bool] | None = None,
-                      rename_files: Callable[[str], str] | None = None, **kw: Any) -> Iterator[dict[str, Any]]:
-    """webdataset step 2: ``{"url", "stream"}`` -> ``{"fname", "data", "__url__"}`` for each member."""
+                      rename_files: Callable[[str], str] | None = None, eof_value: Any = None,
+                      **kw: Any) -> Iterator[dict[str, Any]]:
+    """webdataset step 2: ``{"url", "stream"}`` -> ``{"fname", "data", "__url__"}`` for each member.
+    ``eof_value`` is accepted for webdataset compatibility: members are grouped shard by shard, so no end-of-shard
+    marker is needed between shards."""
     for source in data:
         url, stream = source["url"], source["stream"]
         try:

@@ -79,8 +79,8 @@ class _Split(Counted):
 
     fields = ("total", "mine")
 
-    def __init__(self, upstream: Cursor, index: int, count: int, on_empty: Callable[[int], Exception], name: str,
-                 on_uneven: Callable[[int], None] | None = None):
+    def __init__(self, upstream: Cursor, index: int, count: int, on_empty: Callable[[int], Exception] | None,
+                 name: str, on_uneven: Callable[[int], None] | None = None):
         super().__init__(upstream, name)
         self.index, self.count, self.on_empty, self.total, self.mine = index, count, on_empty, 0, 0
         self.on_uneven = on_uneven
@@ -91,7 +91,7 @@ class _Split(Counted):
             try:
                 item = next(upstream)
             except StopIteration:
-                if self.mine == 0:
+                if self.mine == 0 and self.on_empty is not None:
                     raise self.on_empty(self.total) from None
                 if self.on_uneven is not None and self.total % count:
                     self.on_uneven(self.total)
@@ -146,17 +146,23 @@ def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart 
     if count == 1:
         return PassCursor(upstream, iter, name)
     uneven = (lambda total: _uneven(index, count, total)) if what == "rank" else None
-    return _Split(upstream, index, count, lambda total: _nothing_for(index, count, what, total), name, uneven)
+    strict = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments.get("empty_check", True)
+    on_empty = (lambda total: _nothing_for(index, count, what, total)) if strict else None
+    return _Split(upstream, index, count, on_empty, name, uneven)
 
 
-def _split_by_node(source: Iterable[Any], group: Any = None, *, ctx: Context) -> Iterator[Any]:
+def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *,
+                   ctx: Context) -> Iterator[Any]:
     """Keep this rank's share of the items (rank and world size from ``torch.distributed`` when initialised,
-    else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility."""
+    else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility. A rank that gets no item
+    raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``."""
     raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
 
 
-def _split_by_worker(source: Iterable[Any], *, ctx: Context) -> Iterator[Any]:
-    """Keep this DataLoader worker's share of the items (all of them outside a DataLoader worker)."""
+def _split_by_worker(source: Iterable[Any], empty_check: bool = True, *, ctx: Context) -> Iterator[Any]:
+    """Keep this DataLoader worker's share of the items (all of them outside a DataLoader worker). A worker that
+    gets no item raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False`` (then it
+    yields nothing, as webdataset's idle workers do)."""
     raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
 
 
