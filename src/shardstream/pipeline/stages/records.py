@@ -57,8 +57,9 @@ class RecordCursor(ReaderCursor):
             return keep
 
         self._close()
-        self._samples, self._stop, self._url, self._count = (
-            _records([item], **dict(self.options, handler=watched)), stop, url_of(item), 0)
+        records = _records([item], **dict(self.options, handler=watched))
+        # ReaderCursor serves chunks (lists of consecutive samples): here, one record a chunk
+        self._samples, self._stop, self._url, self._count = ([r] for r in records), stop, url_of(item), 0
 
 
 def _cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
