@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 import subprocess
 import sys
 import time
@@ -12,7 +11,6 @@ import pytest
 
 from shardstream.errors import ConfigError, MissingDependencyError, OpenError
 from shardstream.io import (
-    ShardHandle,
     finish_stream,
     get_opener,
     gopen,
@@ -102,12 +100,6 @@ def test_bad_registrations():
         register_opener("x", "a:b")  # one letter would be a drive letter
     with pytest.raises(ConfigError):
         register_opener("good", "no_colon")
-
-
-def test_shard_handles_pickle_and_open_lazily(data_file):
-    handle = pickle.loads(pickle.dumps(ShardHandle(str(data_file))))
-    with handle.open() as f:
-        assert f.read(3) == b"012"
 
 
 def test_gopen_reads_and_refuses_writing(data_file):

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import IO
 
 from .registry import (
-    ShardHandle,
     finish_stream,
     get_opener,
     known_schemes,
@@ -26,7 +25,6 @@ from .registry import (
 from .urls import expand_urls, local_path, split_scheme
 
 __all__ = [
-    "ShardHandle",
     "expand_urls",
     "finish_stream",
     "get_opener",

@@ -26,7 +26,6 @@ from ..errors import ConfigError, MissingDependencyError, OpenError
 from .urls import local_path, split_scheme
 
 __all__ = [
-    "ShardHandle",
     "finish_stream",
     "get_opener",
     "known_schemes",
@@ -144,25 +143,6 @@ def finish_stream(stream: IO[bytes]) -> None:
     finish = getattr(stream, "finish", None)
     if finish is not None:
         finish()
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardHandle:
-    """A lazy, picklable reference to a shard: only the URL travels (to DataLoader workers); ``open()`` opens it
-    where it is called.
-
-    >>> import pathlib, pickle
-    >>> _ = pathlib.Path("y.bin").write_bytes(b"xyz")
-    >>> handle = pickle.loads(pickle.dumps(ShardHandle("y.bin")))
-    >>> with handle.open() as f: f.read()
-    b'xyz'
-    """
-
-    url: str
-
-    def open(self) -> IO[bytes]:
-        """Open the shard (a new stream each call)."""
-        return open_url(self.url)
 
 
 # the built-in local openers: imported lazily like any other
