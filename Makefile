@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 WEBDATASET := webdataset==1.0.2
 
-.PHONY: demo test docs test-pythons bench bench-peers bench-convert venv clean
+.PHONY: demo test lint docs test-pythons bench bench-peers bench-convert venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
+
+## the linters over src/ ([tool.ruff] in pyproject.toml; tests/test_lint.py runs the same)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src
 
 ## the documentation site (mkdocs.yml) into site/, warnings as errors; `$(PY) -m mkdocs serve` to browse it
 docs: $(STAMP)

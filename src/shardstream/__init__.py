@@ -11,7 +11,6 @@ True
 import importlib as _importlib
 import typing as _typing
 
-from . import errors
 from .config import Settings, get_settings
 from .errors import (
     ConfigError,
@@ -187,8 +186,22 @@ def __dir__() -> list[str]:
     return sorted({*__all__, *_PIPELINE_MODULES, *(name for name in globals() if name.startswith("__"))})
 
 
-if _typing.TYPE_CHECKING:  # what type checkers and IDEs see for the lazily loaded names (the table above is the runtime)
-    from . import pipeline as filters
+if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs see them (the table above: runtime)
+    from . import pipeline as filters  # noqa: F401 - webdataset's name for the module (not in __all__)
+    from .codecs import Decoder, handle_extension, imagehandler, numpy_dumps, torch_audio, torch_dumps, torch_video
+    from .compat import Processor
+    from .dataset import FluidWrapper, WebDataset
+    from .indexed import (
+        DistributedLocalitySampler,
+        IndexedDataset,
+        LocalitySampler,
+        index_dataset,
+        index_shard,
+        indexed_shard_writer,
+        write_dali_index,
+    )
+    from .io import gopen
+    from .loader import WebLoader
     from .pipeline import (
         DataPipeline,
         FluidInterface,
@@ -206,6 +219,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see for the lazily load
         extract_keys,
         getfirst,
         group_by_keys,
+        handlers as handlers,
         ignore_and_continue,
         ignore_and_stop,
         listed,
@@ -219,6 +233,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see for the lazily load
         reraise_exception,
         rsample,
         select,
+        shardlists as shardlists,
         shuffle,
         single_node_only,
         slice,
@@ -236,45 +251,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see for the lazily load
         with_epoch,
         with_length,
     )
-    from .dataset import (
-        FluidWrapper,
-        WebDataset,
-    )
-    from .loader import (
-        WebLoader,
-    )
-    from .compat import (
-        Processor,
-    )
-    from .io import (
-        gopen,
-    )
-    from .writer import (
-        ShardWriter,
-        TarWriter,
-    )
-    from .codecs import (
-        Decoder,
-        handle_extension,
-        imagehandler,
-        numpy_dumps,
-        torch_audio,
-        torch_dumps,
-        torch_video,
-    )
-    from .training import (
-        TrainingDataset,
-        TrainingLoader,
-    )
-    from .indexed import (
-        DistributedLocalitySampler,
-        IndexedDataset,
-        LocalitySampler,
-        index_dataset,
-        index_shard,
-        indexed_shard_writer,
-        write_dali_index,
-    )
-    from .pipeline import handlers, shardlists
-    from .pipeline.stages import reading as tariterators
+    from .pipeline.stages import reading as tariterators  # noqa: F401 - webdataset's name for the module
+    from .training import TrainingDataset, TrainingLoader
+    from .writer import ShardWriter, TarWriter
 # --- end pipeline API ---

@@ -144,7 +144,7 @@ class Settings:
     }
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``environ`` (default: ``os.environ``); unset variables keep the defaults."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -154,7 +154,7 @@ class Settings:
                 values[field.name] = cls._PARSERS[field.name](name, env[name])
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (explicit values from code)."""
         return dataclasses.replace(self, **changes)
 

@@ -86,7 +86,7 @@ class Placement:
     loader_seed: int | None = None
 
     @classmethod
-    def current(cls) -> "Placement":
+    def current(cls) -> Placement:
         """Read the placement now (call it where the data is iterated: inside the worker)."""
         rank, world = distributed_rank()
         worker, workers, loader_seed = worker_info()

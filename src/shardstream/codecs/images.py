@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,7 @@ def _check_spec(spec: str) -> str:
 
 def _torch():
     try:
-        import torch
+        import torch  # noqa: PLC0415 - optional: shardstream[torch]
     except ImportError as e:  # pragma: no cover - torch is installed in the test environment
         raise MissingDependencyError("decoding images to torch tensors", "torch", "torch") from e
     return torch
@@ -122,7 +123,7 @@ def _torch():
 
 def image_loads(data: bytes) -> Any:
     """Bytes -> a loaded ``PIL.Image`` in the file's own mode (what the table's image codecs decode to)."""
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     with PIL.Image.open(io.BytesIO(data)) as img:
         img.load()
@@ -137,7 +138,7 @@ def decode_image(data: bytes, spec: str = "rgb") -> Any:
     ((4, 5, 3), 1.0)
     """
     kind, etype, mode = IMAGE_SPECS[_check_spec(spec)]
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     with PIL.Image.open(io.BytesIO(data)) as img:
         img.load()
@@ -182,7 +183,7 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
     >>> decode_resized(jpg, 224).shape, decode_resized(jpg, 224, draft=True).shape
     ((224, 224, 3), (224, 224, 3))
     """
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     if not isinstance(size, int) or size < 1:
         raise ConfigError(f"size must be a positive number of pixels, got {size!r}")
@@ -209,11 +210,11 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
 def _decode_scaled(data: bytes, size: int) -> np.ndarray | None:
     """``decode_resized(scaled=True)``'s JPEG path; None when simplejpeg cannot decode ``data`` (the exact path will)."""
     try:
-        import simplejpeg
+        import simplejpeg  # noqa: PLC0415 - optional: shardstream[jpeg]
     except ImportError as e:
         raise MissingDependencyError("decode_resized(scaled=True)", "jpeg", "simplejpeg") from e
     try:
-        import cv2
+        import cv2  # noqa: PLC0415 - optional: shardstream[jpeg]
     except ImportError as e:
         raise MissingDependencyError("decode_resized(scaled=True)", "jpeg", "opencv-python-headless") from e
     if data[:2] != b"\xff\xd8":  # not a JPEG
@@ -230,7 +231,7 @@ def _decode_scaled(data: bytes, size: int) -> np.ndarray | None:
 
 
 def _to_pil(value: Any):
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     if isinstance(value, PIL.Image.Image):
         return value

@@ -22,7 +22,7 @@ Supported dtypes: float16/32/64, int8/16/32/64, uint8/16/32/64 (webdataset itsel
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def decode_buffer(buf: bytes | bytearray | memoryview) -> list[np.ndarray]:
     if len(chunks) % 2:
         raise ValueError("tenbin buffer has a header without data")
     result = []
-    for header, data in zip(chunks[::2], chunks[1::2]):
+    for header, data in zip(chunks[::2], chunks[1::2], strict=True):
         if len(header) < 24:
             raise ValueError("tenbin header too short")
         code = bytes(header[:8]).rstrip(b"\0")

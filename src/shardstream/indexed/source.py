@@ -33,7 +33,7 @@ from ..io.urls import local_path, split_scheme
 
 __all__ = ["ByteSource", "LocalSource", "local_path", "open_source", "register_source"]
 
-_FACTORIES: dict[str, Callable[[str], "ByteSource"]] = {}
+_FACTORIES: dict[str, Callable[[str], ByteSource]] = {}
 
 
 @runtime_checkable

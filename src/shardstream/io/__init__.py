@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import IO
 
+from ..errors import ConfigError
 from .registry import (
     finish_stream,
     get_opener,
@@ -41,7 +42,5 @@ __all__ = [
 def gopen(url: str, mode: str = "rb", bufsize: int | None = None, **kw: object) -> IO[bytes]:
     """webdataset's ``gopen``: open ``url`` for reading (``mode="rb"``; writing shards is ShardWriter's job)."""
     if mode != "rb":
-        from ..errors import ConfigError
-
         raise ConfigError(f"gopen({url!r}, mode={mode!r}): only 'rb' is supported; write shards with TarWriter")
     return open_url(url)

@@ -42,9 +42,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from ..config import get_settings
 from ..errors import OpenError
 from ..logs import log_to_stderr
 from .registry import finish_stream, get_opener, split_scheme
+from .rewrite import rewrite_url
 
 try:
     import fcntl
@@ -120,8 +122,6 @@ class ShardCache:
 
     def open(self, url: str) -> IO[bytes]:
         """A stream of the shard: the cached file (downloaded first if needed), or a local file in place."""
-        from .rewrite import rewrite_url
-
         target = rewrite_url(url)
         if split_scheme(target)[0] in _LOCAL or target == "-":
             return get_opener(target)(target)
@@ -151,8 +151,6 @@ class ShardCache:
 
     def fetch(self, url: str) -> str:
         """Make sure ``url`` is in the cache (downloading it once, whoever asks) and return its path."""
-        from .rewrite import rewrite_url
-
         path = self.path_for(url)
         self._fetch(url, rewrite_url(url), path)
         self.evict()
@@ -282,8 +280,6 @@ def cache_opener(cache_dir: str | os.PathLike[str] | None, cache_size: int | Non
     >>> cache_opener("c", 100).max_bytes
     100
     """
-    from ..config import get_settings
-
     settings = kw.pop("settings", None) or get_settings()
     directory = os.fspath(cache_dir) if cache_dir is not None else settings.cache_dir
     if not directory:

@@ -33,7 +33,9 @@ from collections.abc import Callable, Mapping
 from typing import IO
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from ..config import get_settings
 from ..errors import ConfigError, OpenError
+from .storage_config import http_headers
 
 __all__ = ["HttpStream", "open_http", "redact", "split_status_line"]
 
@@ -290,9 +292,6 @@ class HttpStream(io.RawIOBase):
 def open_http(url: str) -> IO[bytes]:
     """The opener of ``http://`` and ``https://`` URLs: an :class:`HttpStream` with the settings' retries,
     timeout and headers (``SHARDSTREAM_HTTP_HEADERS``, then the storage settings of the URL's prefix)."""
-    from ..config import get_settings
-    from .storage_config import http_headers
-
     settings = get_settings()
     return HttpStream(url, headers=http_headers(url, settings), retries=settings.http_retries,  # type: ignore
                       timeout=settings.http_timeout, backoff=settings.http_backoff)

@@ -20,6 +20,7 @@ pinned to the object's ETag (an object replaced mid-read is an OpenError, never 
 
 from __future__ import annotations
 
+import base64
 import collections
 import concurrent.futures
 import errno
@@ -29,8 +30,11 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ..config import get_settings
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .http import HttpStream
 from .s3 import S3Body, presigned_url
+from .storage_config import storage_options
 
 __all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
 
@@ -57,9 +61,7 @@ def protocol_of(url: str) -> str:
 
 def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, str]:
     """``(fsspec filesystem, path)`` for ``url``, with the storage options of its bucket or prefix."""
-    import fsspec
-
-    from .storage_config import storage_options
+    import fsspec  # noqa: PLC0415 - a heavy import that only object-store URLs need
 
     protocol = protocol_of(url)
     options = {**storage_options(url, protocol, settings), **extra}
@@ -214,8 +216,6 @@ def _md5_of(details: dict[str, Any]) -> str | None:
     An S3 ETag is *not* taken for an MD5: it is one only for single-part uploads without KMS encryption, and
     the object's details do not say which.
     """
-    import base64
-
     settings = details.get("content_settings")
     for value in (details.get("md5Hash"), details.get("content_md5"), getattr(settings, "content_md5", None),
                   settings.get("content_md5") if isinstance(settings, dict) else None):
@@ -237,14 +237,10 @@ def open_object(url: str) -> IO[bytes]:
     resume and ETag checks as ``https://`` shards, at the speed of a plain boto3 download (a read must resume
     within the signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
     """
-    from ..config import get_settings
-
     settings = get_settings()
     fs, path = filesystem_for(url, settings)
     signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
     if signed is not None:
-        from .http import HttpStream
-
         return HttpStream(signed, retries=settings.http_retries, timeout=settings.http_timeout,  # type: ignore
                           backoff=settings.http_backoff, name=url)
     return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore

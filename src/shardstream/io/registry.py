@@ -20,9 +20,10 @@ import importlib
 import os
 import re
 from collections.abc import Callable
-from typing import IO, Union
+from typing import IO
 
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .rewrite import rewrite_url
 from .urls import local_path, split_scheme
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 Opener = Callable[[str], IO[bytes]]
-OpenerSpec = Union[str, Opener]
+OpenerSpec = str | Opener
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +131,6 @@ def open_url(url: str | os.PathLike[str]) -> IO[bytes]:
     """
     url = os.fspath(url)
     if url != "-":
-        from .rewrite import rewrite_url  # prefix rules and AIStore routing (no-op without settings)
-
         url = rewrite_url(url)
     return get_opener(url)(url)
 

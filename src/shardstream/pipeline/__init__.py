@@ -14,6 +14,7 @@ pipeline form (``map(f)``, used in :class:`DataPipeline`) and the fluid method (
 True
 """
 
+from ..runtime import Placement
 from . import handlers
 from .context import Context, Source
 from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
@@ -30,7 +31,6 @@ from .stages.reading import group_by_keys, tar_file_expander, tarfile_samples, t
 from .stages.sampling import rsample, slice
 from .stages.shuffle import detshuffle, shuffle
 from .stages.split import as_splitter, check_empty, single_node_only, split_by_node, split_by_worker
-from ..runtime import Placement
 
 __all__ = [
     "Context",

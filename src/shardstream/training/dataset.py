@@ -38,12 +38,12 @@ from typing import Any
 from ..codecs import as_decoder
 from ..errors import ConfigError, StateError
 from ..io.cache import cache_opener
+from ..order import SHUFFLES, SampleOrder, StreamOrder
 from ..pipeline.datapipeline import IterableDatasetBase
 from ..pipeline.resumable import Resumable
 from ..pipeline.stages.batching import default_collation_fn
 from ..runtime import Placement
 from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
-from ..order import SHUFFLES, SampleOrder, StreamOrder
 from .plan import EpochPlan
 from .sources import resolve
 from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
