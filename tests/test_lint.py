@@ -67,3 +67,17 @@ def test_late_imports_are_third_party_and_say_why():
             elif "PLC0415 - " not in text:
                 bad.append(f"{where} imports {module} late without `# noqa: PLC0415 - <why>`")
     assert bad == [], "\n".join(bad)
+
+
+#: mypy's error count over src/ when it was first configured (66 type errors, 16 unused `type: ignore`s): it may
+#: only go down; lower it as errors are fixed, until it is 0 and this becomes `returncode == 0`
+MYPY_ERRORS_AT_MOST = 82
+
+
+def test_mypy_errors_over_src_only_go_down():
+    pytest.importorskip("mypy", reason="mypy is not installed (it is in the `test` extra)")
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(ROOT / ".mypy_cache"),
+                             "--config-file", str(ROOT / "pyproject.toml"), str(SRC)], cwd=ROOT,
+                            capture_output=True, text=True)
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert len(errors) <= MYPY_ERRORS_AT_MOST, "\n".join(errors)
