@@ -10,7 +10,7 @@ WEBDATASET := webdataset==1.0.2
 # the trainers tests/integrations runs (pyproject's `test` extra asks for ranges)
 TRAINERS := accelerate==1.15.0 transformers==5.24.0 lightning==2.6.6
 
-.PHONY: demo test docs test-pythons bench bench-peers bench-convert fuzz venv clean
+.PHONY: demo test lint docs test-pythons bench bench-peers bench-convert fuzz venv clean
 
 $(STAMP): pyproject.toml setup.py Makefile src/shardstream/tar/_scan.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
+
+## the linters over src/ ([tool.ruff], [tool.mypy] in pyproject.toml; tests/test_lint.py runs them)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src
+	-$(PY) -m mypy  # not yet at 0 errors: reported, not failing (tests/test_lint.py ratchets the count)
 
 ## the documentation site (mkdocs.yml) into site/, warnings as errors; `$(PY) -m mkdocs serve` to browse it
 docs: $(STAMP)

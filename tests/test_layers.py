@@ -80,3 +80,93 @@ def test_imports_flow_downward_only():
             if other in FLOOR and FLOOR[other] > FLOOR[own]:
                 violations.append(f"{path.relative_to(SRC)}:{line} ({own}) imports {target} ({other})")
     assert violations == [], "lower floors import higher ones:\n" + "\n".join(violations)
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = ("shardstream",) + path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_level_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports when it is imported: module-level statements only (not inside
+    functions, not under ``if TYPE_CHECKING:``); ``from pkg import name`` counts ``pkg.name`` when that is a module."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                if base in modules:
+                    found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules)
+
+    visit(ast.parse(path.read_text()).body)
+    found.discard(name)
+    return found
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (``[a, b, ..., a]``), or None: a depth-first search for a back edge."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def dfs(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (circle := dfs(target)) is not None:
+                return circle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (circle := dfs(start)) is not None:
+            return circle
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(SRC.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): module_level_imports(p, modules) for p in paths}
+
+
+def test_the_circle_finder_finds_circles():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a", "c"}}) is None
+    assert find_circle({"x": {"x2"}, "x2": {"y"}, "y": {"x2"}}) == ["x2", "y", "x2"]
+
+
+def test_the_import_graph_sees_relative_imports_and_skips_type_checking():
+    graph = import_graph()
+    assert "shardstream.pipeline.core" in graph["shardstream.pipeline.datapipeline"]
+    assert "shardstream.errors" in graph["shardstream.io.registry"]
+    assert "shardstream.dataset" not in graph["shardstream"]  # lazy, and only under TYPE_CHECKING
+
+
+def test_no_import_circles_inside_the_package():
+    """A module-level import circle (packages included: an ``__init__`` importing its modules counts)."""
+    graph = import_graph()
+    # a package imports its submodules through its __init__; a submodule importing its own package's __init__ is
+    # the usual way to reach siblings and not a circle by itself: drop edges from a module to its own ancestors
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets if not name.startswith(t + ".")}
+    assert find_circle(graph) is None, " -> ".join(find_circle(graph) or [])

@@ -1,15 +1,154 @@
-"""shardstream: WebDataset-compatible tar shards for deep learning."""
+"""shardstream: WebDataset-compatible tar shards for deep learning.
 
-from . import errors
-from . import gopen as _gopen_module  # noqa: F401 - `shardstream.gopen` the module is loaded first, then...
+The public names are those in ``__all__`` (pinned by tests/test_public_api.py). The exceptions and the settings
+load with the package; the reading API (``import shardstream as wds``) loads on first use.
+
+>>> import shardstream as wds
+>>> "WebDataset" in wds.__all__ and wds.StateError.__mro__[1] is wds.ConfigError
+True
+"""
+
+import importlib as _importlib
+import typing as _typing
+
+from . import (
+    errors,
+    gopen as _gopen_module,  # noqa: F401 - `shardstream.gopen` the module is loaded first, then...
+)
 from .config import Settings, get_settings
-from .errors import *  # noqa: F401,F403  (the exception tree is public API)
+from .errors import (
+    ConfigError,
+    DecodeError,
+    DecodeLimitError,
+    DecodingError,
+    DuplicateFieldError,
+    EncodeError,
+    InterleavedKeyError,
+    MissingDependencyError,
+    MissingExtensionError,
+    MissingPartnerError,
+    ObsoleteNameError,
+    OpenError,
+    ProcessingError,
+    RecordFormatError,
+    ReservedFieldError,
+    SampleFormatError,
+    ShardError,
+    ShardstreamError,
+    StaleIndexError,
+    StateError,
+    TarFormatError,
+    UnsafeDecodeError,
+    UnsafeURLError,
+    WorkerSplitError,
+    WriteError,
+    add_context,
+)
 from .io import gopen  # ...`shardstream.gopen` the function, as in webdataset
 from .logs import apply_settings as _apply_log_settings
 
 _apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "DataPipeline",
+    "DecodeError",
+    "DecodeLimitError",
+    "Decoder",
+    "DecodingError",
+    "DistributedLocalitySampler",
+    "DuplicateFieldError",
+    "EncodeError",
+    "FluidInterface",
+    "FluidWrapper",
+    "IndexedDataset",
+    "InterleavedKeyError",
+    "LocalitySampler",
+    "MissingDependencyError",
+    "MissingExtensionError",
+    "MissingPartnerError",
+    "ObsoleteNameError",
+    "OpenError",
+    "ProcessingError",
+    "Processor",
+    "RandomMix",
+    "RecordFormatError",
+    "ResampledShards",
+    "ReservedFieldError",
+    "RoundRobin",
+    "SampleFormatError",
+    "Settings",
+    "ShardError",
+    "ShardWriter",
+    "ShardstreamError",
+    "SimpleShardList",
+    "Stage",
+    "StaleIndexError",
+    "StateError",
+    "TarFormatError",
+    "TarWriter",
+    "TrainingDataset",
+    "TrainingLoader",
+    "UnsafeDecodeError",
+    "UnsafeURLError",
+    "WebDataset",
+    "WebLoader",
+    "WorkerSplitError",
+    "WriteError",
+    "add_context",
+    "batched",
+    "braceexpand",
+    "decode",
+    "default_collation_fn",
+    "detshuffle",
+    "expand_urls",
+    "extract_keys",
+    "get_settings",
+    "getfirst",
+    "gopen",
+    "group_by_keys",
+    "handle_extension",
+    "ignore_and_continue",
+    "ignore_and_stop",
+    "imagehandler",
+    "index_dataset",
+    "index_shard",
+    "indexed_shard_writer",
+    "listed",
+    "map",
+    "map_dict",
+    "map_tuple",
+    "numpy_dumps",
+    "pipelinefilter",
+    "rename",
+    "rename_keys",
+    "repeat",
+    "reraise_exception",
+    "rsample",
+    "select",
+    "shuffle",
+    "single_node_only",
+    "slice",
+    "split_by_node",
+    "split_by_worker",
+    "tar_file_expander",
+    "tarfile_samples",
+    "tarfile_to_samples",
+    "to_tuple",
+    "torch_audio",
+    "torch_dumps",
+    "torch_video",
+    "unbatched",
+    "unlisted",
+    "url_opener",
+    "warn_and_continue",
+    "warn_and_stop",
+    "with_epoch",
+    "with_length",
+    "write_dali_index",
+]
 
 # --- pipeline API ---
 # The webdataset-compatible reading API (`import shardstream as wds`). Loaded on first use so that
@@ -64,13 +203,12 @@ _OBSOLETE = {
 _PIPELINE_NAMES = {name: module for module, names in _PIPELINE_API.items() for name in names.split()}
 
 
-def __getattr__(name: str):  # noqa: ANN202 - module __getattr__ (PEP 562)
-    import importlib
-
+def __getattr__(name: str) -> object:
+    """Load a name of the reading API, or one of webdataset's submodule names, on first use (PEP 562)."""
     if name in _PIPELINE_NAMES:
-        value = getattr(importlib.import_module(_PIPELINE_NAMES[name]), name)
+        value = getattr(_importlib.import_module(_PIPELINE_NAMES[name]), name)
     elif name in _PIPELINE_MODULES:
-        value = importlib.import_module(_PIPELINE_MODULES[name])
+        value = _importlib.import_module(_PIPELINE_MODULES[name])
     elif name in _OBSOLETE:
         raise errors.ObsoleteNameError(f"shardstream.{name} is webdataset's old API; use {_OBSOLETE[name]}")
     else:
@@ -80,9 +218,76 @@ def __getattr__(name: str):  # noqa: ANN202 - module __getattr__ (PEP 562)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_PIPELINE_NAMES, *_PIPELINE_MODULES})
+    """The public names (``__all__``), webdataset's submodule names, and the module's own dunder names."""
+    return sorted({*__all__, *_PIPELINE_MODULES, *(name for name in globals() if name.startswith("__"))})
 
 
-if "__all__" in globals():
-    __all__ = sorted({*__all__, *_PIPELINE_NAMES})  # noqa: F405,PLE0605
+if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs see them (the table above: runtime)
+    from . import pipeline as filters  # noqa: F401 - webdataset's name for the module (not in __all__)
+    from .codecs import Decoder, handle_extension, imagehandler, numpy_dumps, torch_audio, torch_dumps, torch_video
+    from .compat import Processor
+    from .dataset import FluidWrapper, WebDataset
+    from .indexed import (
+        DistributedLocalitySampler,
+        IndexedDataset,
+        LocalitySampler,
+        index_dataset,
+        index_shard,
+        indexed_shard_writer,
+        write_dali_index,
+    )
+    from .io import gopen
+    from .loader import WebLoader
+    from .pipeline import (
+        DataPipeline,
+        FluidInterface,
+        RandomMix,
+        ResampledShards,
+        RoundRobin,
+        SimpleShardList,
+        Stage,
+        batched,
+        braceexpand,
+        decode,
+        default_collation_fn,
+        detshuffle,
+        expand_urls,
+        extract_keys,
+        getfirst,
+        group_by_keys,
+        handlers as handlers,
+        ignore_and_continue,
+        ignore_and_stop,
+        listed,
+        map,
+        map_dict,
+        map_tuple,
+        pipelinefilter,
+        rename,
+        rename_keys,
+        repeat,
+        reraise_exception,
+        rsample,
+        select,
+        shardlists as shardlists,
+        shuffle,
+        single_node_only,
+        slice,
+        split_by_node,
+        split_by_worker,
+        tar_file_expander,
+        tarfile_samples,
+        tarfile_to_samples,
+        to_tuple,
+        unbatched,
+        unlisted,
+        url_opener,
+        warn_and_continue,
+        warn_and_stop,
+        with_epoch,
+        with_length,
+    )
+    from .pipeline.stages import reading as tariterators  # noqa: F401 - webdataset's name for the module
+    from .training import TrainingDataset, TrainingLoader
+    from .writer import ShardWriter, TarWriter
 # --- end pipeline API ---

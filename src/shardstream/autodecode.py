@@ -35,8 +35,7 @@ from .codecs.basic import cbor_loads, msgpack_loads, pickle_loads
 from .codecs.images import IMAGE_SPECS
 from .codecs.table import CODECS, lookup
 from .config import secure_mode
-from .errors import ConfigError
-from .errors import DecodingError as DecodingError
+from .errors import ConfigError, DecodingError as DecodingError
 
 __all__ = [
     "Continue", "Decoder", "DecodingError", "IMAGE_EXTENSIONS", "ImageHandler", "basichandlers",

@@ -108,7 +108,7 @@ class LRUCleanup:
 
     def cleanup(self) -> None:
         """Remove least recently used files until the directory is under the size limit."""
-        import time
+        import time  # noqa: PLC0415 - stdlib, used on this path only
 
         if self.cache_dir is None or not os.path.isdir(self.cache_dir):
             return

@@ -205,7 +205,7 @@ class Settings:
     _WDS_SETTINGS = frozenset({"WDS_CACHE", "WDS_CACHE_SIZE", "WDS_SECURE", "WDS_REWRITE"})
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``environ`` (default: ``os.environ``); unset variables keep the defaults."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -222,7 +222,7 @@ class Settings:
                                           and k not in cls._WDS_SETTINGS))
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (explicit values from code)."""
         return dataclasses.replace(self, **changes)
 

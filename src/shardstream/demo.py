@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 import shardstream as wds
 
@@ -39,8 +40,6 @@ def render_digits(n: int, *, seed: int = 0, size: int = 28) -> Iterator[tuple[by
     >>> first[0][0][:8] == b"\\x89PNG\\r\\n\\x1a\\n"
     True
     """
-    from PIL import Image, ImageDraw, ImageFilter, ImageFont
-
     rng = np.random.default_rng(seed)
     fonts = {s: ImageFont.load_default(size=s) for s in range(16, 27, 2)}
     for _ in range(n):
@@ -93,8 +92,6 @@ def write_shards(samples: Iterator[dict[str, Any]], pattern: str, *, maxcount: i
 
 def to_input(image: np.ndarray, size: int = 28) -> np.ndarray:
     """Grayscale float image -> fixed-size (1, size, size) float32 array in [0, 1]."""
-    from PIL import Image
-
     if image.shape != (size, size):
         image = np.asarray(Image.fromarray((image * 255).astype(np.uint8)).resize((size, size), Image.BILINEAR))
         image = image.astype(np.float32) / 255.0
@@ -115,8 +112,8 @@ def make_loader(shards: list[str], *, train: bool, batch_size: int, workers: int
 
 def train(shards: list[str], val_shards: list[str], n_classes: int, *, epochs: int, workers: int, seed: int) -> float:
     """Train a small CNN streaming from ``shards``; print accuracy per epoch; return the final accuracy."""
-    import torch
-    from torch import nn
+    import torch  # noqa: PLC0415 - optional: shardstream[torch]
+    from torch import nn  # noqa: PLC0415 - optional: shardstream[torch]
 
     torch.manual_seed(seed)
     torch.set_num_threads(2)

@@ -128,7 +128,7 @@ def transform_with(sample: Sequence[Any], transformers: Sequence[Callable[[Any],
         return sample
     if len(transformers) > len(sample):
         raise ValueError(f"{len(transformers)} transformers for a sample of {len(sample)} elements")
-    return [f(x) if f is not None else x for f, x in zip(transformers, sample)] + list(sample[len(transformers):])
+    return [f(x) if f is not None else x for f, x in zip(transformers, sample, strict=False)] + list(sample[len(transformers):])
 
 
 def pick(buf: list[Any], rng: random.Random) -> Any:
@@ -180,7 +180,7 @@ def combine_values(b: Sequence[Any], combine_tensors: bool = True, combine_scala
             raise ValueError(f"all shapes must be equal in collation, got {shapes}")
         if isinstance(first, np.ndarray):
             return np.array(list(b))
-        import torch
+        import torch  # noqa: PLC0415 - optional dependency (extra torch)
 
         return torch.stack(list(b))
     return list(b)

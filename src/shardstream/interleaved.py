@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from .codecs import decode_field
 from .errors import ConfigError, SampleFormatError
 
 __all__ = ["KINDS", "Interleaved", "collate_interleaved", "decode_interleaved", "interleaved_sample"]
@@ -108,7 +109,6 @@ class Interleaved:
 
 def _decoded(value: Any, field: str, imagespec: str) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
-        from .codecs import decode_field
 
         return decode_field(field, bytes(value), imagespec=imagespec)
     return value

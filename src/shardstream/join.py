@@ -119,7 +119,7 @@ def join_streams(primary: Iterable[dict[str, Any]], *partners: Iterable[dict[str
     """Join sample streams with the same shard boundaries and shard order, by ``__key__`` (module docstring).
     A partner's samples without a primary sample are an error too, when the streams end."""
     names_ = _names(names, 1 + len(partners))
-    readers = [_Partner(p, n, max_pending) for p, n in zip(partners, names_[1:])]
+    readers = [_Partner(p, n, max_pending) for p, n in zip(partners, names_[1:], strict=False)]
     for sample in primary:
         key, merged, lacking = sample.get("__key__"), sample, []
         for reader in readers:
@@ -154,7 +154,7 @@ def join_indexed(primary: Iterable[dict[str, Any]], *partners: Any, names: Seque
     names_ = _names(names, 1 + len(partners))
     for sample in primary:
         key, merged, lacking = sample.get("__key__"), sample, []
-        for partner, name in zip(partners, names_[1:]):
+        for partner, name in zip(partners, names_[1:], strict=False):
             try:
                 part = partner.get(key)
             except KeyError:
@@ -263,7 +263,7 @@ class _JoinCursor(Cursor):
         self.source = source
         subs = [_source_cursor(d, i, ctx, "Join") for i, d in enumerate(source.datasets)]
         self.primary = subs[0]
-        self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(subs[1:], source.names[1:])]
+        self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(subs[1:], source.names[1:], strict=False)]
         self.ended = False
         self.restorable = all(c.restorable for c in subs)
 
@@ -302,7 +302,7 @@ class _JoinCursor(Cursor):
     def state_at(self, mark: Any) -> dict[str, Any]:
         primary, partners, ended = mark
         return {"primary": self.primary.state_at(primary),
-                "partners": [p.state_at(m) for p, m in zip(self.partners, partners)], "ended": ended}
+                "partners": [p.state_at(m) for p, m in zip(self.partners, partners, strict=False)], "ended": ended}
 
     def state_dict(self) -> dict[str, Any]:
         return self.state_at(self.mark())
@@ -313,7 +313,7 @@ class _JoinCursor(Cursor):
             raise StateError(f"cannot restore Join: the state has {len(state['partners'])} partners, this join has "
                               f"{len(self.partners)}")
         self.primary.load_state_dict(state["primary"])
-        for partner, saved in zip(self.partners, state["partners"]):
+        for partner, saved in zip(self.partners, state["partners"], strict=False):
             partner.load_state_dict(require(saved, ("at", "skip"), f"Join partner {partner.name}"))
         self.ended = bool(state["ended"])
 

@@ -47,13 +47,13 @@ __all__ = ["FluidInterface", "WebLoader", "default_collation_fn"]
 
 def _dataloader_class(stateful: bool = False) -> type:
     try:
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader  # noqa: PLC0415 - optional: shardstream[torch]
     except ImportError as e:
         raise MissingDependencyError("WebLoader (torch's DataLoader)", "torch", "torch") from e
     if not stateful:
         return DataLoader
     try:
-        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: PLC0415 - optional: shardstream[torchdata]
     except ImportError as e:
         raise MissingDependencyError("WebLoader(stateful=True) (torchdata's StatefulDataLoader)", "torchdata",
                                      "torchdata") from e

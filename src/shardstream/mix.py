@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .pipeline import RandomMix, RoundRobin
-from .pipeline import IterableDatasetBase as IterableDataset
+from .pipeline import IterableDatasetBase as IterableDataset, RandomMix, RoundRobin
 
 __all__ = ["IterableDataset", "RandomMix", "RoundRobin", "random_samples", "round_robin_longest",
            "round_robin_shortest"]

@@ -123,7 +123,7 @@ class Placement:
     framework: str | None = None
 
     @classmethod
-    def current(cls, framework: str | None = None) -> "Placement":
+    def current(cls, framework: str | None = None) -> Placement:
         """Read the placement now (call it where the data is iterated: inside the worker). ``framework``: the
         one :func:`framework_split` found where the dataset was copied into this worker (spawned workers do not
         see their parent's callers)."""

@@ -25,8 +25,7 @@ from itertools import islice
 from typing import Any
 
 from .errors import ConfigError, WorkerSplitError
-from .io.urls import braceexpand, expand_urls
-from .io.urls import envsubst as _envsubst
+from .io.urls import braceexpand, envsubst as _envsubst, expand_urls
 from .pipeline import (
     Context,
     IterableDatasetBase as IterableDataset,
@@ -60,7 +59,7 @@ def envsubst(s: str) -> str:
 
 def envlookup(m: re.Match[str]) -> str:
     """The value of ``WDS_<group 1 of m>`` (the replacement function of :func:`envsubst`)."""
-    return _envsubst("${%s}" % m.group(1))
+    return _envsubst("${" + m.group(1) + "}")
 
 
 def expand(s: str) -> str:
@@ -139,7 +138,7 @@ class MultiShardSample(IterableDataset):
 
     def parse_spec(self, fname: str | dict[str, Any]) -> None:
         """Read the spec (a YAML file name or a dict)."""
-        import yaml
+        import yaml  # noqa: PLC0415 - PyYAML loads only for YAML files
 
         self.rng: random.Random = default_rng
         if isinstance(fname, dict):

@@ -79,7 +79,7 @@ def iter_records(stream: IO[bytes], fmt: str, url: str | None = None,
 
 
 def _msgpack(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[Any]:
-    import msgpack
+    import msgpack  # noqa: PLC0415 - msgpack loads only for msgpack streams
 
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max_record + CHUNK)
     fed, record, start = 0, 0, 0
@@ -139,7 +139,7 @@ class _Counting(io.RawIOBase):
 
 def _cbors(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[Any]:
     try:
-        import cbor2
+        import cbor2  # noqa: PLC0415 - optional dependency (extra cbor)
     except ImportError as e:
         raise MissingDependencyError("reading .cbors files", "cbor", "cbor2") from e
     counting = _Counting(stream, max_record)
@@ -184,12 +184,12 @@ def _jsonl(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[Any]
 
 def _encoder(fmt: str) -> Any:
     if fmt == "msgpack":
-        import msgpack
+        import msgpack  # noqa: PLC0415 - msgpack loads only for msgpack streams
 
         return lambda value: msgpack.packb(value, use_bin_type=True)
     if fmt == "cbors":
         try:
-            import cbor2
+            import cbor2  # noqa: PLC0415 - optional dependency (extra cbor)
         except ImportError as e:
             raise MissingDependencyError("writing .cbors files", "cbor", "cbor2") from e
         return cbor2.dumps

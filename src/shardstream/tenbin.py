@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from .codecs.tenbin import (
-    MAGIC,
     _CODES,
+    MAGIC,
     decode_buffer,
     decode_chunks,
     decode_header,
@@ -101,7 +101,7 @@ def check_infos(data: Any, infos: Sequence[str], required_infos: Any = None) -> 
         return data, infos
     if not isinstance(required_infos, (tuple, list)):
         raise ValueError("required_infos must be a tuple or a list")
-    for required, actual in zip(required_infos, infos):
+    for required, actual in zip(required_infos, infos, strict=False):
         if required != actual:
             raise ValueError(f"tenbin info {actual!r} does not match the required {required!r}")
     return data

@@ -66,7 +66,7 @@ def assert_same(a: Any, b: Any, where: str = "item") -> None:
     elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and type(a) is type(b):
         if len(a) != len(b):
             raise AssertionError(f"{where} has length {len(a)} != {len(b)}")
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{where}[{i}]")
     elif type(a) is not type(b) or a != b:
         raise AssertionError(f"{where} differs: {a!r} != {b!r}")
@@ -134,7 +134,7 @@ def assert_checkpoint_conformance(make: Callable[[], Any], *, points: Iterable[i
 
 
 def _compare(expected: list[Any], actual: list[Any], same: Callable[[Any, Any, str], None], when: str) -> None:
-    for i, (a, b) in enumerate(zip(expected, actual)):
+    for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
         try:
             same(a, b, f"item {i}")
         except AssertionError as e:

@@ -8,7 +8,7 @@ import random
 
 from cli_helpers import keys, members, run_cli
 
-from shardstream.cli import shuffle
+from shardstream.cli import _bucketsort, shuffle
 from shardstream.writer import TarWriter
 
 
@@ -33,7 +33,7 @@ def test_external_shuffle_gives_the_same_bytes(inputs, tmp_path):
 
 def test_spills_in_bounded_memory():
     samples = [{"__key__": f"k{i:04d}", "bin": bytes([i % 256]) * 1000} for i in range(300)]
-    sorter = shuffle._Sorter(memory=20_000, buckets=4, tmpdir=None)
+    sorter = _bucketsort.Sorter(memory=20_000, buckets=4, tmpdir=None)
     rng = random.Random(1)
     numbered = ((rng.getrandbits(64), i, s) for i, s in enumerate(samples))
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import socket
 
 import pytest
@@ -10,7 +9,7 @@ from fault_servers import FaultProxy
 from remote_servers import Nginx, samples_of
 
 from shardstream.errors import OpenError
-from shardstream.io import ShardHandle, open_url
+from shardstream.io import open_url
 from shardstream.io.http import HttpStream
 from shardstream.io.ranged import RangedStream
 
@@ -88,12 +87,6 @@ def test_basic_auth_from_the_url_and_no_password_in_messages(nginx, local_shards
 
 def test_redirects_are_followed(nginx, local_shards):
     with open_url(nginx.url("moved/data/shard-000003.tar")) as f, open(local_shards[3], "rb") as local:
-        assert f.read() == local.read()
-
-
-def test_handles_pickle_and_open_in_the_worker(nginx, local_shards):
-    handle = pickle.loads(pickle.dumps(ShardHandle(nginx.url("data/shard-000000.tar"))))
-    with handle.open() as f, open(local_shards[0], "rb") as local:
         assert f.read() == local.read()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 import subprocess
 import sys
 import time
@@ -12,7 +11,6 @@ import pytest
 
 from shardstream.errors import ConfigError, MissingDependencyError, OpenError
 from shardstream.io import (
-    ShardHandle,
     finish_stream,
     get_opener,
     gopen,

@@ -50,6 +50,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from .. import __version__
 from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
 from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
@@ -73,8 +74,6 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``shardstream`` command, with every subcommand registered."""
-    from .. import __version__
-
     parser = _Parser(
         prog="shardstream",
         description=describe(__doc__),

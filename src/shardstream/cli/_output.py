@@ -38,7 +38,7 @@ from typing import Any
 
 from ..errors import ConfigError, EncodeError
 from ..writer import ShardWriter, TarWriter
-from ._common import CommandError, local_path, message, plural
+from ._common import CommandError, local_path, message, parse_size, plural, positive_int
 from ._replace import OutputPlan, is_pattern, pattern_regex, shard_name
 
 __all__ = ["DUPLICATE_POLICIES", "MIN_MAXSIZE", "SampleOutput", "add_output_options", "finish", "is_pattern",
@@ -50,8 +50,6 @@ MIN_MAXSIZE = 10240
 
 
 def _maxsize(text: str) -> int:
-    from ._common import parse_size
-
     size = parse_size(text)
     if size < MIN_MAXSIZE:
         raise argparse.ArgumentTypeError(
@@ -62,8 +60,6 @@ def _maxsize(text: str) -> int:
 
 def add_output_options(parser: Any, *, sizes: bool = True) -> None:
     """``-o``, ``--maxcount``, ``--maxsize``, ``--duplicate-keys``, ``--overwrite``, ``--dry-run`` and ``--json``."""
-    from ._common import positive_int
-
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="one tar file, '-' for standard output, or a shard pattern such as "
                              "'out/train-%%06d.tar' (directories are created)")
@@ -217,7 +213,7 @@ class SampleOutput:
             count = len(self.writer.shard_info)
             finals = self.plan.final_names(count) if self.plan is not None else list(self.writer.shards)
             self._info = [{"path": final, "samples": info.samples, "bytes": info.bytes}
-                          for final, info in zip(finals, self.writer.shard_info)]
+                          for final, info in zip(finals, self.writer.shard_info, strict=False)]
             if self.dry_run:
                 self.removed = self.plan.would_remove(count) if self.plan is not None else []
             elif self._owns_plan:

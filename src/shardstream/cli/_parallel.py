@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..samples import KeyRule
-from ._common import Progress, plural, positive_int, shard_samples
-from ._replace import OutputPlan, shard_name
+from ._common import Progress, message, plural, positive_int, shard_samples
+from ._output import SampleOutput
+from ._replace import OutputPlan, is_pattern, shard_name
 
 __all__ = ["add_workers_option", "can_write_in_parallel", "count_pieces", "ordered_map", "write_parallel"]
 
@@ -41,7 +42,7 @@ def ordered_map(function: Callable[..., Any], arguments: Iterable[tuple[Any, ...
             yield function(*args)
         return
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from pool.map(function, *zip(*arguments))
+        yield from pool.map(function, *zip(*arguments, strict=True))
 
 
 def count_pieces(total: int, size: int) -> list[tuple[int, int]]:
@@ -51,14 +52,10 @@ def count_pieces(total: int, size: int) -> list[tuple[int, int]]:
 
 def can_write_in_parallel(args: argparse.Namespace) -> bool:
     """Whether a writing command's output can be cut into shards in advance (see the module docstring)."""
-    from ._replace import is_pattern
-
     if getattr(args, "workers", 1) <= 1 or args.dry_run:
         return False
     if is_pattern(args.output) and args.maxcount is not None and args.maxsize is None:
         return True
-    from ._common import message
-
     message(args, f"-j {args.workers}: writing on one process (parallel writing needs a shard pattern with "
                   "--maxcount and no --maxsize, so that the shards are known in advance)")
     return False
@@ -66,8 +63,6 @@ def can_write_in_parallel(args: argparse.Namespace) -> bool:
 
 def _write_piece(final: str, temp: str, make: Callable[..., Iterable[dict[str, Any]]], piece: Any,
                  duplicates: str) -> dict[str, Any]:
-    from ._output import SampleOutput
-
     with SampleOutput(final, duplicates=duplicates, plan=_NO_PLAN, write_as=temp) as out:
         for sample in make(piece):
             out.write(sample)
@@ -88,8 +83,6 @@ def write_parallel(args: argparse.Namespace, command: str, make: Callable[[Any],
                    pieces: list[Any], inputs: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``make(piece)`` for each piece as shard number ``k`` of ``args.output`` on ``args.workers``
     processes; then replace the old set. Returns the ``--json`` result."""
-    from ._output import SampleOutput
-
     SampleOutput(args.output, inputs=inputs, dry_run=True, overwrite=True)  # the same checks as one process
     plan = OutputPlan(args.output, overwrite=args.overwrite)
     jobs = [(shard_name(args.output, k), shard_name(plan.write_pattern, k), make, piece, args.duplicate_keys)

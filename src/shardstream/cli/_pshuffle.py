@@ -28,6 +28,7 @@ import numpy as np
 
 from ..samples import KeyRule
 from ..writer import TarWriter
+from ._bucketsort import RAW_RULE, Sorter, read_bucket
 from ._common import local_path, shard_samples
 from ._parallel import count_samples, ordered_map
 
@@ -75,16 +76,15 @@ def _scatter(url: str, rule: KeyRule, numbers_path: str, first: int, count: int,
 
 def _sort_bucket(bucket: int, shards: int, buckets: int, directory: str, memory: int) -> str:
     """Gather one bucket from every scatter, sort it, write it as one tar (keys kept in ``__origkey__``)."""
-    from .shuffle import _read_bucket, _Sorter
 
     paths = [p for p in (os.path.join(directory, f"scatter-{bucket:05d}-{s:06d}.tar") for s in range(shards))
              if os.path.exists(p)]
     edges = _edges(buckets)
     target = os.path.join(directory, f"sorted-{bucket:05d}.tar")
-    sorter = _Sorter(memory, 64, directory)
+    sorter = Sorter(memory, 64, directory)
     try:
         with TarWriter(target, encoder=False, keep_meta=True) as sink:
-            items = chain.from_iterable(_read_bucket(p) for p in paths)
+            items = chain.from_iterable(read_bucket(p) for p in paths)
             for n, sample in enumerate(sorter.sort(items, edges[bucket], edges[bucket + 1])):
                 fields = {k: v for k, v in sample.items() if k != "__key__"}
                 sink.write({"__key__": f"{n:016x}", "__origkey__": sample["__key__"], **fields})
@@ -96,9 +96,8 @@ def _sort_bucket(bucket: int, shards: int, buckets: int, directory: str, memory:
 
 
 def _read_sorted(path: str) -> Iterator[dict[str, Any]]:
-    from .shuffle import _RAW_RULE
 
-    for sample in shard_samples(path, _RAW_RULE):
+    for sample in shard_samples(path, RAW_RULE):
         del sample["__key__"], sample["__url__"]
         key = sample.pop("__origkey__").decode("utf-8")
         yield {"__key__": key, **sample}

@@ -14,7 +14,9 @@ import sys
 import time
 from typing import Any
 
+from ..config import get_settings
 from ..errors import ConfigError
+from ..io.cache import ShardCache
 from ._common import describe, examples, human, message, parse_size, plural
 
 __all__ = ["register", "run"]
@@ -43,9 +45,6 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import get_settings
-    from ..io.cache import ShardCache
-
     directory = args.cache_dir or get_settings().cache_dir
     if not directory:
         raise ConfigError("no cache directory: pass --cache-dir DIR or set SHARDSTREAM_CACHE_DIR")

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..spec import spec_pipeline
 from ._common import (
     Progress,
     dataset_samples,
@@ -113,7 +114,6 @@ def mix(iterators: list[Iterator[Any]], rng: random.Random, weights: Sequence[fl
 
 
 def _spec_samples(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    from ..spec import spec_pipeline
 
     if args.inputs or args.mix:
         raise ConfigError("--spec replaces INPUTs and --mix: the spec says what to mix")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
+from ..convert import convert, detect
 from ..errors import ProcessingError
 from ._common import EXIT_DATA, CommandError, describe, examples, message, parse_size, plural, positive_int
 
@@ -106,8 +108,6 @@ def finish(args: argparse.Namespace, job: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..convert import convert, detect
-
     if len(args.source) < 2:
         raise CommandError("give SOURCE... DEST", 2)
     *sources, dest = args.source
@@ -122,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
                    "paths": None if args.paths is None else [c for c in args.paths.split(",") if c]}
     kind = detect(src) if args.kind == "auto" else args.kind
     if kind == "hf" and args.split is None and isinstance(src, str):
-        import os
-
         listing = os.path.join(src, "dataset_dict.json")
         if os.path.exists(listing):
             with open(listing) as f:

@@ -18,6 +18,8 @@ import tempfile
 from typing import Any
 
 from ..errors import OpenError, SampleFormatError, StaleIndexError
+from ..indexed import ShardIndex, index_dataset, index_shard, open_source, sidecar_path, write_dali_index
+from ..indexed.shardindex import rule_spec
 from ..samples import KeyRule
 from ._common import describe, examples, expand_inputs, key_rule, local_path, message, plural, progress
 
@@ -54,8 +56,6 @@ def _rule_for_index(rule: KeyRule) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..indexed import index_dataset, index_shard, write_dali_index
-
     rule = key_rule(args, lowercase=True)
     shards = expand_inputs(args.inputs)
     if args.dry_run:
@@ -82,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace, shards: list[str], rule: KeyRule) -> int:
     """Print the index files that would be written (one path a line); write nothing."""
-    from ..indexed import sidecar_path
-
     paths = [sidecar_path(s) for s in shards if args.rebuild or not _fresh(s, rule)]
     paths += [dali_path(s) for s in shards] if args.dali else []
     paths += [args.dataset] if args.dataset is not None else []
@@ -95,8 +93,6 @@ def _dry_run(args: argparse.Namespace, shards: list[str], rule: KeyRule) -> int:
 
 def _fresh(shard: str, rule: KeyRule) -> bool:
     """Whether the sidecar of ``shard`` exists, matches it and was built with ``rule``."""
-    from ..indexed import ShardIndex, open_source
-
     try:
         index = ShardIndex.load(shard)
         source = open_source(shard)
@@ -116,8 +112,6 @@ def index_problems(url: str, rule: KeyRule) -> list[str]:
     members a header scan finds now (when it was built with the same key rule); a DALI ``.idx`` beside the shard
     must be what ``shardstream index --dali`` would write now.
     """
-    from ..indexed import ShardIndex, index_shard, open_source, sidecar_path
-
     path = local_path(url)
     if path is None or not os.path.isfile(path):
         return []
@@ -147,14 +141,10 @@ def index_problems(url: str, rule: KeyRule) -> list[str]:
 
 
 def _spec(rule: KeyRule) -> tuple[str, bool]:
-    from ..indexed.shardindex import rule_spec
-
     return rule_spec(_rule_for_index(rule))
 
 
 def _dali_problem(url: str, dali: str, rule: KeyRule) -> str | None:
-    from ..indexed import write_dali_index
-
     with tempfile.TemporaryDirectory(prefix="shardstream-idx-") as tmp:
         fresh = os.path.join(tmp, "fresh.idx")
         try:

@@ -100,7 +100,7 @@ def run_ls(args: argparse.Namespace) -> int:
             if specs is not None:
                 values = [field_value(sample, spec) for spec in specs]
                 if args.json:
-                    out.write(json.dumps(dict(zip(specs, values)), ensure_ascii=False) + "\n")
+                    out.write(json.dumps(dict(zip(specs, values, strict=False)), ensure_ascii=False) + "\n")
                 else:
                     out.write("\t".join(_cell(v, args.width) for v in values) + "\n")
                 continue

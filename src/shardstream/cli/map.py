@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
+from ..process import ShellCommand, map_dataset
 from ._common import CommandError, describe, examples, expand_inputs
 from .convert import add_job_options, finish, job_kwargs
 
@@ -69,8 +70,6 @@ def load_function(spec: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..process import ShellCommand, map_dataset
-
     if len(args.source) < 2:
         raise CommandError("give SOURCE... DEST", 2)
     *sources, dest = args.source

@@ -35,8 +35,17 @@ from ._common import (
     positive_int,
 )
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
-from ._parallel import (add_workers_option, can_write_in_parallel, count_pieces, count_samples, ordered_map,
-                        read_segments, segments, summary, write_parallel)
+from ._parallel import (
+    add_workers_option,
+    can_write_in_parallel,
+    count_pieces,
+    count_samples,
+    ordered_map,
+    read_segments,
+    segments,
+    summary,
+    write_parallel,
+)
 from ._replace import OutputPlan
 
 __all__ = ["register", "run"]
@@ -70,7 +79,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
 
 def _open_limit() -> int:
     try:
-        import resource
+        import resource  # noqa: PLC0415 - Unix only
     except ImportError:  # pragma: no cover - not POSIX
         return _MAX_OPEN
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

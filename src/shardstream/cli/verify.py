@@ -49,6 +49,7 @@ from ._common import (
     progress,
 )
 from ._parallel import add_workers_option, ordered_map
+from .index import index_problems
 
 __all__ = ["Problem", "ShardReport", "register", "run", "verify_shard"]
 
@@ -181,8 +182,6 @@ def _verify(url: str, rule: KeyRule, decode: bool, allow_unsafe: bool) -> ShardR
 
 def _check_index(report: ShardReport, rule: KeyRule) -> None:
     """An index beside a local shard must match it (see :mod:`shardstream.cli.index`)."""
-    from .index import index_problems
-
     report.problems.extend(Problem(report.url, problem) for problem in index_problems(report.url, rule))
 
 

@@ -33,6 +33,9 @@ import logging
 import webbrowser
 from typing import Any
 
+from ..errors import ConfigError
+from ..viewer import ViewerData, ViewerServer, self_test
+from ..viewer.transform import TransformedView, load_function
 from ._common import describe, examples, key_rule, message, plural
 
 __all__ = ["register", "run"]
@@ -74,14 +77,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..viewer import ViewerData, ViewerServer, self_test
-
     if not 0 <= args.port < 65536:
-        from ..errors import ConfigError
-
         raise ConfigError(f"--port {args.port} is not a port number (0-65535; 0 picks a free port)")
-    from ..viewer.transform import TransformedView, load_function
-
     transformed = None
     if args.decode or args.transform:
         transformed = TransformedView(args.decode, load_function(args.transform) if args.transform else None)

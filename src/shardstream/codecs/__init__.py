@@ -30,18 +30,16 @@ Extensions (full extension tried first, then the last dot-component; case-insens
 from __future__ import annotations
 
 from . import tenbin
-from .arrays import npy_dumps as numpy_dumps
-from .arrays import torch_dumps, torch_loads
+from .arrays import npy_dumps as numpy_dumps, torch_dumps, torch_loads
 from .decoder import (
     Continue,
-    as_decoder,
     Decoder,
     ExtensionHandler,
+    as_decoder,
     decode_field,
     gzfilter,
     handle_extension,
 )
-from .media import torch_audio, torch_video
 from .encoder import encode_field, encode_sample
 from .images import (
     IMAGE_EXTENSIONS,
@@ -52,6 +50,7 @@ from .images import (
     encode_image,
     imagehandler,
 )
+from .media import torch_audio, torch_video
 from .table import CODECS, Codec, get_codec
 
 __all__ = [

@@ -138,7 +138,7 @@ def tenbin_dumps(value: Any) -> bytes:
 
 def _safetensors_numpy(feature: str):
     try:
-        import safetensors.numpy
+        import safetensors.numpy  # noqa: PLC0415 - optional: shardstream[safetensors]
     except ImportError as e:
         raise MissingDependencyError(feature, "safetensors", "safetensors") from e
     return safetensors.numpy
@@ -159,7 +159,7 @@ def safetensors_dumps(value: Any) -> bytes:
 
 def _torch(feature: str):
     try:
-        import torch
+        import torch  # noqa: PLC0415 - optional: shardstream[torch]
     except ImportError as e:
         raise MissingDependencyError(feature, "torch", "torch") from e
     return torch

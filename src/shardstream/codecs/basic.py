@@ -19,6 +19,7 @@ import operator
 import pickle
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from ..errors import MissingDependencyError
@@ -109,21 +110,17 @@ def msgpack_loads(data: bytes) -> Any:
     >>> msgpack_loads(msgpack_dumps({"a": [1, 2.5, "x"]}))
     {'a': [1, 2.5, 'x']}
     """
-    import msgpack
-
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
 def msgpack_dumps(value: Any) -> bytes:
     """Value -> MessagePack bytes."""
-    import msgpack
-
     return msgpack.packb(value, use_bin_type=True)
 
 
 def _cbor2(feature: str):
     try:
-        import cbor2
+        import cbor2  # noqa: PLC0415 - optional: shardstream[cbor]
     except ImportError as e:
         raise MissingDependencyError(feature, "cbor", "cbor2") from e
     return cbor2

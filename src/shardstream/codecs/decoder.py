@@ -18,7 +18,8 @@ dict lookup and one call.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..config import secure_mode
 from ..errors import ConfigError, DecodeError, MissingDependencyError, UnsafeDecodeError, add_context

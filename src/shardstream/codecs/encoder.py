@@ -19,7 +19,8 @@ the field; the error has ``key`` and ``field`` attributes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import EncodeError, MissingDependencyError
 from .table import lookup, match_extension
@@ -29,7 +30,7 @@ __all__ = ["encode_field", "encode_sample"]
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _GZIP_MAGIC = b"\x1f\x8b"
 
-Encoder = Union[bool, None, Callable[[dict], dict], Mapping[str, Callable[[Any], bytes]]]
+Encoder = bool | None | Callable[[dict], dict] | Mapping[str, Callable[[Any], bytes]]
 
 
 class _Refused(Exception):

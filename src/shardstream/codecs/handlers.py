@@ -13,7 +13,8 @@ goes on decoding under a new key, and :data:`gzfilter` unwraps ``.gz`` fields (i
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .basic import gzip_loads
 

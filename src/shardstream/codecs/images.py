@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def _check_spec(spec: str) -> str:
 
 def _torch():
     try:
-        import torch
+        import torch  # noqa: PLC0415 - optional: shardstream[torch]
     except ImportError as e:  # pragma: no cover - torch is installed in the test environment
         raise MissingDependencyError("decoding images to torch tensors", "torch", "torch") from e
     return torch
@@ -130,7 +131,7 @@ def open_image(data: bytes, max_pixels: int | None = None) -> Any:
     >>> open_image(encode_image(np.zeros((2, 3), np.uint8), "png")).size
     (3, 2)
     """
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     try:
         img = PIL.Image.open(io.BytesIO(data))
@@ -204,7 +205,7 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
     >>> decode_resized(jpg, 224).shape, decode_resized(jpg, 224, draft=True).shape
     ((224, 224, 3), (224, 224, 3))
     """
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     if not isinstance(size, int) or size < 1:
         raise ConfigError(f"size must be a positive number of pixels, got {size!r}")
@@ -231,11 +232,11 @@ def decode_resized(data: bytes, size: int, *, draft: bool = False, scaled: bool 
 def _decode_scaled(data: bytes, size: int) -> np.ndarray | None:
     """``decode_resized(scaled=True)``'s JPEG path; None when simplejpeg cannot decode ``data`` (the exact path will)."""
     try:
-        import simplejpeg
+        import simplejpeg  # noqa: PLC0415 - optional: shardstream[jpeg]
     except ImportError as e:
         raise MissingDependencyError("decode_resized(scaled=True)", "jpeg", "simplejpeg") from e
     try:
-        import cv2
+        import cv2  # noqa: PLC0415 - optional: shardstream[jpeg]
     except ImportError as e:
         raise MissingDependencyError("decode_resized(scaled=True)", "jpeg", "opencv-python-headless") from e
     if data[:2] != b"\xff\xd8":  # not a JPEG
@@ -257,7 +258,7 @@ def _decode_scaled(data: bytes, size: int) -> np.ndarray | None:
 
 
 def _to_pil(value: Any):
-    import PIL.Image
+    import PIL.Image  # noqa: PLC0415 - Pillow loads on the first image decode
 
     if isinstance(value, PIL.Image.Image):
         return value

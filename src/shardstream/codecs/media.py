@@ -13,7 +13,8 @@ import functools
 import importlib
 import os
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import MissingDependencyError
 from .handlers import ExtensionHandler

@@ -19,9 +19,10 @@ both directions. Three kinds of codecs:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from . import arrays, basic, images
 

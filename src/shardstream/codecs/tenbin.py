@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import IO, Any, Sequence
+from collections.abc import Sequence
+from typing import IO, Any
 
 import numpy as np
 
@@ -174,7 +175,7 @@ def decode_list(payloads: Sequence[Any], infos: bool = False) -> Any:
     if len(payloads) % 2:
         raise ValueError("tenbin buffer has a header without data")
     result, names = [], []
-    for header, data in zip(payloads[::2], payloads[1::2]):
+    for header, data in zip(payloads[::2], payloads[1::2], strict=False):
         shape, dtype, info = decode_header(header)
         count = int(np.prod(shape, dtype=np.int64))
         if count * dtype.itemsize != len(data):

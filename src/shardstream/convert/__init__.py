@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from ..io.urls import braceexpand
 from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
 from ..process.engines import Engine
 from .fields import column_field, safe_key, sniff_extension
@@ -97,8 +98,6 @@ def _files(src: str | list[str]) -> list[str]:
         if any(c in item for c in "*?[") and not os.path.exists(item):
             found.extend(sorted(glob.glob(item)))
         elif "{" in item and ".." in item and not os.path.exists(item):
-            from ..pipeline import braceexpand
-
             found.extend(braceexpand(item))
         else:
             found.append(item)
@@ -159,8 +158,8 @@ def _hf_files(src: Any, split: str | None) -> list[str]:
 
 
 def _arrow_rows(path: str) -> int:
-    import pyarrow as pa
-    import pyarrow.ipc
+    import pyarrow as pa  # noqa: PLC0415 - optional: shardstream[parquet]
+    import pyarrow.ipc  # noqa: PLC0415 - optional: shardstream[parquet]
 
     with pa.memory_map(path) as stream:
         try:
@@ -182,7 +181,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         suffixes = (".tfrecord", ".tfrecords", ".tfrec", ".tfrecord.gz", ".tfrecords.gz")
         return [TFRecordSource(url, key) for url in _folder_files(src, suffixes)]
     if kind == "parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # noqa: PLC0415 - optional: shardstream[parquet]
 
         out: list[TaskSource] = []
         files = _folder_files(src, (".parquet",))
@@ -214,7 +213,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         budget = _per_task(sum(sizes), BYTES)
         files_per_task = per_task or ROWS[1]
         chunks, current, size = [], [], 0
-        for (rel, number), nbytes in zip(listing.files, sizes):
+        for (rel, number), nbytes in zip(listing.files, sizes, strict=True):
             current.append((rel, number))
             size += nbytes
             if len(current) >= files_per_task or size >= budget:

@@ -22,7 +22,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Union
+from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, RecordFormatError
 from ..io import open_url
@@ -31,13 +31,13 @@ from .fields import column_field, safe_key
 
 __all__ = ["ArrowSource", "CsvSource", "ParquetSource", "csv_chunks", "default_path_columns", "row_sample"]
 
-Item = Union[dict[str, Any], Skip]
+Item = dict[str, Any] | Skip
 
 
 def _pyarrow() -> Any:
     try:
-        import pyarrow
-        import pyarrow.parquet
+        import pyarrow  # noqa: PLC0415 - optional: shardstream[parquet]
+        import pyarrow.parquet  # noqa: PLC0415 - optional: shardstream[parquet]
     except ImportError:
         raise MissingDependencyError("converting Parquet and Arrow", "parquet", "pyarrow") from None
     return pyarrow
@@ -165,7 +165,7 @@ class ArrowSource:
 
     def samples(self) -> Iterator[Item]:
         pa = _pyarrow()
-        import pyarrow.ipc
+        import pyarrow.ipc  # noqa: PLC0415 - optional: shardstream[parquet]
 
         with pa.memory_map(self.url) if os.path.exists(self.url) else open_url(self.url) as stream:
             try:
@@ -249,7 +249,7 @@ class CsvSource:
             next(records, None)  # the header
         for values in records:
             if values:
-                yield dict(zip(header or [], values))
+                yield dict(zip(header or [], values, strict=False))
 
     def samples(self) -> Iterator[Item]:
         stem, base = _stem(self.url), os.path.dirname(os.path.abspath(self.url))

@@ -22,14 +22,15 @@ from __future__ import annotations
 import os
 import weakref
 from array import array
-from itertools import accumulate
 from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 from ..errors import ConfigError
 from ..samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, group_samples
 from ..tar.compress import compression
 from ..tar.index import IndexEntry, format_dali_index, scan_members
+from ..writer import ShardWriter
 from .shardindex import _U32, ShardIndex, fingerprint, rule_spec
 from .source import LocalSource, local_path
 
@@ -198,8 +199,6 @@ def indexed_shard_writer(
     fingerprint's 128 KiB. ``post`` (yours) is called after the sidecar is saved. Shards must be local and
     uncompressed. Other arguments go to ``ShardWriter``.
     """
-    from ..writer import ShardWriter
-
     if kw.get("compress") not in (None, False, ""):
         raise ConfigError(f"indexed shards cannot be compressed (compress={kw['compress']!r}): write plain .tar")
     hook = _SaveIndex(rule, post)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..pipeline.placement import distributed_rank
 from ..pipeline.schedule import Schedule
 
 __all__ = ["ExactMixSampler", "MixOrder"]
@@ -53,7 +54,7 @@ class MixOrder:
 
     def __init__(self, sizes: Sequence[int], counts: Sequence[int], seed: Any = 0, epoch: int = 0):
         self.sizes, self.counts, self.seed, self.epoch = [int(n) for n in sizes], [int(c) for c in counts], seed, epoch
-        if len(self.sizes) != len(self.counts) or any(n <= 0 for n, c in zip(self.sizes, self.counts) if c):
+        if len(self.sizes) != len(self.counts) or any(n <= 0 for n, c in zip(self.sizes, self.counts, strict=False) if c):
             raise ConfigError(f"MixOrder: one count per source, and a source with a count needs samples "
                               f"(sizes {self.sizes}, counts {self.counts})")
         self._all: np.ndarray | None = None
@@ -68,7 +69,7 @@ class MixOrder:
             sequence = Schedule(self.counts, self.seed, self.epoch).sequence()
             ids = np.empty(len(sequence), dtype=np.int64)
             offset = 0
-            for i, (size, count) in enumerate(zip(self.sizes, self.counts)):
+            for i, (size, count) in enumerate(zip(self.sizes, self.counts, strict=False)):
                 draws = []
                 for passes in range(-(-count // size) if count else 0):
                     draws.append(_permutation(self.seed, self.epoch, i, passes, size))
@@ -95,11 +96,10 @@ class ExactMixSampler:
     def __init__(self, sizes: Sequence[Any], counts: Sequence[int], *, num_replicas: int | None = None,
                  rank: int | None = None, seed: int = 0):
         self.sizes = [s if isinstance(s, int) else len(s) for s in sizes]
-        if len(counts) != len(self.sizes) or any(n <= 0 for n, c in zip(self.sizes, counts) if c):
+        if len(counts) != len(self.sizes) or any(n <= 0 for n, c in zip(self.sizes, counts, strict=False) if c):
             raise ConfigError(f"ExactMixSampler: one count per source, and a source with a count needs samples "
                               f"(sizes {self.sizes}, counts {list(counts)})")
         if num_replicas is None or rank is None:
-            from ..pipeline.placement import distributed_rank
 
             found_rank, found_world = distributed_rank()
             rank = found_rank if rank is None else rank

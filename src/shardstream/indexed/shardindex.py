@@ -137,7 +137,7 @@ def _check_arrays(header: dict[str, Any], offsets: array, sizes: array, starts: 
                   ext_ids: array, keys: int) -> None:  # fmt: skip
     """Raise ValueError unless the arrays describe members inside the shard, in archive order: a corrupt index
     whose header still matches the shard must never return other bytes (or fail with IndexError later)."""
-    import numpy as np
+    import numpy as np  # noqa: PLC0415 - numpy loads only where arrays are built
 
     off, size = np.frombuffer(offsets, np.uint64), np.frombuffer(sizes, np.uint64)
     first, ends = np.frombuffer(starts, np.uint32), np.frombuffer(key_ends, np.uint32)

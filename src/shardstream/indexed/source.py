@@ -44,7 +44,7 @@ __all__ = ["ByteSource", "LocalSource", "OpenShards", "PreadSource", "local_path
 
 V = TypeVar("V")
 
-_FACTORIES: dict[str, Callable[[str], "ByteSource"]] = {}
+_FACTORIES: dict[str, Callable[[str], ByteSource]] = {}
 
 
 @runtime_checkable
@@ -202,7 +202,7 @@ def open_limit(settings: Settings | None = None) -> int:
     """
     limit = (settings or get_settings()).max_open_shards
     try:
-        import resource
+        import resource  # noqa: PLC0415 - Unix-only stdlib module
 
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if soft != resource.RLIM_INFINITY:

@@ -16,8 +16,9 @@ import io
 import os
 from typing import IO, Any
 
+from ..errors import ConfigError
+from .local import path_of
 from .registry import (
-    ShardHandle,
     finish_stream,
     get_opener,
     known_schemes,
@@ -25,10 +26,11 @@ from .registry import (
     register_opener,
     unregister_opener,
 )
+from .remote_write import open_for_write
+from .secure import check_url
 from .urls import expand_urls, local_path, split_scheme
 
 __all__ = [
-    "ShardHandle",
     "expand_urls",
     "finish_stream",
     "get_opener",
@@ -62,7 +64,6 @@ def gopen(url: str | os.PathLike[str], mode: str = "rb", bufsize: int | None = N
     if mode == "rb":
         return open_url(url)
     if mode != "wb":
-        from ..errors import ConfigError
 
         raise ConfigError(f"gopen({url!r}, mode={mode!r}): the modes are 'rb' and 'wb'")
     return open_for_writing(url)
@@ -75,19 +76,16 @@ def open_for_writing(url: str) -> IO[bytes]:
     >>> open("w.bin", "rb").read()
     b'x'
     """
-    from .secure import check_url
 
     check_url(url)
     if url == "-":
-        import sys
+        import sys  # noqa: PLC0415 - stdlib, used on this path only
 
         return _Unclosed(sys.stdout.buffer)  # type: ignore[return-value]
     scheme, _ = split_scheme(url)
     if scheme in ("", "file"):
-        from .local import path_of
 
         return open(path_of(url), "wb")
-    from .remote_write import open_for_write
 
     return open_for_write(url)  # type: ignore[return-value]
 

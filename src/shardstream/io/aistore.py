@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import IO
 from urllib.parse import quote, urlsplit
 
+from ..config import get_settings
 from ..errors import ConfigError
+from .ranged import open_http
 
 __all__ = ["PROVIDERS", "ais_url", "open_ais"]
 
@@ -44,7 +46,4 @@ def ais_url(url: str, endpoint: str | None) -> str:
 
 def open_ais(url: str) -> IO[bytes]:
     """The opener of ``ais://bucket/object``: a GET through the gateway ``AIS_ENDPOINT`` (see module docstring)."""
-    from ..config import get_settings
-    from .http import open_http
-
     return open_http(ais_url(url, get_settings().ais_endpoint))

@@ -45,9 +45,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from ..errors import OpenError
+from ..config import get_settings
+from ..errors import OpenError, TarFormatError
 from ..logs import log_to_stderr
+from ..tar import TruncatedTarWarning
+from ..tar.compress import iter_tar
 from .registry import finish_stream, get_opener, split_scheme
+from .rewrite import rewrite_url
 
 try:
     import fcntl
@@ -123,8 +127,6 @@ class ShardCache:
 
     def open(self, url: str) -> IO[bytes]:
         """A stream of the shard: the cached file (downloaded first if needed), or a local file in place."""
-        from .rewrite import rewrite_url
-
         target = rewrite_url(url)
         if split_scheme(target)[0] in _LOCAL or target == "-":
             return get_opener(target)(target)
@@ -154,8 +156,6 @@ class ShardCache:
 
     def fetch(self, url: str) -> str:
         """Make sure ``url`` is in the cache (downloading it once, whoever asks) and return its path."""
-        from .rewrite import rewrite_url
-
         path = self.path_for(url)
         self._fetch(url, rewrite_url(url), path)
         self.evict()
@@ -273,11 +273,8 @@ class ShardCache:
 def _check_complete_tar(path: str, url: str, written: int) -> None:
     """Raise OpenError unless ``path`` is a whole tar archive (compressed or not), end-of-archive marker included:
     without a stated size, that is how a download cut short (even between two members) is told from a shard."""
-    import warnings
+    import warnings  # noqa: PLC0415 - stdlib, used on this path only
 
-    from ..errors import TarFormatError
-    from ..tar import TruncatedTarWarning
-    from ..tar.compress import iter_tar
 
     try:
         with warnings.catch_warnings(), open(path, "rb") as f:
@@ -307,8 +304,6 @@ def cache_opener(cache_dir: str | os.PathLike[str] | None, cache_size: int | Non
     >>> cache_opener("c", 100).max_bytes
     100
     """
-    from ..config import get_settings
-
     settings = kw.pop("settings", None) or get_settings()
     directory = os.fspath(cache_dir) if cache_dir is not None else settings.cache_dir
     if not directory:

@@ -20,6 +20,7 @@ pinned to the object's ETag (an object replaced mid-read is an OpenError, never 
 
 from __future__ import annotations
 
+import base64
 import collections
 import concurrent.futures
 import errno
@@ -29,8 +30,13 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ..config import get_settings
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .prefetch import open_in_series
+from .proxy import route_from_settings
+from .ranged import open_http
 from .s3 import S3Body, presigned_url
+from .storage_config import storage_options
 
 __all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
 
@@ -57,9 +63,7 @@ def protocol_of(url: str) -> str:
 
 def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, str]:
     """``(fsspec filesystem, path)`` for ``url``, with the storage options of its bucket or prefix."""
-    import fsspec
-
-    from .storage_config import storage_options
+    import fsspec  # noqa: PLC0415 - a heavy import that only object-store URLs need
 
     protocol = protocol_of(url)
     options = {**storage_options(url, protocol, settings), **extra}
@@ -77,10 +81,8 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
     """s3fs options with the proxy of the settings (``HTTPS_PROXY``...) for the endpoint, unless ``NO_PROXY``
     exempts it or the options name proxies of their own."""
-    from urllib.parse import urlsplit
+    from urllib.parse import urlsplit  # noqa: PLC0415 - stdlib, used on this path only
 
-    from ..config import get_settings
-    from .proxy import route_from_settings
 
     endpoint = urlsplit(options.get("endpoint_url") or "https://s3.amazonaws.com")
     proxy = route_from_settings(settings or get_settings()).proxy_for(endpoint.scheme, endpoint.hostname or "",
@@ -234,8 +236,6 @@ def _md5_of(details: dict[str, Any]) -> str | None:
     An S3 ETag is *not* taken for an MD5: it is one only for single-part uploads without KMS encryption, and
     the object's details do not say which.
     """
-    import base64
-
     settings = details.get("content_settings")
     for value in (details.get("md5Hash"), details.get("content_md5"), getattr(settings, "content_md5", None),
                   settings.get("content_md5") if isinstance(settings, dict) else None):
@@ -253,18 +253,14 @@ def open_object(url: str) -> IO[bytes]:
     """The opener of object store URLs.
 
     ``s3://``: s3fs (credentials, endpoint, addressing style from the storage settings) signs a GET URL and the
-    native HTTP client reads it (:func:`~shardstream.io.http.open_http`: parallel ranged GETs), with the same
+    native HTTP client reads it (:func:`~shardstream.io.ranged.open_http`: parallel ranged GETs), with the same
     retries, exact resume, ETag checks and proxies as ``https://`` shards (a read must resume within the
     signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
     """
-    from ..config import get_settings
-
     settings = get_settings()
     fs, path = filesystem_for(url, settings)
     signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
     if signed is not None:
-        from .http import open_http
-        from .prefetch import open_in_series
 
         def open_signed(target: str) -> IO[bytes]:
             link = signed if target == url else presigned_url(*filesystem_for(target, settings))

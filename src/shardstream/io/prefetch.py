@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
+from .fetchers import worker_count
+
 __all__ = ["next_in_series", "open_in_series"]
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
@@ -127,7 +129,6 @@ def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]], context: A
     if previous is not None:
         following, first_guess = next_in_series(previous, url), False
     else:
-        from .fetchers import worker_count
 
         following, first_guess = _shifted(url, worker_count()), True
     if following is not None and hasattr(stream, "when_planned"):

@@ -20,13 +20,14 @@ import importlib
 import os
 import re
 from collections.abc import Callable
-from typing import IO, Union
+from typing import IO
 
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .rewrite import rewrite_url
+from .secure import check_url
 from .urls import local_path, split_scheme
 
 __all__ = [
-    "ShardHandle",
     "finish_stream",
     "get_opener",
     "known_schemes",
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 Opener = Callable[[str], IO[bytes]]
-OpenerSpec = Union[str, Opener]
+OpenerSpec = str | Opener
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +132,6 @@ def open_url(url: str | os.PathLike[str]) -> IO[bytes]:
     """
     url = os.fspath(url)
     if url != "-":
-        from .rewrite import rewrite_url  # prefix rules and AIStore routing (no-op without settings)
-        from .secure import check_url  # secure mode: no commands, no local files
 
         url = rewrite_url(url)
         check_url(url)
@@ -148,33 +147,14 @@ def finish_stream(stream: IO[bytes]) -> None:
         finish()
 
 
-@dataclasses.dataclass(frozen=True)
-class ShardHandle:
-    """A lazy, picklable reference to a shard: only the URL travels (to DataLoader workers); ``open()`` opens it
-    where it is called.
-
-    >>> import pathlib, pickle
-    >>> _ = pathlib.Path("y.bin").write_bytes(b"xyz")
-    >>> handle = pickle.loads(pickle.dumps(ShardHandle("y.bin")))
-    >>> with handle.open() as f: f.read()
-    b'xyz'
-    """
-
-    url: str
-
-    def open(self) -> IO[bytes]:
-        """Open the shard (a new stream each call)."""
-        return open_url(self.url)
-
-
 # the built-in local openers: imported lazily like any other
 register_opener("file", "shardstream.io.local:open_path", description="local files: paths and file: URLs")
 _STDIN = _Entry("shardstream.io.local:open_stdin", None, "'-': standard input")
 register_opener("pipe", "shardstream.io.pipe:open_pipe", description="pipe:CMD runs CMD in a shell, reads its stdout")
 # remote schemes: the modules import only the standard library and fsspec; each library behind an object store
 # scheme is imported when a URL needs it, and a missing one raises MissingDependencyError naming the extra
-register_opener("http", "shardstream.io.http:open_http", description="HTTP with retries and exact resume")
-register_opener("https", "shardstream.io.http:open_http", description="HTTPS with retries and exact resume")
+register_opener("http", "shardstream.io.ranged:open_http", description="HTTP with retries and exact resume")
+register_opener("https", "shardstream.io.ranged:open_http", description="HTTPS with retries and exact resume")
 register_opener("ais", "shardstream.io.aistore:open_ais", description="AIStore objects through AIS_ENDPOINT")
 for _scheme, _extra in (("s3", "s3"), ("s3a", "s3"), ("gs", "gcs"), ("gcs", "gcs"), ("az", "azure"),
                         ("abfs", "azure"), ("abfss", "azure"), ("hf", "hf")):

@@ -32,7 +32,9 @@ import threading
 import weakref
 from typing import Any
 
+from ..config import get_settings
 from ..errors import ConfigError, WriteError
+from .objectstore import filesystem_for
 from .registry import split_scheme
 
 __all__ = ["RemoteSink", "open_for_write"]
@@ -184,9 +186,6 @@ def open_for_write(url: str, **options: Any) -> RemoteSink:
         raise ConfigError(f"cannot write shards to {url!r}: writable URLs are local paths, file:, '-', pipe:CMD "
                           f"and {', '.join(sorted(s + '://' for s in _FSSPEC_SCHEMES))}; or write locally and upload each "
                           "finished shard with ShardWriter(post=...)")
-    from ..config import get_settings
-    from .objectstore import filesystem_for
-
     settings = get_settings()
     fs, path = filesystem_for(url, settings, **options)
     try:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from ..config import Settings, get_settings, secure_mode
 from ..errors import ConfigError
+from .aistore import ais_url
 
 __all__ = ["RewriteRules", "rewrite_url"]
 
@@ -58,8 +59,6 @@ class RewriteRules:
         if self.ais_schemes:
             scheme = url.partition("://")[0].lower()
             if scheme in self.ais_schemes and "://" in url:
-                from .aistore import ais_url
-
                 url = ais_url(url, self.ais_endpoint)
         return url
 

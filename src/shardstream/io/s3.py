@@ -43,7 +43,7 @@ class S3Body:
         self._at = -1
 
     def __call__(self, start: int, end: int) -> list[bytes]:
-        from fsspec.asyn import sync
+        from fsspec.asyn import sync  # noqa: PLC0415 - a heavy import that only object-store URLs need
 
         return sync(self.fs.loop, self._get, start, end)
 

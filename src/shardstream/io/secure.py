@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..config import Settings, get_settings, secure_mode
 from ..errors import ConfigError
-from .registry import split_scheme
+from .urls import split_scheme
 
 __all__ = ["check_url"]
 

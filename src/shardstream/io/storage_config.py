@@ -148,12 +148,12 @@ class StorageConfig:
         try:
             if format == "toml":
                 try:
-                    import tomllib  # type: ignore[import-not-found]
+                    import tomllib  # type: ignore[import-not-found]  # noqa: PLC0415 - tomllib is Python 3.11+
                 except ImportError:  # pragma: no cover - Python 3.10
-                    import tomli as tomllib  # type: ignore[no-redef]
+                    import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415 - tomllib's backport, for Python 3.10
                 data = tomllib.loads(text)
             else:
-                import yaml
+                import yaml  # noqa: PLC0415 - only a YAML storage config needs PyYAML
 
                 data = yaml.safe_load(text)
         except ImportError as e:  # pragma: no cover - Python 3.10 without tomli

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 
 from ..errors import UnsafeURLError
 from .registry import split_scheme
+from .rewrite import rewrite_url
 
 __all__ = ["COMMAND_SCHEMES", "runs_command", "urls_from_document"]
 
@@ -46,7 +47,6 @@ def runs_command(url: str | os.PathLike[str]) -> bool:
     text = os.fspath(url)
     if split_scheme(text)[0] in COMMAND_SCHEMES:
         return True
-    from .rewrite import rewrite_url  # the rules of the settings (no-op without any)
 
     return split_scheme(rewrite_url(text))[0] in COMMAND_SCHEMES
 

@@ -14,6 +14,7 @@ pipeline form (``map(f)``, used in :class:`DataPipeline`) and the fluid method (
 True
 """
 
+from ..runtime import Placement
 from . import handlers
 from .context import Context, Source
 from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
@@ -28,12 +29,11 @@ from .stages.fields import extract_keys, rename, rename_keys
 from .stages.mix import RandomMix, RoundRobin
 from .stages.parallel import parallel_map, tarfile_to_columns
 from .stages.per_sample import decode, getfirst, map, map_dict, map_tuple, select, to_tuple
-from .stages.records import cbors_to_samples, jsonl_to_samples, msgpack_to_samples, records_to_samples
 from .stages.reading import group_by_keys, tar_file_expander, tarfile_samples, tarfile_to_samples, url_opener
+from .stages.records import cbors_to_samples, jsonl_to_samples, msgpack_to_samples, records_to_samples
 from .stages.sampling import rsample, slice
 from .stages.shuffle import detshuffle, shuffle
 from .stages.split import as_splitter, check_empty, single_node_only, split_by_node, split_by_worker
-from ..runtime import Placement
 
 __all__ = [
     "Cached",

@@ -34,10 +34,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-from .context import Context, Source
 from .adapters import as_cursor
+from .context import Context, Source
 from .cursors import CursorFactory
 
 __all__ = [
@@ -56,7 +56,7 @@ __all__ = [
 #: how a resumable pipeline saves a stage's position: ``"pass"`` (it keeps nothing between the items it yields:
 #: its position is its input's), a cursor factory (the stage's implementation, see
 #: :mod:`~shardstream.pipeline.cursors`), or None (no state support: ``state_dict()`` names the stage)
-StateKind = Union[Literal["pass"], CursorFactory, None]
+StateKind = Literal["pass"] | CursorFactory | None
 
 
 @dataclasses.dataclass(frozen=True)

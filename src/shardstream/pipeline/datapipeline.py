@@ -45,7 +45,7 @@ __all__ = ["DataPipeline", "IterableDatasetBase"]
 def _iterable_dataset_base() -> type:
     """``torch.utils.data.IterableDataset`` when torch is installed, else ``object``."""
     try:
-        from torch.utils.data import IterableDataset
+        from torch.utils.data import IterableDataset  # noqa: PLC0415 - optional: shardstream[torch]
     except ImportError:
         return object
     return IterableDataset
@@ -84,7 +84,7 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
         """Append a stage to *this* pipeline, in place (used while constructing one)."""
         self.pipeline.append(stage)
 
-    def compose(self, *stages: Callable[..., Any]) -> "DataPipeline":
+    def compose(self, *stages: Callable[..., Any]) -> DataPipeline:
         """A copy of this pipeline with ``stages`` added at the end (before any trailing epoch-level stage:
         ``with_epoch``, ``repeat``, ``with_length`` always apply to the pipeline's output, as in webdataset)."""
         result = copy.copy(self)
@@ -142,7 +142,7 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
             if item is not self and not isinstance(item, Stage) and callable(getattr(item, "close", None)):
                 item.close()
 
-    def __enter__(self) -> "DataPipeline":
+    def __enter__(self) -> DataPipeline:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, StateError
+from .adapters import source_cursor
 from .context import Context, Source
 from .core import Stage
-from .adapters import source_cursor
 from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require
 from .resumable import Progress, check_format
 from .stages.fused import fuse as fused

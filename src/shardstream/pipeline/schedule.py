@@ -98,7 +98,7 @@ class Schedule:
         >>> s.sequence().tolist() == list(s.walk())
         True
         """
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - numpy loads only where arrays are built
 
         sources = np.repeat(np.arange(len(self.counts), dtype=np.uint64), self.counts)
         starts = np.repeat(np.cumsum([0, *self.counts[:-1]]), self.counts)
@@ -129,10 +129,10 @@ class Walk:
         self.taken = [0] * len(self.counts)
         if state is not None:
             self.taken = [int(t) for t in state["taken"]]
-            if len(self.taken) != len(self.counts) or any(t > c or t < 0 for t, c in zip(self.taken, self.counts)):
+            if len(self.taken) != len(self.counts) or any(t > c or t < 0 for t, c in zip(self.taken, self.counts, strict=False)):
                 raise ConfigError(f"cannot restore a mixing schedule walk from {state!r}: it does not fit this "
                                   f"part's counts {self.counts}")
-        self._heap = [(self._time(i, t), i) for i, (t, c) in enumerate(zip(self.taken, self.counts)) if t < c]
+        self._heap = [(self._time(i, t), i) for i, (t, c) in enumerate(zip(self.taken, self.counts, strict=False)) if t < c]
         heapq.heapify(self._heap)
 
     def _time(self, i: int, j: int) -> float:

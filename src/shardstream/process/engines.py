@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
+import pickle
 import queue
 import uuid
 from typing import Any
@@ -89,8 +90,6 @@ def _put(samples: int) -> None:
 
 def _run_pickled(payload: bytes) -> TaskResult:
     """A task pickled by cloudpickle (functions defined in ``__main__``, a notebook or a doc run too)."""
-    import pickle
-
     return run_task(pickle.loads(payload))
 
 
@@ -127,7 +126,7 @@ class LocalEngine(Engine):
     def submit(self, task: Task) -> Any:
         assert self._pool is not None, "start() the engine first"
         try:  # by value where needed (cloudpickle comes with the dask extra), as Dask sends tasks
-            import cloudpickle
+            import cloudpickle  # noqa: PLC0415 - optional: shardstream[dask]
         except ImportError:  # pragma: no cover - without it, functions must be importable by name
             return self._pool.submit(run_task, task)
         return self._pool.submit(_run_pickled, cloudpickle.dumps(task))
@@ -166,7 +165,7 @@ class LocalEngine(Engine):
 
 def _run_on_dask(task: Task, queue_name: str) -> TaskResult:
     """What a Dask worker runs: the task, reporting progress to the job's Dask queue."""
-    from distributed import Queue
+    from distributed import Queue  # noqa: PLC0415 - optional: shardstream[dask]
 
     channel = Queue(queue_name)
     set_reporter(lambda samples: channel.put(samples))
@@ -186,7 +185,7 @@ class DaskEngine(Engine):
 
     def __init__(self, address: str | None = None, *, client: Any = None, workers: int | None = None):
         try:
-            import distributed  # noqa: F401
+            import distributed  # noqa: F401, PLC0415 - optional: shardstream[dask]
         except ImportError:
             raise MissingDependencyError("the dask engine", "dask", "distributed") from None
         if address is not None and client is not None:
@@ -197,7 +196,7 @@ class DaskEngine(Engine):
         self._queue_name = f"shardstream-progress-{uuid.uuid4().hex}"
 
     def start(self) -> None:
-        from distributed import Client, LocalCluster, Queue
+        from distributed import Client, LocalCluster, Queue  # noqa: PLC0415 - optional: shardstream[dask]
 
         if self.client is None:
             if self.address is None:
@@ -217,7 +216,7 @@ class DaskEngine(Engine):
                                   key=f"shardstream-task-{task.index}-{uuid.uuid4().hex[:8]}")  # fmt: skip
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
-        from distributed import wait
+        from distributed import wait  # noqa: PLC0415 - optional: shardstream[dask]
 
         try:
             done, _ = wait(handles, timeout=timeout, return_when="FIRST_COMPLETED")

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, ProcessingError
+from ..io.urls import braceexpand
 from ..writer import ShardInfo
 from .engines import Engine, make_engine
 from .outputs import Output, TarOutput, is_remote
@@ -76,7 +77,7 @@ class _Bar:
         self.bar: Any = None
         self.samples = self.shards = 0
         if show:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
 
             self.bar = tqdm(total=total, unit=" tasks", desc=f"{engine.name} x{engine.workers}", file=sys.stderr)
 
@@ -200,8 +201,6 @@ def _shard_urls(inputs: str | Iterable[str]) -> list[str]:
     urls: list[str] = []
     for item in inputs:
         if "{" in item and ("," in item or ".." in item) and not os.path.exists(item):
-            from ..pipeline import braceexpand
-
             urls.extend(braceexpand(item))
         else:
             urls.append(os.fspath(item))

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..errors import ConfigError, OpenError
+from ..indexed import index_dataset, index_shard, write_dali_index
 from ..io import open_url, split_scheme
 from ..io.remote_write import open_for_write
 from ..tar.index import format_dali_index
@@ -165,8 +166,6 @@ class TarOutput:
                                          path)  # fmt: skip
                 write_text(path[: -len(".tar")] + ".idx", dali)
         elif indexed:
-            from ..indexed import index_shard, write_dali_index
-
             for info in sink.shard_info:
                 index_shard(info.path)
                 dali = info.path[: -len(".tar")] + ".idx"
@@ -178,8 +177,6 @@ class TarOutput:
         """After all tasks: the dataset index ``dataset.json`` over the local shards (None for remote ones)."""
         if not self.index or self._suffix() or is_remote(self.location) or not shards:
             return None
-        from ..indexed import index_dataset
-
         path = join(self.location, "dataset.json")
         index_dataset([s.path for s in shards], path)
         return path

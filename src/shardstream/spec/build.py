@@ -23,12 +23,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
+from ..indexed.shardindex import ShardIndex
 from ..io.storage_config import StorageRule, add_storage_rules
-from ..pipeline import DataPipeline, as_splitter, map as map_stage, reraise_exception, shuffle
-from ..pipeline import repeat as repeat_stage
-from ..pipeline import split_by_node, split_by_worker, tarfile_to_samples
+from ..pipeline import (
+    DataPipeline,
+    ExactMix,
+    as_splitter,
+    map as map_stage,
+    records_to_samples,
+    repeat as repeat_stage,
+    reraise_exception,
+    shuffle,
+    split_by_node,
+    split_by_worker,
+    tarfile_to_samples,
+)
 from ..pipeline.context import Context, Source
-from ..pipeline import ExactMix, records_to_samples
 from ..pipeline.stages.exactmix import ExactMixSource
 from .parse import DatasetSpec, SourceSpec, load_spec
 
@@ -87,7 +97,6 @@ def source_pipeline(source: SourceSpec, rules: tuple[StorageRule, ...] = (), *, 
 def source_sizes(spec: DatasetSpec) -> list[int | None]:
     """Each source's samples: ``samples:``, else the sum of its tar shards' sidecar indexes (scaled to the shards
     a pass takes), else None."""
-    from ..indexed.shardindex import ShardIndex
 
     sizes: list[int | None] = []
     for source in spec.sources:

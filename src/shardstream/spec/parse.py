@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..io.storage_config import StorageRule
+from ..io.storage_config import StorageConfig, StorageRule
 from ..io.trust import urls_from_document
 from ..io.urls import expand_urls, split_scheme
+from ..streams import FORMATS
 
 __all__ = ["DatasetSpec", "SourceSpec", "apportion", "is_spec", "load_spec"]
 
@@ -43,7 +44,7 @@ def is_spec(value: Any) -> bool:
     if not path.lower().endswith(".json") or split_scheme(path)[0] not in ("", "file"):
         return False
     try:
-        import json
+        import json  # noqa: PLC0415 - stdlib, used on this path only
 
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -126,7 +127,7 @@ class DatasetSpec:
         """
         sizes = list(sizes) if sizes is not None else [None] * len(self.sources)
         counts: list[int | None] = []
-        for source, size in zip(self.sources, sizes):
+        for source, size in zip(self.sources, sizes, strict=False):
             size = source.samples if source.samples is not None else size
             if source.choose is not None:
                 counts.append(source.choose)
@@ -157,7 +158,7 @@ class DatasetSpec:
                 shares = apportion([self.sources[i].weight for i in shared], room)  # type: ignore[misc]
             else:
                 raise ConfigError(f"{self.document}: use either proportion or weight for all shared sources")
-            for i, share in zip(shared, shares):
+            for i, share in zip(shared, shares, strict=False):
                 counts[i] = share
         return [int(c) for c in counts]  # type: ignore[arg-type]
 
@@ -241,7 +242,6 @@ def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: s
     name = str(entry.get("name", f"source{i}"))
     fmt = entry.get("format")
     if fmt is None:
-        from ..streams import FORMATS
 
         fmt = next((f for f, ends in FORMATS.items() if urls[0].lower().endswith(ends)), "tar")
     if fmt not in _FORMATS:
@@ -284,7 +284,7 @@ def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: s
 
 
 def _read(path: str) -> Any:
-    import yaml
+    import yaml  # noqa: PLC0415 - PyYAML loads only for YAML files
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -335,7 +335,6 @@ subsample=None)
     if len(set(names)) != len(names):
         raise ConfigError(f"{document}: source names repeat: {names}")
     storage = data.get("storage")
-    from ..io.storage_config import StorageConfig
 
     rules = StorageConfig.from_data({"storage": storage} if storage is not None else None, document).rules
     seed = data.get("seed")

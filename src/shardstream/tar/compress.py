@@ -97,7 +97,7 @@ class _ZstdReader(io.RawIOBase):
 
     def __init__(self, source: _Source):
         try:
-            import zstandard
+            import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
         except ImportError:
             raise MissingDependencyError("reading .tar.zst shards", "zstd", "zstandard") from None
         self._source = source
@@ -271,7 +271,7 @@ def map_tar(stream: BinaryIO) -> Any:
 def _decompression_errors() -> tuple[type[BaseException], ...]:
     errors: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError, OSError)
     try:
-        import zstandard
+        import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
     except ImportError:
         return errors
     return (*errors, zstandard.ZstdError)

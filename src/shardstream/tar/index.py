@@ -32,7 +32,6 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterable, Sequence
-from typing import Union
 
 from ..errors import ConfigError, SampleFormatError, TarFormatError
 from . import reader
@@ -43,7 +42,7 @@ __all__ = ["DALI_VERSION", "IndexEntry", "format_dali_index", "scan_file", "scan
 #: The version tag on the first line of DALI index files written here.
 DALI_VERSION = "v1.2"
 _STACK = 4  # warnings point at the caller of scan_members / scan_file
-Buffer = Union[bytes, bytearray, memoryview, mmap.mmap]
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 #: One regular member: ``(name, data_offset, size)`` (a plain tuple: millions are made per second).

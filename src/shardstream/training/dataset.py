@@ -38,15 +38,15 @@ from typing import Any
 
 from ..codecs import as_decoder
 from ..errors import ConfigError, StateError
+from ..indexed.mixsampler import MixOrder
 from ..io.cache import cache_opener
+from ..order import SHUFFLES, SampleOrder, StreamOrder
 from ..pipeline.datapipeline import IterableDatasetBase
 from ..pipeline.resumable import Resumable
 from ..pipeline.stages.batching import default_collation_fn
 from ..runtime import Placement
-from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
-from ..indexed.mixsampler import MixOrder
-from ..order import SHUFFLES, SampleOrder, StreamOrder
 from ..spec import is_spec, training_sources
+from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
 from .plan import EpochPlan
 from .sources import resolve
 from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
@@ -112,7 +112,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         if spec is not None:
             ends = list(itertools.accumulate(shards, initial=0))  # each source's shards, laid end to end
-            sizes = [int(sum(self.lengths[a:b])) for a, b in zip(ends[:-1], ends[1:])]
+            sizes = [int(sum(self.lengths[a:b])) for a, b in zip(ends[:-1], ends[1:], strict=False)]
             self._mix = (sizes, spec.counts(sizes))
         self._placement: tuple[int, int] | None = None if rank is None else (rank, world_size)  # type: ignore[assignment]
         self._epoch, self._epoch_source = 0, "auto"

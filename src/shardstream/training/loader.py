@@ -92,7 +92,7 @@ class TrainingLoader:
         if kwargs.get("in_order", True) is False:
             raise ConfigError("TrainingLoader needs in_order=True: the rank's batches come back in plan order")
         try:
-            from torch.utils.data import DataLoader
+            from torch.utils.data import DataLoader  # noqa: PLC0415 - optional: shardstream[torch]
         except ImportError as e:
             raise MissingDependencyError("TrainingLoader (torch's DataLoader)", "torch", "torch") from e
         self._dataloader_class = DataLoader

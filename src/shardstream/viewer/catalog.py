@@ -37,6 +37,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import PIL.Image
 
 from ..codecs import IMAGE_EXTENSIONS, decode_field, get_codec
 from ..errors import ConfigError
@@ -73,8 +74,6 @@ def _kind(ext: str) -> str:
 
 
 def _check_image(data: bytes) -> tuple[int, int]:
-    import PIL.Image
-
     with PIL.Image.open(io.BytesIO(data)) as image:
         size = image.size
         if image.format == "JPEG":
@@ -123,7 +122,7 @@ class Catalog:
             if not self._built:
                 self.rows = [self._scan(i) for i in range(self.count)]
                 self._problems = self._judge()
-                for row, problems in zip(self.rows, self._problems):
+                for row, problems in zip(self.rows, self._problems, strict=False):
                     row["problems"] = len(problems)
                 self._built = True
         return self

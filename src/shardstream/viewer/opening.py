@@ -31,11 +31,16 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from ..config import get_settings
 from ..errors import ConfigError, OpenError, SampleFormatError, StaleIndexError, TarFormatError
 from ..indexed import DatasetIndex, ShardIndex, index_shard, open_source, sidecar_path
+from ..io import open_url
+from ..io.cache import ShardCache
 from ..io.urls import expand_inputs, local_path
 from ..samples import KeyRule
+from ..tar import open_tar_stream
 from ..tar.compress import compression
+from .remote import RangeSource, ranged
 
 __all__ = ["OpenShard", "ShardOpener", "expand_dataset"]
 
@@ -103,17 +108,12 @@ class ShardOpener:
         """A local, uncompressed file with the shard's bytes (the shard itself when it is one)."""
         path = local_path(url)
         if path is None:
-            from ..config import get_settings
-            from ..io.cache import ShardCache
-
             directory = self.cache_dir or get_settings().cache_dir or os.path.join(self._workdir(), "cache")
             path = ShardCache(directory).fetch(url)
         with open(path, "rb") as f:
             kind = compression(f.read(10))
         if kind is None:
             return path
-        from ..tar import open_tar_stream
-
         target = os.path.join(self._workdir(), f"{len(os.listdir(self._workdir()))}.tar")
         with open(path, "rb") as f, open_tar_stream(f) as plain, open(target, "wb") as out:
             shutil.copyfileobj(plain, out, 1 << 20)
@@ -142,13 +142,9 @@ class ShardOpener:
     def _remote(self, url: str, index_url: str | None, first: int, number: int) -> OpenShard | None:
         """A remote http(s) shard with an index beside it (or named by the dataset JSON) is read with ranged
         requests (:mod:`.remote`): nothing is downloaded but the index. None when that does not apply."""
-        from .remote import RangeSource, ranged
-
         if local_path(url) is not None or not ranged(url):
             return None
         where = index_url or sidecar_path(url)
-        from ..io import open_url
-
         try:
             with open_url(where) as f:
                 data = f.read()
@@ -193,8 +189,6 @@ class ShardOpener:
                 return None
         if classes is None:
             return None
-        from ..io import open_url
-
         try:
             with open_url(classes) as f:
                 text = f.read(16 << 20).decode("utf-8", "replace")

@@ -27,6 +27,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npformat
+import PIL.Image
 
 from ..codecs import decode_field, get_codec
 from ..codecs.basic import gzip_loads
@@ -137,8 +139,6 @@ def array_image(array: np.ndarray) -> np.ndarray | None:
 
 def npy_renderable(head: bytes) -> bool:
     """Whether a ``.npy`` field (its first bytes suffice) holds an array :func:`array_image` can show."""
-    import numpy.lib.format as npformat
-
     try:
         f = io.BytesIO(head)
         version = npformat.read_magic(f)
@@ -153,8 +153,6 @@ def npy_renderable(head: bytes) -> bool:
 
 def png_bytes(image: Any) -> bytes:
     """A PIL image or 8-bit array as PNG bytes."""
-    import PIL.Image
-
     if isinstance(image, np.ndarray):
         image = PIL.Image.fromarray(image)
     out = io.BytesIO()
@@ -164,8 +162,6 @@ def png_bytes(image: Any) -> bytes:
 
 def _pil(ext: str, data: bytes) -> Any:
     """The field as a PIL image: image files, or arrays (``.npy`` and friends) rendered by :func:`array_image`."""
-    import PIL.Image
-
     ext, data = unwrap(ext, data)
     if get_codec(ext) is not None and get_codec(ext).kind == "image":  # type: ignore[union-attr]
         return open_image(data)  # over SHARDSTREAM_MAX_IMAGE_PIXELS: DecodeLimitError, nothing decoded
@@ -255,8 +251,6 @@ def _describe(ext: str, data: bytes, classes: list[str] | None, size: int) -> di
     if mime is not None and mime.startswith(("audio/", "video/")):
         return {"kind": mime.partition("/")[0], "mime": mime}
     if codec is not None and codec.kind == "image":
-        import PIL.Image
-
         with PIL.Image.open(io.BytesIO(plain)) as image:  # reads the header only
             width, height, mode, fmt = image.width, image.height, image.mode, image.format
         return {"kind": "image", "width": width, "height": height, "mode": mode, "format": fmt,

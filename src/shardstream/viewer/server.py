@@ -39,9 +39,7 @@ from ..errors import ConfigError
 from ..logs import log_to_stderr
 from .data import ViewerData
 from .render import MAX_DECODE, media_type, unwrap
-from .routes import Answer, Api
-from .routes import Problem as HTTPProblem
-from .routes import number as _number
+from .routes import Answer, Api, Problem as HTTPProblem, number as _number
 from .transform import TransformedView
 
 __all__ = ["ViewerServer", "self_test"]
@@ -109,7 +107,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             decoded = [unquote(s, errors="strict") for s in segments]
         except UnicodeDecodeError:
             raise HTTPProblem(400, "bad percent-encoding in the path") from None
-        for raw, text in zip(segments, decoded):
+        for raw, text in zip(segments, decoded, strict=True):
             if raw in ("", ".", "..") or text in ("", ".", "..") or "\0" in text:
                 raise HTTPProblem(400, f"bad path segment {raw!r}")
         try:

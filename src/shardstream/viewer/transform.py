@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs import Decoder
 from ..errors import ConfigError
 from .render import _json_text, array_image, png_bytes
 
@@ -89,8 +90,6 @@ class TransformedView:
     """Apply ``decode`` (a Decoder spec or None) then ``transform`` (a callable or None) and describe the result."""
 
     def __init__(self, decode: str | None, transform: Callable[[Any], Any] | None):
-        from ..codecs import Decoder
-
         self.decoder = Decoder(decode) if decode else None
         self.transform = transform
         self.spec = " then ".join(x for x in (f"--decode {decode}" if decode else "",

@@ -26,8 +26,20 @@ add what a dataset build needs:
 """
 
 from .encoders import (  # webdataset's writer-module helpers (`webdataset.writer.make_handlers`...)
-    add_handlers, bytestr, cbor_dumps, default_handlers, encode_based_on_extension, encode_based_on_extension1,
-    gopen, imageencoder, make_encoder, make_handlers, mp_dumps, numpy_dumps, numpy_npz_dumps, tenbin_dumps,
+    add_handlers,
+    bytestr,
+    cbor_dumps,
+    default_handlers,
+    encode_based_on_extension,
+    encode_based_on_extension1,
+    gopen,
+    imageencoder,
+    make_encoder,
+    make_handlers,
+    mp_dumps,
+    numpy_dumps,
+    numpy_npz_dumps,
+    tenbin_dumps,
     torch_dumps,
 )
 from .shardwriter import ShardInfo, ShardWriter

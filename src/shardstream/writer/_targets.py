@@ -78,7 +78,7 @@ def _compressor(kind: str, sink: _Counter, level: int | None) -> Any:
     if kind == "xz":
         return lzma.LZMAFile(sink, "wb", preset=level)  # type: ignore[arg-type]
     try:
-        import zstandard
+        import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
     except ImportError:
         raise MissingDependencyError("writing .tar.zst", "zstd", "zstandard") from None
     return zstandard.ZstdCompressor(level=level).stream_writer(sink, closefd=False)

@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-
 from ..codecs import encode_image, numpy_dumps, torch_dumps
-from ..codecs.arrays import npz_dumps as numpy_npz_dumps
-from ..codecs.arrays import tenbin_dumps
-from ..codecs.basic import cbor_dumps
-from ..codecs.basic import msgpack_dumps as mp_dumps
+from ..codecs.arrays import npz_dumps as numpy_npz_dumps, tenbin_dumps
+from ..codecs.basic import cbor_dumps, msgpack_dumps as mp_dumps
 from ..codecs.encoder import encode_sample
 from ..codecs.table import CODECS
 from ..errors import ConfigError, EncodeError

@@ -130,7 +130,7 @@ class ShardWriter:
         self.index_entries: dict[str, list] | None = {} if kw.get("record_index") else None
         self._bar: Any = None
         if progress:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
 
             self._bar = tqdm(desc=os.path.basename(pattern), unit=" samples", total=total)
         self.closed = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import time
 import weakref
 import zlib
 from collections.abc import Callable, Mapping
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 from ..codecs import encode_sample
 from ..config import get_settings
 from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
+from ..io.remote_write import open_for_write
 from ..io.urls import local_path
 from ..samples import RESERVED_FIELDS
 from ..tar.header import BLOCKSIZE
@@ -105,8 +107,6 @@ class TarWriter:
                 f"encoder must be True, False, a callable sample -> sample or a dict ext -> function, got {encoder!r}"
             )
         if mtime is None:  # webdataset's way of asking for the current time
-            import time
-
             mtime = int(time.time())
         self.encoder, self.keep_meta, self.jpeg_quality = encoder, keep_meta, jpeg_quality
         self.index_entries: list[tuple[str, list[tuple[str, int, int]]]] | None = [] if record_index else None
@@ -130,8 +130,6 @@ class TarWriter:
             path = path if remote else local  # type: ignore[assignment]
             kind = _compression(compress, path)
             if remote:
-                from ..io.remote_write import open_for_write
-
                 stream = self._remote = open_for_write(path)  # published by close(), discarded by abort()
                 self.url = path
             elif path == "-":
@@ -299,7 +297,7 @@ class TarWriter:
         try:
             offsets = tar.add_many([(member, data) for _, member, data in encoded.members])
             if self.index_entries is not None:
-                entry = [(field, offset, len(data)) for (field, _, data), offset in zip(encoded.members, offsets)]
+                entry = [(field, offset, len(data)) for (field, _, data), offset in zip(encoded.members, offsets, strict=True)]
                 self.index_entries.append((encoded.key, entry))
         except OSError as e:
             self._discard()
@@ -336,7 +334,7 @@ class TarWriter:
             if self.compress == "gz":
                 comp.flush(zlib.Z_SYNC_FLUSH)
             else:
-                import zstandard
+                import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
 
                 comp.flush(zstandard.FLUSH_BLOCK)
         except OSError as e:

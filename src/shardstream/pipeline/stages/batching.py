@@ -53,7 +53,7 @@ def _collate_column(values: list[Any], combine_tensors: bool, combine_scalars: b
     if _is_tensor(first):
         if not combine_tensors:
             return values
-        import torch
+        import torch  # noqa: PLC0415 - optional: shardstream[torch]
 
         try:
             return torch.stack(values)

@@ -122,7 +122,7 @@ class _ExactCursor(Cursor):
     def state_at(self, mark: Any) -> dict[str, Any]:
         walk, passes, marks = mark
         return {"walk": walk, "passes": list(passes), "counts": list(self.source.counts),
-                "part": [self.part, self.parts], "sources": [s.state_at(m) for s, m in zip(self._open(), marks)]}
+                "part": [self.part, self.parts], "sources": [s.state_at(m) for s, m in zip(self._open(), marks, strict=False)]}
 
     def state_dict(self) -> dict[str, Any]:
         return self.state_at(self.mark())
@@ -140,7 +140,7 @@ class _ExactCursor(Cursor):
         self.passes = [int(p) for p in state["passes"]]
         self.subs = None
         subs = self._open()
-        for sub, sub_state in zip(subs, saved):
+        for sub, sub_state in zip(subs, saved, strict=False):
             sub.load_state_dict(sub_state)
         self.walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
 

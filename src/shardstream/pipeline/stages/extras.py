@@ -124,7 +124,7 @@ def _log_keys(source: Iterable[Any], logfile: str | None = None) -> Iterator[Any
     if not logfile:
         yield from source
         return
-    import fcntl
+    import fcntl  # noqa: PLC0415 - Unix-only stdlib module
 
     with open(logfile, "a") as stream:
         for i, sample in enumerate(source):
@@ -169,7 +169,7 @@ class LMDBCached(PipelineStage):
 
     def __init__(self, fname: str, map_size: float = 1e12, pickler: Any = pickle, chunksize: int = 500):
         try:
-            import lmdb
+            import lmdb  # noqa: PLC0415 - optional dependency (extra lmdb)
         except ImportError:
             raise MissingDependencyError("LMDBCached", "lmdb", "lmdb") from None
         if secure_mode() and pickler is pickle:

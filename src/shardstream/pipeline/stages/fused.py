@@ -114,7 +114,7 @@ class _Plan:
             def give_back(n: int) -> None:
                 pass  # never more than one sample taken
 
-        plan = list(zip(self.fields, self.fns, self.fs))
+        plan = list(zip(self.fields, self.fns, self.fs, strict=False))
         width, size, expected, decoding = len(plan), self.batchsize, self.expected, self.dec is not None
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [c.append for c in columns]
@@ -125,7 +125,7 @@ class _Plan:
                 break
             done = self.columnar(chunk, plan, expected, decoding) if self.columnar_ok else None
             if done is not None:  # every sample of the chunk the fast way, a column at a time
-                for column, values in zip(columns, done):
+                for column, values in zip(columns, done, strict=False):
                     column.extend(values)
                 rows += len(chunk)
                 chunk = ()
@@ -212,9 +212,9 @@ class _Plan:
         return row
 
     @staticmethod
-    def collate(columns: list[list[Any]]) -> list[Any]:
+    def collate(columns: list[list[Any]]) -> tuple[Any, ...]:
         """``default_collation_fn`` of the rows, computed from their columns (the same function per column)."""
-        return [_collate_column(c, True, True, f"position {i}") for i, c in enumerate(columns)]
+        return tuple(_collate_column(c, True, True, f"position {i}") for i, c in enumerate(columns))
 
 
 def _recognise(items: list[Any], i: int) -> tuple[_Plan, int] | None:

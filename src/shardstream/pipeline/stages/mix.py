@@ -48,8 +48,8 @@ from numbers import Real
 from typing import Any
 
 from ...errors import ConfigError, StateError
-from ..context import Context, Source
 from ..adapters import source_cursor
+from ..context import Context, Source
 from ..cursors import Cursor, require
 from ..datapipeline import DataPipeline
 

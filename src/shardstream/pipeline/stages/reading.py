@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Union
+from typing import Any
 
 from ...errors import SampleFormatError, StateError
 from ...io import finish_stream, local_path, open_url
@@ -37,7 +37,7 @@ from ..handlers import annotate, reraise_exception
 __all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_samples", "url_opener", "url_of"]
 
 Handler = Callable[[BaseException], bool]
-Member = tuple[str, Union[bytes, memoryview], int]
+Member = tuple[str, bytes | memoryview, int]
 _END = object()
 
 
