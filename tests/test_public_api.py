@@ -61,7 +61,7 @@ def test_unknown_attribute_is_an_attribute_error():
 
 #: webdataset's submodule names, reachable as `wds.filters.map`, `wds.handlers.warn_and_continue`...; modules, so
 #: not in `__all__`
-SUBMODULE_NAMES = {"filters", "handlers", "shardlists", "tariterators"}
+SUBMODULE_NAMES = set(shardstream._PIPELINE_MODULES)  # webdataset's module names (`wds.filters`...)
 
 
 def test_top_level_all_is_sorted_and_unique():

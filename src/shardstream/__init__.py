@@ -52,7 +52,9 @@ _apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cached",
     "ConfigError",
+    "Continue",
     "DataPipeline",
     "DecodeError",
     "DecodeLimitError",
@@ -61,16 +63,22 @@ __all__ = [
     "DistributedLocalitySampler",
     "DuplicateFieldError",
     "EncodeError",
+    "ExactMix",
     "FluidInterface",
     "FluidWrapper",
     "IndexedDataset",
     "InterleavedKeyError",
+    "LMDBCached",
+    "LRUCleanup",
     "LocalitySampler",
     "MissingDependencyError",
     "MissingExtensionError",
     "MissingPartnerError",
+    "MockDataset",
+    "MultiShardSample",
     "ObsoleteNameError",
     "OpenError",
+    "PipelineStage",
     "ProcessingError",
     "Processor",
     "RandomMix",
@@ -98,8 +106,10 @@ __all__ = [
     "WorkerSplitError",
     "WriteError",
     "add_context",
+    "associate",
     "batched",
     "braceexpand",
+    "cbors_to_samples",
     "decode",
     "default_collation_fn",
     "detshuffle",
@@ -108,7 +118,9 @@ __all__ = [
     "get_settings",
     "getfirst",
     "gopen",
+    "gopen_schemes",
     "group_by_keys",
+    "gzfilter",
     "handle_extension",
     "ignore_and_continue",
     "ignore_and_stop",
@@ -116,18 +128,28 @@ __all__ = [
     "index_dataset",
     "index_shard",
     "indexed_shard_writer",
+    "info",
+    "jsonl_to_samples",
     "listed",
     "map",
     "map_dict",
     "map_tuple",
+    "msgpack_to_samples",
+    "non_empty",
     "numpy_dumps",
+    "pipe_cleaner",
     "pipelinefilter",
+    "pytorch_weights_only",
+    "records_to_samples",
     "rename",
     "rename_keys",
     "repeat",
+    "repeatedly",
     "reraise_exception",
+    "resampled",
     "rsample",
     "select",
+    "shardspec",
     "shuffle",
     "single_node_only",
     "slice",
@@ -139,7 +161,9 @@ __all__ = [
     "to_tuple",
     "torch_audio",
     "torch_dumps",
+    "torch_loads",
     "torch_video",
+    "transform_with",
     "unbatched",
     "unlisted",
     "url_opener",
@@ -148,6 +172,7 @@ __all__ = [
     "with_epoch",
     "with_length",
     "write_dali_index",
+    "xdecode",
 ]
 
 # --- pipeline API ---
@@ -197,8 +222,6 @@ _OBSOLETE = {
     "ChoppedDataset": "dataset.with_epoch(n)",
     "ResizedDataset": "dataset.with_epoch(n)",
     "PytorchShardList": "wds.SimpleShardList(urls) with wds.split_by_node / wds.split_by_worker",
-    "cbors_to_samples": "a private fork's reader: store .cbor fields in tar shards, read them with "
-    "wds.WebDataset(urls).decode()",
 }
 _PIPELINE_NAMES = {name: module for module, names in _PIPELINE_API.items() for name in names.split()}
 
@@ -223,71 +246,138 @@ def __dir__() -> list[str]:
 
 
 if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs see them (the table above: runtime)
-    from . import pipeline as filters  # noqa: F401 - webdataset's name for the module (not in __all__)
-    from .codecs import Decoder, handle_extension, imagehandler, numpy_dumps, torch_audio, torch_dumps, torch_video
-    from .compat import Processor
-    from .dataset import FluidWrapper, WebDataset
+    from . import (
+        autodecode as autodecode,  # noqa: F401 - webdataset's module name (not in __all__)
+        cache as cache,  # noqa: F401 - webdataset's module name (not in __all__)
+        filters as filters,  # noqa: F401 - webdataset's module name (not in __all__)
+        handlers as handlers,  # noqa: F401 - webdataset's module name (not in __all__)
+        mix as mix,  # noqa: F401 - webdataset's module name (not in __all__)
+        shardlists as shardlists,  # noqa: F401 - webdataset's module name (not in __all__)
+        tariterators as tariterators,  # noqa: F401 - webdataset's module name (not in __all__)
+        tenbin as tenbin,  # noqa: F401 - webdataset's module name (not in __all__)
+        utils as utils,  # noqa: F401 - webdataset's module name (not in __all__)
+        writer as writer,  # noqa: F401 - webdataset's module name (not in __all__)
+    )
+    from .autodecode import (
+        pytorch_weights_only as pytorch_weights_only,
+    )
+    from .cache import (
+        LRUCleanup as LRUCleanup,
+        pipe_cleaner as pipe_cleaner,
+    )
+    from .codecs import (
+        Continue as Continue,
+        Decoder as Decoder,
+        gzfilter as gzfilter,
+        handle_extension as handle_extension,
+        imagehandler as imagehandler,
+        numpy_dumps as numpy_dumps,
+        torch_audio as torch_audio,
+        torch_dumps as torch_dumps,
+        torch_loads as torch_loads,
+        torch_video as torch_video,
+    )
+    from .compat import (
+        Processor as Processor,
+    )
+    from .dataset import (
+        FluidWrapper as FluidWrapper,
+        WebDataset as WebDataset,
+    )
+    from .filters import (
+        Cached as Cached,
+        LMDBCached as LMDBCached,
+        associate as associate,
+        info as info,
+        transform_with as transform_with,
+        xdecode as xdecode,
+    )
+    from .gopen import (
+        gopen_schemes as gopen_schemes,
+    )
     from .indexed import (
-        DistributedLocalitySampler,
-        IndexedDataset,
-        LocalitySampler,
-        index_dataset,
-        index_shard,
-        indexed_shard_writer,
-        write_dali_index,
+        DistributedLocalitySampler as DistributedLocalitySampler,
+        IndexedDataset as IndexedDataset,
+        LocalitySampler as LocalitySampler,
+        index_dataset as index_dataset,
+        index_shard as index_shard,
+        indexed_shard_writer as indexed_shard_writer,
+        write_dali_index as write_dali_index,
     )
-    from .io import gopen
-    from .loader import WebLoader
+    from .io import (
+        gopen as gopen,
+    )
+    from .loader import (
+        WebLoader as WebLoader,
+    )
     from .pipeline import (
-        DataPipeline,
-        FluidInterface,
-        RandomMix,
-        ResampledShards,
-        RoundRobin,
-        SimpleShardList,
-        Stage,
-        batched,
-        braceexpand,
-        decode,
-        default_collation_fn,
-        detshuffle,
-        expand_urls,
-        extract_keys,
-        getfirst,
-        group_by_keys,
-        handlers as handlers,
-        ignore_and_continue,
-        ignore_and_stop,
-        listed,
-        map,
-        map_dict,
-        map_tuple,
-        pipelinefilter,
-        rename,
-        rename_keys,
-        repeat,
-        reraise_exception,
-        rsample,
-        select,
-        shardlists as shardlists,
-        shuffle,
-        single_node_only,
-        slice,
-        split_by_node,
-        split_by_worker,
-        tar_file_expander,
-        tarfile_samples,
-        tarfile_to_samples,
-        to_tuple,
-        unbatched,
-        unlisted,
-        url_opener,
-        warn_and_continue,
-        warn_and_stop,
-        with_epoch,
-        with_length,
+        DataPipeline as DataPipeline,
+        ExactMix as ExactMix,
+        FluidInterface as FluidInterface,
+        MockDataset as MockDataset,
+        RandomMix as RandomMix,
+        ResampledShards as ResampledShards,
+        RoundRobin as RoundRobin,
+        SimpleShardList as SimpleShardList,
+        Stage as Stage,
+        batched as batched,
+        braceexpand as braceexpand,
+        cbors_to_samples as cbors_to_samples,
+        decode as decode,
+        default_collation_fn as default_collation_fn,
+        detshuffle as detshuffle,
+        expand_urls as expand_urls,
+        extract_keys as extract_keys,
+        getfirst as getfirst,
+        group_by_keys as group_by_keys,
+        ignore_and_continue as ignore_and_continue,
+        ignore_and_stop as ignore_and_stop,
+        jsonl_to_samples as jsonl_to_samples,
+        listed as listed,
+        map as map,
+        map_dict as map_dict,
+        map_tuple as map_tuple,
+        msgpack_to_samples as msgpack_to_samples,
+        pipelinefilter as pipelinefilter,
+        records_to_samples as records_to_samples,
+        rename as rename,
+        rename_keys as rename_keys,
+        repeat as repeat,
+        reraise_exception as reraise_exception,
+        rsample as rsample,
+        select as select,
+        shuffle as shuffle,
+        single_node_only as single_node_only,
+        slice as slice,
+        split_by_node as split_by_node,
+        split_by_worker as split_by_worker,
+        tar_file_expander as tar_file_expander,
+        tarfile_samples as tarfile_samples,
+        tarfile_to_samples as tarfile_to_samples,
+        to_tuple as to_tuple,
+        unbatched as unbatched,
+        unlisted as unlisted,
+        url_opener as url_opener,
+        warn_and_continue as warn_and_continue,
+        warn_and_stop as warn_and_stop,
+        with_epoch as with_epoch,
+        with_length as with_length,
     )
-    from .pipeline.stages import reading as tariterators  # noqa: F401 - webdataset's name for the module
-    from .training import TrainingDataset, TrainingLoader
-    from .writer import ShardWriter, TarWriter
-# --- end pipeline API ---
+    from .shardlists import (
+        MultiShardSample as MultiShardSample,
+        non_empty as non_empty,
+        resampled as resampled,
+        shardspec as shardspec,
+    )
+    from .training import (
+        TrainingDataset as TrainingDataset,
+        TrainingLoader as TrainingLoader,
+    )
+    from .utils import (
+        PipelineStage as PipelineStage,
+        repeatedly as repeatedly,
+    )
+    from .writer import (
+        ShardWriter as ShardWriter,
+        TarWriter as TarWriter,
+    )

@@ -146,11 +146,11 @@ def _info(data: Iterable[Any], fmt: str | None = None, n: int = 3, every: int = 
     for i, sample in enumerate(data):
         if i < n or (every > 0 and (i + 1) % every == 0):
             if fmt is None:
-                print("---", name, file=stream)
+                stream.write(f"--- {name}\n")
                 for k, v in sample.items():
-                    print(k, repr(v)[:width], file=stream)
+                    stream.write(f"{k} {repr(v)[:width]}\n")
             else:
-                print(fmt.format(**sample), file=stream)
+                stream.write(fmt.format(**sample) + "\n")
         yield sample
 
 

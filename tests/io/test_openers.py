@@ -102,12 +102,6 @@ def test_bad_registrations():
         register_opener("good", "no_colon")
 
 
-def test_shard_handles_pickle_and_open_lazily(data_file):
-    handle = pickle.loads(pickle.dumps(ShardHandle(str(data_file))))
-    with handle.open() as f:
-        assert f.read(3) == b"012"
-
-
 def test_gopen_reads_and_writes(data_file, tmp_path):
     with gopen(str(data_file)) as f:
         assert f.read() == b"0123456789"

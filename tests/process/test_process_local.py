@@ -17,7 +17,7 @@ from shardstream.process import ShellCommand, TarOutput, map_dataset
 
 
 def read(urls):
-    return [{k: v for k, v in s.items() if k != "__url__"} for s in wds.WebDataset(urls, shardshuffle=False)]
+    return [{k: v for k, v in s.items() if k not in ("__url__", "__local_path__")} for s in wds.WebDataset(urls, shardshuffle=False)]
 
 
 def test_upper_inline_gives_every_sample_transformed_in_order(shards, tmp_path):
