@@ -92,3 +92,13 @@ def fast_retries(monkeypatch):
     monkeypatch.setenv("SHARDSTREAM_HTTP_BACKOFF", "0.001")
     monkeypatch.setenv("SHARDSTREAM_HTTP_TIMEOUT", "1")
     monkeypatch.setenv("SHARDSTREAM_HTTP_RETRIES", "6")
+
+
+@pytest.fixture(autouse=True)
+def _no_prefetch_leaks():
+    """A shard opened ahead for one test (io/prefetch.py guesses the next shard of a series) is closed when the
+    test ends, so its requests never reach the servers, proxies or settings of the next test."""
+    from shardstream.io import prefetch
+
+    yield
+    prefetch.forget()

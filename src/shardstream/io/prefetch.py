@@ -91,6 +91,20 @@ def _replan(done: concurrent.futures.Future[Any]) -> None:
         done.result().replan()
 
 
+def forget(wait: bool = True) -> None:
+    """Drop every shard opened ahead and forget the series seen (their streams are closed; with ``wait``, once
+    the opens under way have finished): nothing opened for an earlier reader reaches a later one."""
+    with _LOCK:
+        guesses = list(_GUESS.values())
+        _GUESS.clear()
+        _CONTEXT.clear()
+        _LAST.clear()
+    for future in guesses:
+        _drop(future)
+    if wait:
+        concurrent.futures.wait(guesses)
+
+
 def _drop(future: concurrent.futures.Future[Any]) -> None:
     def close(done: concurrent.futures.Future[Any]) -> None:
         if done.exception() is None:
