@@ -158,6 +158,7 @@ class StubHTTP:
     (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
     close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
     offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
+    ``first_delay`` (seconds before answering a request from byte 0: the other parts answer first),
     ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
     ``length`` (False: no ``Content-Length``, the body ends when the connection closes).
     ``requests`` lists ``(path, range header)``.
@@ -168,7 +169,7 @@ class StubHTTP:
     def __init__(self, files: dict[str, bytes] | None = None, **flags):
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
-                      "status": None, "ais": False, "delay": 0.0, "hold_after": None,
+                      "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None,
                       "length": True, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
@@ -219,6 +220,8 @@ class StubHTTP:
             return
         if f["delay"]:
             time.sleep(f["delay"])
+        if f["first_delay"] and (rng is None or rng.startswith("bytes=0-")):
+            time.sleep(f["first_delay"])
         first_request = sum(1 for p, _ in self.requests if p == path) == 1
         etag = '"v1"' if first_request or not f["etag_changes"] else '"v2"'
         headers = {"ETag": etag, "Accept-Ranges": "bytes" if f["ranges"] else "none"}

@@ -262,7 +262,10 @@ class RangedStream(io.RawIOBase):
                 self._plan()
             self.requests += stream.requests
             self.resumes += stream.resumes
-            if error is None and not self._stopped and part.end >= 0 and stream.pos < part.end:
+            # a part planned on a guessed size may be answered before the first answer trims it: its own
+            # answer states the size, and ending there is complete (a different size is checked as a change)
+            end = part.end if stream.size is None or part.end < 0 else min(part.end, stream.size)
+            if error is None and not self._stopped and end >= 0 and stream.pos < end:
                 error = OpenError(f"{self.name!r}: bytes {part.start}-{part.end - 1}: the answer ended at byte "
                                   f"{stream.pos}", url=self.name)
             if not part.done:
