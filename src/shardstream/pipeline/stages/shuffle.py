@@ -114,32 +114,41 @@ class ShuffleCursor(Counted):
 
 class _PlainShuffle(ShuffleCursor):
     """:class:`ShuffleCursor` over an input that cannot give items back (a plain iterable, a DataLoader): the same
-    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved."""
+    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved. The draws run in a
+    generator (a resumed frame costs less per item than a method call); ``iter()`` hands it out directly."""
 
     def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
         super().__init__(upstream, bufsize, initial, rng, name)
-        self.plain = unwrap(upstream)  # the input's own iterator where it has one: one call less per item
+        # the input's own iterator where it has one: one call less per item
+        self._draws = self._drawing(unwrap(upstream))
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        return self._draws
 
     def __next__(self) -> Any:
-        buf, it = self.buf, self.plain
-        while not self.exhausted:
-            try:
-                buf.append(next(it))
-            except StopIteration:
-                self.exhausted = True
-                break
-            if len(buf) < self.bufsize:  # grow the buffer: take a second item for this one
-                try:
-                    buf.append(next(it))
-                except StopIteration:
-                    self.exhausted = True
-            if len(buf) >= self.initial:
-                break
-        if not buf:
-            raise StopIteration
-        i = self.rng.randrange(len(buf))
-        buf[i], buf[-1] = buf[-1], buf[i]
-        return buf.pop()
+        return next(self._draws)
+
+    def _drawing(self, it: Iterator[Any]) -> Iterator[Any]:
+        buf, bufsize, initial, randrange = self.buf, self.bufsize, self.initial, self.rng.randrange
+        for item in it:  # this loop runs once per item: keep it flat
+            buf.append(item)
+            if len(buf) < bufsize:  # grow the buffer: take a second item for this one
+                extra = next(it, _END)
+                if extra is _END:
+                    break
+                buf.append(extra)
+            if len(buf) >= initial:
+                i = randrange(len(buf))
+                buf[i], buf[-1] = buf[-1], buf[i]
+                yield buf.pop()
+        self.exhausted = True
+        while buf:
+            i = randrange(len(buf))
+            buf[i], buf[-1] = buf[-1], buf[i]
+            yield buf.pop()
+
+
+_END = object()
 
 
 def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
