@@ -43,6 +43,18 @@ def test_every_sample_equals_the_streamed_one(dataset, streamed):
         ds["k0001"]
 
 
+def test_a_batch_of_indices_reads_what_single_indexing_reads(dataset):
+    ds, _ = dataset
+    picks = [22, 0, 5, 5, -1, np.int64(7), 13]
+    assert ds.__getitems__(picks) == [ds[i] for i in picks]
+    view = ds[3:20:2].decode()
+    assert view.__getitems__([0, 8, -2]) == [view[0], view[8], view[-2]]
+    with pytest.raises(IndexError, match="out of range for a dataset of 23 samples"):
+        ds.__getitems__([1, 23])
+    with pytest.raises(TypeError, match="integers"):
+        ds.__getitems__(["k0001"])
+
+
 def test_get_by_key(dataset):
     ds, _ = dataset
     assert ds.get("k0017") == ds[17]

@@ -81,3 +81,28 @@ def test_stream_groups_interleave_their_shards_and_read_each_front_to_back():
     for shard in set(first_group.tolist()):
         within = samples[:60][first_group == shard] % 20
         assert within.tolist() == list(range(20))  # each shard is read in order: streaming works
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(0, 60), min_size=1, max_size=8), shuffle=st.sampled_from(["global", "window", "none"]),
+       block=st.integers(1, 50), batches=st.lists(st.tuples(st.integers(0, 500), st.integers(1, 40)), max_size=8))
+def test_the_indexed_reader_computes_the_orders_ids(lengths, shuffle, block, batches):
+    from shardstream.training.iterators import IndexedReader
+
+    order = SampleOrder(tuple(lengths), seed=3, epoch=1, shuffle=shuffle, window=2)
+    reader = IndexedReader(None, order, block=block)  # type: ignore[arg-type]  # only its ids are used here
+    total = order.total
+    for start, size in batches:
+        if total == 0:
+            break
+        positions = np.arange(start, start + size, dtype=np.int64) % total
+        assert reader.ids(positions).tolist() == order.ids(positions).tolist()
+    for outside in ([total], [-1, 0]):  # what the order says about positions outside the epoch, the reader says
+        assert _outcome(reader.ids, outside) == _outcome(order.ids, outside)
+
+
+def _outcome(ids, positions):
+    try:
+        return ids(np.array(positions, dtype=np.int64)).tolist()
+    except IndexError as e:
+        return str(e)

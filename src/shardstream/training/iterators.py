@@ -29,14 +29,32 @@ __all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
 
 
 class IndexedReader:
-    """Samples at positions of ``order``, read from ``dataset`` by random access."""
+    """Samples at positions of ``order``, read from ``dataset`` by random access.
 
-    def __init__(self, dataset: IndexedDataset, order: SampleOrder):
-        self.dataset, self.order = dataset, order
+    The sample numbers are computed ``block`` positions at a time (one vectorised call of the order for many
+    batches: a small batch costs numpy's per-call overhead many times over) and kept for the batches that follow.
+    """
+
+    def __init__(self, dataset: IndexedDataset, order: SampleOrder, block: int = 8192):
+        self.dataset, self.order, self.block = dataset, order, block
+        self._first, self._ids = 0, np.zeros(0, dtype=np.int64)  # the cached block: ids of _first, _first + 1...
 
     def read(self, positions: np.ndarray) -> list[Any]:
-        dataset = self.dataset
-        return [dataset[i] for i in self.order.ids(positions).tolist()]
+        return self.dataset.__getitems__(self.ids(positions).tolist())
+
+    def ids(self, positions: np.ndarray) -> np.ndarray:
+        """``order.ids(positions)``, from the cached block when the positions lie in it."""
+        if positions.size == 0:
+            return self.order.ids(positions)
+        lo, hi = int(positions.min()), int(positions.max())
+        first, ids = self._first, self._ids
+        if not (first <= lo and hi < first + len(ids)):
+            if hi - lo >= self.block or lo < 0 or hi >= self.order.total:  # wider than a block, or an error
+                return self.order.ids(positions)
+            first = lo - lo % self.block if hi < lo - lo % self.block + self.block else lo
+            end = min(first + self.block, self.order.total)
+            self._first, self._ids = first, ids = first, self.order.ids(np.arange(first, end, dtype=np.int64))
+        return ids[positions - first]
 
     def close(self) -> None:
         pass
