@@ -106,3 +106,23 @@ def _outcome(ids, positions):
         return ids(np.array(positions, dtype=np.int64)).tolist()
     except IndexError as e:
         return str(e)
+
+
+@settings(max_examples=25, deadline=None)
+@given(window=st.integers(1, 3), buffer=st.integers(1, 30),
+       reads=st.lists(st.tuples(st.integers(0, 58), st.integers(1, 25)), min_size=1, max_size=10))
+def test_the_stream_reader_serves_the_orders_samples_at_any_positions(shards, window, buffer, reads):
+    """Forward, backward (a reopened shard) and across blocks: the samples of the order, position by position."""
+    from shardstream.training.iterators import StreamReader
+
+    order = StreamOrder((12, 12, 12, 12, 11), seed=5, epoch=2, window=window, buffer=buffer)
+    expected = np.concatenate([order.block_samples(b)[order.block_order(b)] for b in range(order.num_blocks)])
+    reader = StreamReader(tuple(shards), order)
+    try:
+        for start, size in reads:
+            positions = np.arange(start, min(start + size, order.total), dtype=np.int64)
+            got = [int(s["__key__"][1:]) for s in reader.read(positions)]
+            assert got == expected[positions].tolist()
+        assert reader.read(np.array([58, 0, 57], dtype=np.int64))[1]["__key__"] == f"s{expected[0]:05d}"
+    finally:
+        reader.close()

@@ -61,10 +61,30 @@ class IndexedReader:
 
 
 class _Open:
-    __slots__ = ("samples", "next")
+    """One shard read front to back: its chunks of samples (lists), the current chunk, the next sample's index in
+    it (``at``), and the number of samples before the current chunk (``before``)."""
 
-    def __init__(self, samples: Iterator[dict], position: int = 0):
-        self.samples, self.next = samples, position
+    __slots__ = ("chunks", "chunk", "at", "before")
+
+    def __init__(self, chunks: Iterator[list[dict]]):
+        self.chunks, self.chunk, self.at, self.before = chunks, [], 0, 0
+
+    @property
+    def next(self) -> int:
+        """The index in the shard of the next sample."""
+        return self.before + self.at
+
+    def more(self) -> bool:
+        """Move to the next chunk; False at the end of the shard."""
+        for chunk in self.chunks:
+            if chunk:
+                self.before += len(self.chunk)
+                self.chunk, self.at = chunk, 0
+                return True
+        return False
+
+    def close(self) -> None:
+        self.chunks.close()  # type: ignore[attr-defined]
 
 
 class StreamReader:
@@ -75,17 +95,22 @@ class StreamReader:
         self.urls, self.order, self.rule, self.opener = urls, order, rule, opener
         self._open: collections.OrderedDict[int, _Open] = collections.OrderedDict()
         self._block = -1
-        self._samples: list[Any] = []
-        self._served: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._samples: list[Any] = []  # the current block, in serving order
 
     def read(self, positions: np.ndarray) -> list[Any]:
-        out = []
         size = self.order.buffer
+        if positions.size and int(positions.min()) // size == int(positions.max()) // size:  # inside one block
+            block = int(positions[0]) // size
+            if block != self._block:
+                self._load(block)
+            samples = self._samples
+            return [samples[k] for k in (positions - block * size).tolist()]
+        out = []
         for position in positions.tolist():
             block, offset = divmod(position, size)
             if block != self._block:
                 self._load(block)
-            out.append(self._samples[self._served[offset]])
+            out.append(self._samples[offset])
         return out
 
     def _load(self, block: int) -> None:
@@ -95,41 +120,51 @@ class StreamReader:
         for group, before, labels in order.runs(lo, hi):
             shards = order.group_shards(group).tolist()
             counts = before.tolist()
-            for label in labels.tolist():
-                samples.append(self._take(shards[label], counts[label]))
-                counts[label] += 1
-        self._block, self._samples, self._served = block, samples, order.block_order(block)
+            streams: list[_Open | None] = [None] * len(shards)
+            for label in labels.tolist():  # this loop runs once per sample: keep it flat
+                stream = streams[label]
+                if stream is None:
+                    stream = streams[label] = self._seek(shards[label], counts[label])
+                if stream.at >= len(stream.chunk) and not stream.more():
+                    self._ended(shards[label], stream)
+                samples.append(stream.chunk[stream.at])
+                stream.at += 1
+        served = order.block_order(block).tolist()
+        self._block, self._samples = block, [samples[k] for k in served]
 
-    def _take(self, shard: int, index: int) -> dict:
-        """Sample ``index`` of ``shard``: read on from the open stream, or reopen it and skip to ``index``."""
+    def _seek(self, shard: int, index: int) -> _Open:
+        """The open stream of ``shard`` at sample ``index``: read on from where it is, or reopen it and skip."""
         stream = self._open.get(shard)
         if stream is None or stream.next > index:
             if stream is not None:
-                stream.samples.close()  # type: ignore[attr-defined]
+                stream.close()
             stream = self._reopen(shard)
         self._open.move_to_end(shard)
-        try:
-            while stream.next < index:
-                next(stream.samples)
-                stream.next += 1
-            sample = next(stream.samples)
-        except StopIteration:
-            raise ShardError(f"shard {self.urls[shard]!r} ended after {stream.next} samples, but the dataset "
-                             f"says it has {self.order.lengths[shard]}: pass its true sample count in lengths=, "
-                             "or rebuild the dataset index", url=self.urls[shard]) from None
-        stream.next += 1
-        return sample
+        while stream.next < index:
+            left = len(stream.chunk) - stream.at
+            if left <= 0:
+                if not stream.more():
+                    self._ended(shard, stream)
+                continue
+            stream.at += min(left, index - stream.next)
+        return stream
+
+    def _ended(self, shard: int, stream: _Open) -> None:
+        raise ShardError(f"shard {self.urls[shard]!r} ended after {stream.next} samples, but the dataset "
+                         f"says it has {self.order.lengths[shard]}: pass its true sample count in lengths=, "
+                         "or rebuild the dataset index", url=self.urls[shard])
 
     def _reopen(self, shard: int) -> _Open:
         while len(self._open) > self.order.window:  # the current group's streams stay open
             _, oldest = self._open.popitem(last=False)
-            oldest.samples.close()  # type: ignore[attr-defined]
-        stream = self._open[shard] = _Open(reading.tarfile_samples([self.urls[shard]], keys=self.rule, opener=self.opener))
+            oldest.close()
+        stream = self._open[shard] = _Open(reading.tarfile_chunks([self.urls[shard]], keys=self.rule,
+                                                                  opener=self.opener))
         return stream
 
     def close(self) -> None:
         for stream in self._open.values():
-            stream.samples.close()  # type: ignore[attr-defined]
+            stream.close()
         self._open.clear()
         self._samples = []
 

@@ -34,7 +34,8 @@ from ..core import Stage, stage
 from ..cursors import Cursor, Restart, require
 from ..handlers import annotate, reraise_exception
 
-__all__ = ["group_by_keys", "tar_file_expander", "tarfile_samples", "tarfile_to_samples", "url_opener", "url_of"]
+__all__ = ["group_by_keys", "tar_file_expander", "tarfile_chunks", "tarfile_samples", "tarfile_to_samples", "url_opener",
+           "url_of"]
 
 Handler = Callable[[BaseException], bool]
 Member = tuple[str, bytes | memoryview, int]
@@ -301,6 +302,21 @@ def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart
 tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=reader_cursor,
                            reads_shards=True)
 tarfile_samples = _tarfile_samples
+
+
+def tarfile_chunks(source: Iterable[Any], keys: Any = None,
+                   opener: Callable[[str], Any] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """``tarfile_samples(source, keys=keys, opener=opener)`` as lists of consecutive samples (as many as one C
+    pass grouped): the same samples and errors, for readers that take several samples at once.
+
+    >>> import io, tarfile
+    >>> with tarfile.open("three.tar", "w") as tf:
+    ...     for name in ("a.txt", "b.txt", "c.txt"):
+    ...         info = tarfile.TarInfo(name); info.size = 1; tf.addfile(info, io.BytesIO(b"x"))
+    >>> [s["__key__"] for chunk in tarfile_chunks(["three.tar"]) for s in chunk]
+    ['a', 'b', 'c']
+    """
+    return _read_shards(source, reraise_exception, None, None, keys, opener, False, True)
 
 
 def url_opener(data: Iterable[Any], handler: Handler = reraise_exception, **kw: Any) -> Iterator[dict[str, Any]]:
