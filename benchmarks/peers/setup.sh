@@ -31,7 +31,11 @@ make_venv() {  # make_venv NAME: create .venv-peers-NAME with pip and CPU torch;
     fi
 }
 
-install_peer() {  # install_peer NAME PIP-ARGS... ; also installs numpy and Pillow for the shared workloads
+# shardstream's own runtime dependencies (pyproject's `dependencies`): bench_peers.py's worker imports shardstream from
+# src/ in every peer's venv (the shared data and the JPEG work); without them every peer fails on `import msgpack`
+SHARDSTREAM_DEPS=(numpy Pillow msgpack pyyaml fsspec tqdm)
+
+install_peer() {  # install_peer NAME PIP-ARGS... ; also installs shardstream's dependencies for the shared workloads
     local name=$1; shift
     local venv=".venv-peers-$name" log="/tmp/shardstream-peers-$name.log"
     echo "== $name -> $venv (log: $log)"
@@ -40,7 +44,7 @@ install_peer() {  # install_peer NAME PIP-ARGS... ; also installs numpy and Pill
     fi
     # the constraint keeps torch at the version installed above, whatever the peer asks for
     echo "$TORCH" >"$venv/constraints.txt"
-    if ! "$venv/bin/python" -m pip install -q -c "$venv/constraints.txt" numpy Pillow "$@" >>"$log" 2>&1; then
+    if ! "$venv/bin/python" -m pip install -q -c "$venv/constraints.txt" "${SHARDSTREAM_DEPS[@]}" "$@" >>"$log" 2>&1; then
         echo "   SKIPPED $name: pip install $* failed; last lines of $log:"
         tail -n 5 "$log" | sed 's/^/     /'
         status+=("$name: skipped"); return
