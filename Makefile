@@ -74,7 +74,7 @@ bench: $(STAMP)
 bench-peers: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3,jpeg]" "$(WEBDATASET)"  # jpeg: the jpeg1s/jpeg2s rows
 	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py
 
