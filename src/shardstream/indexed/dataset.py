@@ -169,8 +169,8 @@ class IndexedDataset:
         True
         """
         rows, ends, stages = self._rows, self._ends, self._stages
-        shards: dict[int, OpenShard] = {}
-        out = []
+        shards: dict[int, OpenShard] = {}  # this batch's shards: one LRU lookup each
+        limit, out = self._handles.open.limit // 2, []
         for i in indices:
             try:
                 row = rows[i]
@@ -181,6 +181,8 @@ class IndexedDataset:
             number = bisect_right(ends, row)
             shard = shards.get(number)
             if shard is None:
+                if len(shards) >= limit:  # keep the open maps bounded (the LRU may have dropped these)
+                    shards.clear()
                 shard = shards[number] = self._shard(number)
             sample = shard.sample(row - shard.first)
             out.append(self._finish(sample) if stages else sample)
