@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from shardstream.errors import ConfigError
 from shardstream.training import Permutation, SampleOrder, StreamOrder, derive_key
+from shardstream.training.iterators import IndexedReader, StreamReader
 
 
 @settings(max_examples=60, deadline=None)
@@ -87,8 +88,6 @@ def test_stream_groups_interleave_their_shards_and_read_each_front_to_back():
 @given(lengths=st.lists(st.integers(0, 60), min_size=1, max_size=8), shuffle=st.sampled_from(["global", "window", "none"]),
        block=st.integers(1, 50), batches=st.lists(st.tuples(st.integers(0, 500), st.integers(1, 40)), max_size=8))
 def test_the_indexed_reader_computes_the_orders_ids(lengths, shuffle, block, batches):
-    from shardstream.training.iterators import IndexedReader
-
     order = SampleOrder(tuple(lengths), seed=3, epoch=1, shuffle=shuffle, window=2)
     reader = IndexedReader(None, order, block=block)  # type: ignore[arg-type]  # only its ids are used here
     total = order.total
@@ -113,8 +112,6 @@ def _outcome(ids, positions):
        reads=st.lists(st.tuples(st.integers(0, 58), st.integers(1, 25)), min_size=1, max_size=10))
 def test_the_stream_reader_serves_the_orders_samples_at_any_positions(shards, window, buffer, reads):
     """Forward, backward (a reopened shard) and across blocks: the samples of the order, position by position."""
-    from shardstream.training.iterators import StreamReader
-
     order = StreamOrder((12, 12, 12, 12, 11), seed=5, epoch=2, window=window, buffer=buffer)
     expected = np.concatenate([order.block_samples(b)[order.block_order(b)] for b in range(order.num_blocks)])
     reader = StreamReader(tuple(shards), order)

@@ -67,7 +67,8 @@ class _Open:
     __slots__ = ("chunks", "chunk", "at", "before")
 
     def __init__(self, chunks: Iterator[list[dict]]):
-        self.chunks, self.chunk, self.at, self.before = chunks, [], 0, 0
+        self.chunks, self.at, self.before = chunks, 0, 0
+        self.chunk: list[dict] = []
 
     @property
     def next(self) -> int:
