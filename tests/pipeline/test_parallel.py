@@ -62,7 +62,7 @@ def test_parallel_map_arguments():
         list(parallel_map(abs, inflight=0)([1]))
 
 
-def shards(tmp_path, n_shards=3, per_shard=7):
+def small_shards(tmp_path, n_shards=3, per_shard=7):
     """Shards ``s0.tar``...: keys ``{shard}-{index}``, ``txt`` ``"text {shard} {index}"``, ``cls`` the index."""
     fields = {"txt": lambda shard, index, n: f"text {shard} {index}", "cls": lambda shard, index, n: index}
     return write_shards(tmp_path, [per_shard] * n_shards, fields, name="s{shard}.tar", key="{shard}-{index}")
@@ -70,7 +70,7 @@ def shards(tmp_path, n_shards=3, per_shard=7):
 
 @pytest.mark.parametrize("batch_size", [1, 4, 5, 100])
 def test_columns_equal_batched_samples(tmp_path, batch_size):
-    urls = shards(tmp_path)
+    urls = small_shards(tmp_path)
     columns = list(wds.DataPipeline(wds.SimpleShardList(urls), tarfile_to_columns(batch_size),
                                     wds.map(Decoder().decode_columns)))
     samples = list(wds.DataPipeline(wds.SimpleShardList(urls), wds.tarfile_to_samples(), wds.decode()))
@@ -82,7 +82,7 @@ def test_columns_equal_batched_samples(tmp_path, batch_size):
 
 
 def test_columns_handler_and_errors(tmp_path):
-    urls = shards(tmp_path, 2, 3)
+    urls = small_shards(tmp_path, 2, 3)
     bad = str(tmp_path / "bad.tar")
     with open(urls[1], "rb") as f:
         data = f.read()
