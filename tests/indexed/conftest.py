@@ -43,6 +43,6 @@ def write_shards(tmp_path):
 
     def write(n: int = 23, per_shard: int = 5, name: str = "ds") -> list[str]:
         sizes = [min(per_shard, n - start) for start in range(0, n, per_shard)]
-        return _write_shards(tmp_path, sizes, lambda shard, index, number: _sample(number), name=name + "-{shard:03d}.tar")
+        return _write_shards(tmp_path, sizes, lambda shard, index, i: _sample(i), name=name + "-{shard:03d}.tar")
 
     return write

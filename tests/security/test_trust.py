@@ -20,8 +20,9 @@ import shardstream
 from shardstream import WebDataset
 from shardstream.cli import main
 from shardstream.errors import ConfigError, UnsafeURLError
-from shardstream.indexed import DatasetIndex, IndexedDataset, index_dataset, indexed_shard_writer
+from shardstream.indexed import DatasetIndex, IndexedDataset, index_dataset
 from shardstream.io import trust
+from shardstream.testing import write_shards
 from shardstream.training import TrainingDataset
 from shardstream.viewer import ViewerData
 
@@ -32,11 +33,10 @@ SRC = pathlib.Path(shardstream.__file__).parent
 def planted(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
     """``(index json path, marker path)``: a dataset index whose first shard is ``pipe:touch MARKER; cat shard``."""
     monkeypatch.chdir(tmp_path)
-    with indexed_shard_writer(str(tmp_path / "ds-%03d.tar"), maxcount=3) as sink:
-        for i in range(6):
-            sink.write({"__key__": f"s{i}", "txt": f"text {i}", "cls": i})
+    fields = {"txt": lambda shard, index, i: f"text {i}", "cls": lambda shard, index, i: i}
+    shards = write_shards(tmp_path, [3, 3], fields, name="ds-{shard:03d}.tar", key="s{number}", index=True)
     index_path = tmp_path / "ds.json"
-    index_dataset(sink.shards, index_path)
+    index_dataset(shards, index_path)
     marker = tmp_path / "MARKER"
     doc = json.loads(index_path.read_text())
     first = doc["shards"][0]
