@@ -196,10 +196,10 @@ class LMDBCached(PipelineStage):
                     if key != b"_":
                         yield self.pickler.loads(value)
             return
-        buffer = []
+        buffer: list[tuple[str, Any]] = []
         for i, sample in enumerate(source):
-            key = (isinstance(sample, dict) and sample.get("__key__")) or str(i)
-            buffer.append((key, sample))
+            name = (isinstance(sample, dict) and sample.get("__key__")) or str(i)
+            buffer.append((name, sample))
             if len(buffer) >= self.chunksize:
                 self.add_samples(buffer)
                 buffer = []
