@@ -219,5 +219,5 @@ def _lmdb_cached(self: Any, *args: Any, **kw: Any) -> Any:
     return self.compose(LMDBCached(*args, **kw))
 
 
-FluidInterface.mcached = _mcached  # type: ignore[attr-defined]
-FluidInterface.lmdb_cached = _lmdb_cached  # type: ignore[attr-defined]
+FluidInterface.mcached = _mcached  # type: ignore[method-assign]  # a method of its own, declared in pipeline/_fluid.py
+FluidInterface.lmdb_cached = _lmdb_cached  # type: ignore[method-assign]  # as mcached
