@@ -140,7 +140,8 @@ def _import_lines(imports: dict[str, set[str]]) -> list[str]:
     other = {home: set(names) for home, names in imports.items() if home not in own}
     other.setdefault("typing", set()).add("TYPE_CHECKING")
     lines = [f"import {name}" for name in sorted(other.get("", ()))]
-    lines += [f"from {home} import {', '.join(sorted(names, key=_isort))}" for home, names in sorted(other.items()) if home]
+    lines += [f"from {home} import {', '.join(sorted(names, key=_isort))}"
+              for home, names in sorted(other.items()) if home]
     lines.append("")
     lines += [f"from .{home[len(PACKAGE) + 1:]} import {', '.join(sorted(names, key=_isort))}"
               for home, names in sorted(own.items())]

@@ -93,7 +93,8 @@ def write_shards(samples: Iterator[dict[str, Any]], pattern: str, *, maxcount: i
 def to_input(image: np.ndarray, size: int = 28) -> np.ndarray:
     """Grayscale float image -> fixed-size (1, size, size) float32 array in [0, 1]."""
     if image.shape != (size, size):
-        image = np.asarray(Image.fromarray((image * 255).astype(np.uint8)).resize((size, size), Image.Resampling.BILINEAR))
+        image = np.asarray(Image.fromarray((image * 255).astype(np.uint8)).resize((size, size),
+                                                                                  Image.Resampling.BILINEAR))
         image = image.astype(np.float32) / 255.0
     return image[None].astype(np.float32)
 

@@ -258,7 +258,8 @@ def _group(
             continue
         if key == current_key:
             bad = DuplicateFieldError(f"extension {ext!r} appears twice in one sample", url=url, key=key, member=name)
-            n_bad = len(current) - 1  # type: ignore[arg-type]  # key == current_key: current is set; its fields, minus __key__/__url__, plus this one
+            # its fields, minus __key__/__url__, plus this one (key == current_key: current is not None)
+            n_bad = len(current) - 1  # type: ignore[arg-type]
             continue
         if current is not None:
             if bad is None:

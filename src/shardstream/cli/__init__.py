@@ -100,8 +100,8 @@ def _one_line(e: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None,
-                  line: str | None = None) -> None:
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
     log.warning("%s", " ".join(str(message).split()))
 
 

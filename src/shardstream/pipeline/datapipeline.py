@@ -51,7 +51,7 @@ def _iterable_dataset_base() -> type:
     return IterableDataset
 
 
-if TYPE_CHECKING:  # a class, not a variable: a misspelt method of a pipeline is an error (tests/pipeline/test_fluid_types.py)
+if TYPE_CHECKING:  # a class, not a variable, so that a misspelt method of a pipeline is a type error
     from torch.utils.data import IterableDataset as IterableDatasetBase
 else:
     IterableDatasetBase: type = _iterable_dataset_base()
