@@ -48,6 +48,7 @@ always chained with ``raise ... from cause``. Code that adds context to an error
 from __future__ import annotations
 
 import tarfile
+from typing import Any
 
 __all__ = [
     "ConfigError",
@@ -254,7 +255,10 @@ class DecodeLimitError(DecodeError):
 
 
 class EncodeError(ShardstreamError, ValueError):
-    """A value could not be encoded for its extension."""
+    """A value could not be encoded for its extension. ``key`` and ``field`` name where, when known."""
+
+    key: Any = None
+    field: str | None = None
 
 
 class ObsoleteNameError(ShardstreamError, AttributeError):

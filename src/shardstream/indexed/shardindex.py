@@ -281,9 +281,10 @@ class ShardIndex:
                 parts.append(_ints(code, data[pos:end]))
                 pos = end
             keys = bytes(data[pos:])
-            _check_arrays(header, *parts, len(keys))
+            offsets, sizes, starts, key_ends, ext_ids = parts
+            _check_arrays(header, offsets, sizes, starts, key_ends, ext_ids, len(keys))
             return cls(shard_url, header["size"], header["fingerprint"], header["rule"], header["lowercase"],
-                       header["extensions"], *parts, keys)  # fmt: skip
+                       header["extensions"], offsets, sizes, starts, key_ends, ext_ids, keys)  # fmt: skip
         except (ValueError, KeyError, TypeError, IndexError, RecursionError, struct.error) as e:
             raise StaleIndexError(
                 f"the index {where!r} of shard {shard_url!r} is unreadable ({e}); {rebuild_hint(shard_url)}",

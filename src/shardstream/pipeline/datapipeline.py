@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..runtime import Placement
@@ -51,7 +51,10 @@ def _iterable_dataset_base() -> type:
     return IterableDataset
 
 
-IterableDatasetBase: type = _iterable_dataset_base()
+if TYPE_CHECKING:  # a class, not a variable, so that a misspelt method of a pipeline is a type error
+    from torch.utils.data import IterableDataset as IterableDatasetBase
+else:
+    IterableDatasetBase: type = _iterable_dataset_base()
 
 
 class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ignore[misc,valid-type]

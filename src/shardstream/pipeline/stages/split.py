@@ -111,7 +111,7 @@ class _Split(Counted):
             return [] if item is _END else [item]
         items = take(n)
         if not items:
-            if self.mine == 0:
+            if self.mine == 0 and self.on_empty is not None:
                 raise self.on_empty(self.total)
             return items
         self.total += len(items)
@@ -121,7 +121,7 @@ class _Split(Counted):
     def give_back(self, n: int) -> None:
         """Undo the taking of the last ``n`` items of the latest :meth:`take`."""
         if n:
-            self.upstream.give_back(n)  # type: ignore[attr-defined]  (only after a take of several)
+            self.upstream.give_back(n)  # type: ignore[attr-defined]  # a cursor with take() has give_back()
             self.total -= n
             self.mine -= n
 
@@ -197,5 +197,5 @@ def as_splitter(fn: Callable[[Iterable[Any]], Iterator[Any]] | None) -> Stage | 
     """Mark a user's ``iterator -> iterator`` splitter as one, so that randomness before it (the shard
     shuffle) is shared by every rank and worker. shardstream's own splitters are returned unchanged."""
     if fn is None or (isinstance(fn, Stage) and fn.splits):
-        return fn  # type: ignore[return-value]
+        return fn
     return _custom(fn)
