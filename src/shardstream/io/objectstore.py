@@ -28,10 +28,11 @@ import io
 import random
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..config import get_settings
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
 from .proxy import route_from_settings
 from .ranged import open_http
@@ -127,7 +128,7 @@ class ObjectStream(io.RawIOBase):
         self._s3 = S3Body(fs, path, self.etag) if s3 else None
         self._get = self._s3 or self._file._fetch_range
         self.pos = 0
-        self._chunks: collections.deque[Any] = collections.deque()  # bytes, or memoryviews of partly read ones
+        self._chunks: Chunks = collections.deque()  # bytes, or memoryviews of partly read ones
         self._next = 0  # offset of the next block to request
         self._pending: collections.deque[concurrent.futures.Future[list[Any]]] = collections.deque()
         workers = 1 if self._s3 else max(1, prefetch)  # S3: one streaming request, blocks fetched in order
@@ -185,16 +186,7 @@ class ObjectStream(io.RawIOBase):
             raise ValueError("read from a closed ObjectStream")
         if not self._chunks and not self._fill():
             return 0
-        view, n, chunks = memoryview(b).cast("B"), 0, self._chunks
-        while chunks and n < len(view):  # as much as is here, without waiting for the next block
-            head = chunks[0]
-            k = min(len(head), len(view) - n)
-            view[n:n + k] = head[:k]
-            n += k
-            if k == len(head):
-                chunks.popleft()
-            else:
-                chunks[0] = memoryview(head)[k:]
+        n = drain_into(self._chunks, memoryview(b).cast("B"))  # as much as is here, without waiting for the next block
         self.pos += n
         return n
 
@@ -204,13 +196,9 @@ class ObjectStream(io.RawIOBase):
             return b"".join(iter(lambda: self.read(self.block_size), b""))
         if not self._chunks and not self._fill():
             return b""
-        head = self._chunks[0]
-        if len(head) <= size:  # the common case: a whole chunk, handed over without a copy
-            self._chunks.popleft()
-            self.pos += len(head)
-            return head if isinstance(head, bytes) else head.tobytes()
-        buf = bytearray(min(size, sum(map(len, self._chunks))))
-        return bytes(buf[: self.readinto(buf)])
+        head = take_chunk(self._chunks, size)  # the common case: a whole chunk, handed over without a copy
+        self.pos += len(head)
+        return head
 
     def tell(self) -> int:
         return self.pos
@@ -269,5 +257,5 @@ def open_object(url: str) -> IO[bytes]:
             return open_http(link, name=target, headers={}, series=False)
 
         return open_in_series(url, open_signed, settings) if settings.http_connections > 1 else open_signed(url)
-    return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
-                        backoff=settings.http_backoff)
+    return cast(IO[bytes], ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,
+                                        backoff=settings.http_backoff))
