@@ -23,8 +23,8 @@ WHEN = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 @pytest.mark.parametrize(("virtual", "token", "key"), [(False, None, "x/a b+c~%.tar"), (True, "T/K+=", "k.tar")])
 def test_the_signature_is_botocores(virtual, token, key):
     auth = pytest.importorskip("botocore.auth")
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
+    AWSRequest = pytest.importorskip("botocore.awsrequest").AWSRequest  # noqa: N806
+    Credentials = pytest.importorskip("botocore.credentials").Credentials  # noqa: N806
 
     endpoint = "https://s3.eu-west-1.amazonaws.com" if virtual else "http://127.0.0.1:7480"
     ours = presign_v4(endpoint, "bkt", key, "eu-west-1", ("AK", "SK"), token, virtual=virtual, when=WHEN)
