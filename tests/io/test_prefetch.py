@@ -5,6 +5,8 @@ opened ahead at the end of a list, and the shard opened ahead closed when iterat
 from __future__ import annotations
 
 import gc
+import hashlib
+import multiprocessing
 import random
 import time
 
@@ -108,3 +110,42 @@ def test_a_bare_open_of_a_numbered_series_still_guesses(requests, one_part):
         f.read()
     _wait_for(requests, "shard-000008.tar")  # the guess (a 404 here, dropped silently)
     assert "shard-000008.tar" in _paths(requests)
+
+
+def _read_in_child(url: str, queue) -> None:
+    with open_url(url) as f:
+        queue.put(hashlib.sha256(f.read()).hexdigest())
+
+
+def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_retries):
+    """A DataLoader worker forked after the parent read from a server never uses the parent's kept-alive
+    connections (two processes on one socket would mix their answers): the server sees new connections."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "64K")  # parts whose connections go back to the pool
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    accepted = []
+    get_request = requests.server.get_request
+
+    def counting():
+        found = get_request()
+        accepted.append(found[1])
+        return found
+
+    requests.server.get_request = counting
+    url = requests.url("zebra.tar")
+    try:
+        with open_url(url) as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        time.sleep(0.3)  # the part's thread gives its kept-alive connection back to the pool
+        before = len(accepted)
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_read_in_child, args=(url, queue))
+        child.start()
+        got = queue.get(timeout=60)
+        child.join(60)
+        assert got == want and child.exitcode == 0
+        assert len(accepted) > before  # the child connected on its own
+        with open_url(url) as f:  # and the parent's connections still serve the parent
+            assert hashlib.sha256(f.read()).hexdigest() == want
+    finally:
+        requests.server.get_request = get_request
