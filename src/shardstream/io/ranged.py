@@ -278,7 +278,7 @@ class RangedStream(io.RawIOBase):
             self._cond.notify_all()
         if fetched is not None:
             fetched()
-        if error is None and not self._stopped:
+        if error is None:  # kept alive when its answer was read to the end, even if the reader closed meanwhile
             stream.release()
         stream.close()
 
