@@ -183,7 +183,6 @@ def test_no_second_command_check_in_the_package():
     """The scheme that runs commands is named only by the opener registry, the pipe opener, the writer's pipe
     target and trust.py: no reader compares schemes to 'pipe' on its own."""
     allowed = {"io/registry.py", "io/pipe.py", "io/remote_write.py", "io/trust.py",
-               "io/secure.py",  # webdataset's secure mode (WDS_SECURE): refuses every pipe: URL, at open time
                "cache.py",  # webdataset's pipe_cleaner: takes the URL out of a "pipe:curl URL" text, runs nothing
                "gopen.py"}  # webdataset's gopen_schemes table: opens the caller's own pipe: URL through open_url
     offenders = []
