@@ -161,7 +161,7 @@ def test_incompatible_states_are_refused_naming_the_difference(shards):
         TrainingDataset(shards, batch_size=6, seed=1, shuffle="window").load_state_dict(state)
     with pytest.raises(ConfigError, match=r"samples=59, this dataset has samples=48"):
         TrainingDataset(shards[:4], batch_size=6, seed=1).load_state_dict(state)
-    with pytest.raises(ConfigError, match=r"lacks 'plan'"):
+    with pytest.raises(ConfigError, match=r"lacks the key 'plan'"):
         TrainingDataset(shards, batch_size=6, seed=1).load_state_dict({k: v for k, v in state.items() if k != "plan"})
     with pytest.raises(ConfigError, match="version 99"):
         TrainingDataset(shards, batch_size=6, seed=1).load_state_dict(dict(state, version=99))
