@@ -96,7 +96,7 @@ def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str
     >>> check_state(envelope("training", {"seed": 1}, 0), "pipeline", {"seed": 2}, "this pipeline")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    shardstream.errors.StateError: cannot restore this pipeline: the state is a 'training' state, not a 'pipeline' one...
+    shardstream.errors.StateError: cannot restore this pipeline: the state's kind is 'training', not 'pipeline'...
     """
     if not isinstance(state, Mapping):
         raise StateError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
@@ -113,8 +113,7 @@ def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str
     if state.get("version") != VERSION:
         problems.append(f"the state is version {state.get('version')!r}, this shardstream reads version {VERSION}")
     if "kind" in state and state["kind"] != kind:
-        problems.append(f"the state is a {state['kind']!r} state, not a {kind!r} one (saved by another kind of "
-                        "dataset)")
+        problems.append(f"the state's kind is {state['kind']!r}, not {kind!r} (saved by another kind of dataset)")
     missing = [key for key in (*_ENVELOPE, *keys) if key not in state]
     if missing:
         problems.append(f"the state lacks the key{'s' if len(missing) > 1 else ''} "

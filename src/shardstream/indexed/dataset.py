@@ -27,6 +27,9 @@ returns wrong bytes.
 >>> raw = IndexedDataset(["train-000.tar", "train-001.tar"])
 >>> raw[0]
 {'__key__': 's00', '__url__': 'train-000.tar', 'cls': b'0', 'txt': b'text 0'}
+
+Iterating (``for sample in ds``) gives the samples in order and is resumable like every recipe of shardstream
+(``state_dict``, ``load_state_dict``, ``set_epoch``; see :mod:`~shardstream.indexed.rows`).
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ from itertools import accumulate
 from typing import Any
 
 from ..codecs import Decoder, as_decoder
-from ..errors import ConfigError, StaleIndexError, add_context
+from ..errors import ConfigError, StaleIndexError, StateError, add_context
+from ..resume import Resumable, check_state, envelope
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
+from .rows import RowIterator, fingerprint
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import ByteSource, OpenShards, open_source
 
@@ -71,9 +76,6 @@ class OpenShard:
         for m in range(index.starts[i], index.starts[i + 1]):
             sample[exts[ids[m]]] = read(offsets[m], sizes[m])
         return sample
-
-
-_Open = OpenShard  # the former private name
 
 
 class _Handles:
@@ -120,7 +122,7 @@ def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[in
     return entries, loaded, None
 
 
-class IndexedDataset:
+class IndexedDataset(Resumable):
     """Random access to the samples of indexed shards (a ``torch.utils.data.Dataset``-style map).
 
     :param source: a dataset index file (``.json``, see :func:`~shardstream.indexed.index_dataset`), a
@@ -177,9 +179,54 @@ class IndexedDataset:
                 return self._finish(self._sample(row))
         raise KeyError(key)
 
-    def __iter__(self) -> Iterator[Any]:
-        for row in self._rows:
-            yield self._finish(self._sample(row))
+    # -- iteration (resumable: see shardstream.resume and indexed/rows.py) ------------------------------------
+
+    def __iter__(self) -> RowIterator:
+        pending = self._take_pending()
+        epoch, start = (self._epoch, 0) if pending is None else self.resume_point(pending)
+        iterator = RowIterator(self, epoch, start)
+        iterator.progress = self._begin(epoch, iterator)
+        return iterator
+
+    def cursor(self, ctx: Any = None) -> RowIterator:
+        """The rows from the first, for a pipeline that has this dataset as its source (the pipeline keeps the
+        position; this dataset's own ``state_dict()`` is not involved)."""
+        return RowIterator(self, self._epoch if ctx is None else int(ctx.epoch))
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """What a state of this dataset's iteration must agree with: the rows of the view, the sample count and a
+        digest of the shards' names and sample counts.
+
+        >>> IndexedDataset("train.json")[2:].fingerprint["rows"]
+        [2, 8, 1]
+        """
+        return fingerprint(self._rows, [(shard.url, shard.samples) for shard in self._shards])
+
+    def state_for(self, epoch: int, position: int) -> dict[str, Any]:
+        """The state of an iteration of epoch ``epoch`` that served ``position`` rows (the next one is
+        ``self[position]``).
+
+        >>> IndexedDataset("train.json").state_for(0, 3)["next"]
+        3
+        """
+        return envelope("indexed", self.fingerprint, epoch, next=int(position))
+
+    def resume_point(self, state: Any) -> tuple[int, int]:
+        """``(epoch, position)`` where ``state`` continues; a state of another view, dataset or format raises a
+        :class:`~shardstream.errors.StateError` naming every difference."""
+        check_state(state, "indexed", self.fingerprint, "this dataset", keys=("next",))
+        position = state["next"]
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= len(self._rows):
+            raise StateError(f"cannot restore this dataset: the state's 'next' is {position!r}, not a position in "
+                             f"0..{len(self._rows)}")
+        return int(state["epoch"]), position
+
+    def _initial_state(self) -> dict[str, Any]:
+        return self.state_for(self._epoch, 0)
+
+    def _check_state(self, state: Any) -> None:
+        self.resume_point(state)
 
     @property
     def shard_lengths(self) -> list[int]:
@@ -255,6 +302,7 @@ class IndexedDataset:
     def _derive(self, **changes: Any) -> IndexedDataset:
         new = object.__new__(type(self))  # not copy.copy: that would pickle, and drop the handles
         new.__dict__.update(self.__dict__, **changes)  # views share this process's maps and loaded indexes
+        new._pending = new._progress = None  # a view starts its own iterations
         return new
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -325,7 +373,7 @@ class IndexedDataset:
         self.close()
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_handles"] = None  # indexes and maps are reopened where the dataset is used
         return state
 

@@ -1,0 +1,89 @@
+"""Iterating an :class:`~shardstream.indexed.IndexedDataset`: :class:`RowIterator`, a cursor over its rows in order.
+
+``iter(ds)`` is resumable like every recipe of shardstream (:mod:`shardstream.resume`): the state is an envelope of
+kind ``"indexed"`` whose fingerprint is the rows of the view (``[start, stop, step]``), the sample count and a
+digest of the shards' names and sample counts, and whose position, ``"next"``, is how many rows of the view were
+served. Restoring reads nothing again: the next row is read by random access.
+``ds.cursor()`` gives the same iterator to a pipeline that has the dataset as its source (the pipeline keeps the
+position; going back is cheap).
+
+>>> from shardstream.indexed import IndexedDataset, indexed_shard_writer
+>>> with indexed_shard_writer("rows-%03d.tar", maxcount=3) as sink:
+...     for i in range(7):
+...         _ = sink.write({"__key__": f"r{i}", "cls": i})
+>>> ds = IndexedDataset(sink.shards, decode=True)
+>>> it = iter(ds); _ = next(it), next(it); state = ds.state_dict()
+>>> state["kind"], state["next"], state["fingerprint"]["rows"]
+('indexed', 2, [0, 7, 1])
+>>> again = IndexedDataset(sink.shards, decode=True); again.load_state_dict(state)
+>>> [sample["cls"] for sample in again]
+[2, 3, 4, 5, 6]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..resume import digest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..resume import Progress
+    from .dataset import IndexedDataset
+
+__all__ = ["RowIterator", "fingerprint"]
+
+
+def fingerprint(rows: range, shards: Sequence[tuple[str, int]]) -> dict[str, Any]:
+    """What a state of an iteration over ``rows`` of ``shards`` (``(url, samples)`` pairs) must agree with: the rows,
+    their count, and a digest of the shards' file names (not their directories: data may move) and sample counts.
+
+    >>> fingerprint(range(2, 5), [("/data/a.tar", 3), ("/data/b.tar", 4)])["rows"]
+    [2, 5, 1]
+    """
+    names = ((url.replace("\\", "/").rsplit("/", 1)[-1], int(samples)) for url, samples in shards)
+    return {"rows": [rows.start, rows.stop, rows.step], "samples": len(rows), "shards": len(shards),
+            "lengths": digest(names)}
+
+
+class RowIterator:
+    """The rows of ``dataset`` from position ``start`` (``dataset[start]``, ``dataset[start + 1]``...), epoch
+    ``epoch``, with ``state_dict()`` / ``load_state_dict()`` and the cursor protocol (``mark``, ``state_at``)."""
+
+    restorable = True  # random access: any earlier position is as cheap as the next one
+
+    def __init__(self, dataset: IndexedDataset, epoch: int, start: int = 0):
+        self.dataset, self.epoch, self.next = dataset, epoch, start
+        self.progress: Progress | None = None  # the dataset's record of this iteration (None under a pipeline)
+
+    def __iter__(self) -> RowIterator:
+        return self
+
+    def __next__(self) -> Any:
+        n = self.next
+        if n >= len(self.dataset):
+            raise StopIteration
+        item = self.dataset[n]
+        self.next = n + 1
+        if self.progress is not None and not self.progress.started:
+            self.progress.start()  # the dataset's next iteration is the next epoch
+        return item
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this iteration is; once every row was served, the start of the next epoch."""
+        return self.state_at(self.next)
+
+    def mark(self) -> int:
+        return self.next
+
+    def state_at(self, mark: int) -> dict[str, Any]:
+        if mark >= len(self.dataset) and self.progress is not None:
+            return self.dataset.state_for(self.epoch + 1, 0)
+        return self.dataset.state_for(self.epoch, mark)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (checked against the dataset: see :meth:`IndexedDataset.resume_point`)."""
+        self.epoch, self.next = self.dataset.resume_point(state)
+
+    def close(self) -> None:
+        """Nothing to release: the dataset's memory maps stay open for it (``dataset.close()`` closes them)."""
