@@ -54,7 +54,7 @@ def _iterable_dataset_base() -> type:
 IterableDatasetBase: type = _iterable_dataset_base()
 
 
-class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ignore[misc,valid-type]
+class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):
     """A data source followed by stages (see the module docstring).
 
     Lists among ``stages`` are flattened, as in webdataset (``DataPipeline(source, [stage, stage])``), so a

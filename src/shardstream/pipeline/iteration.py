@@ -121,7 +121,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
                 make = _bound(item, here)
                 fuse = type(cursor) is PassCursor
                 cursor = cursor.then(make, name, item) if fuse else PassCursor(cursor, make, name, item)  # type: ignore[attr-defined]
-                cursor.plan = fused  # type: ignore[attr-defined]  # field-wise runs ending in batched: one loop
+                cursor.plan = fused  # field-wise runs ending in batched: one loop
             elif callable(kind):
                 cursor = kind(cursor, item, here, restart, name)
             elif item.restarts:

@@ -55,7 +55,7 @@ from .state import KIND, check_state, envelope, fingerprint, plan_from_dict, pla
 __all__ = ["TrainingDataset"]
 
 
-class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,valid-type]
+class TrainingDataset(Resumable, IterableDatasetBase):
     """Shuffled batches of one rank, exact epochs, mid-epoch resume (see the module docstring).
 
     :param source: shard URLs (a brace pattern or a list), a dataset index ``.json``, or an

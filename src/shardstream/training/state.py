@@ -27,8 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import StateError
-from ..resume import check_state as check_envelope
-from ..resume import digest, envelope
+from ..resume import check_state as check_envelope, digest, envelope
 from .plan import EpochPlan
 
 __all__ = ["KIND", "check_state", "envelope", "fingerprint", "plan_from_dict", "plan_to_dict"]
