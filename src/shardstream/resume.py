@@ -51,8 +51,8 @@ __all__ = ["FORMAT", "KINDS", "VERSION", "Progress", "Resumable", "check_state",
 FORMAT = "shardstream.state"
 VERSION = 2
 KINDS = ("pipeline", "training", "indexed")
-#: the formats of version 1, one per kind, refused with a message that names them
-_OLD_FORMATS = {"shardstream.pipeline": "pipeline", "shardstream.training": "training"}
+#: the formats of version 1 (pipelines, training), refused with a message that names them
+_OLD_FORMATS = ("shardstream.pipeline", "shardstream.training")
 _ENVELOPE = ("format", "version", "kind", "fingerprint", "epoch")
 
 EPOCH_SOURCES = ("auto", "user", "loader")
