@@ -46,7 +46,7 @@ from typing import Any
 from .errors import ConfigError, StateError
 from .runtime import framework_split
 
-__all__ = ["FORMAT", "KINDS", "VERSION", "Progress", "Resumable", "check_state", "digest", "envelope"]
+__all__ = ["FORMAT", "KINDS", "Progress", "Resumable", "VERSION", "check_state", "digest", "envelope"]
 
 FORMAT = "shardstream.state"
 VERSION = 2

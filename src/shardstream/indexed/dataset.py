@@ -162,6 +162,11 @@ class IndexedDataset(Resumable):
             raise TypeError(f"dataset indices must be integers or slices, not {type(i).__name__}") from None
         return self._finish(self._sample(row))
 
+    def sample_at(self, position: int) -> Any:
+        """``self[position]`` for ``0 <= position < len(self)``, without the checks (the iterator's path)."""
+        sample = self._sample(self._rows[position])
+        return self._finish(sample) if self._stages else sample
+
     def get(self, key: str) -> Any:
         """The sample with ``key`` (the first one, if shards repeat keys); KeyError if none in this dataset.
 

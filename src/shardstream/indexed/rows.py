@@ -55,18 +55,21 @@ class RowIterator:
     def __init__(self, dataset: IndexedDataset, epoch: int, start: int = 0):
         self.dataset, self.epoch, self.next = dataset, epoch, start
         self.progress: Progress | None = None  # the dataset's record of this iteration (None under a pipeline)
+        self._read, self._length, self._unstarted = dataset.sample_at, len(dataset), True
 
     def __iter__(self) -> RowIterator:
         return self
 
     def __next__(self) -> Any:
         n = self.next
-        if n >= len(self.dataset):
+        if n >= self._length:
             raise StopIteration
-        item = self.dataset[n]
+        item = self._read(n)
         self.next = n + 1
-        if self.progress is not None and not self.progress.started:
-            self.progress.start()  # the dataset's next iteration is the next epoch
+        if self._unstarted:
+            self._unstarted = False
+            if self.progress is not None:
+                self.progress.start()  # the dataset's next iteration is the next epoch
         return item
 
     def state_dict(self) -> dict[str, Any]:
@@ -77,7 +80,7 @@ class RowIterator:
         return self.next
 
     def state_at(self, mark: int) -> dict[str, Any]:
-        if mark >= len(self.dataset) and self.progress is not None:
+        if mark >= self._length and self.progress is not None:
             return self.dataset.state_for(self.epoch + 1, 0)
         return self.dataset.state_for(self.epoch, mark)
 
