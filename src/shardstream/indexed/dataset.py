@@ -41,12 +41,11 @@ from itertools import accumulate
 from typing import Any
 
 from ..codecs import Decoder, as_decoder
-from ..errors import ConfigError, StaleIndexError, StateError, add_context
-from ..resume import Resumable, check_state, envelope
+from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
-from .rows import RowIterator, fingerprint
+from .rows import RowIteration
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import ByteSource, OpenShards, open_source
 
@@ -122,7 +121,7 @@ def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[in
     return entries, loaded, None
 
 
-class IndexedDataset(Resumable):
+class IndexedDataset(RowIteration):
     """Random access to the samples of indexed shards (a ``torch.utils.data.Dataset``-style map).
 
     :param source: a dataset index file (``.json``, see :func:`~shardstream.indexed.index_dataset`), a
@@ -183,55 +182,6 @@ class IndexedDataset(Resumable):
             if row in self._rows:
                 return self._finish(self._sample(row))
         raise KeyError(key)
-
-    # -- iteration (resumable: see shardstream.resume and indexed/rows.py) ------------------------------------
-
-    def __iter__(self) -> RowIterator:
-        pending = self._take_pending()
-        epoch, start = (self._epoch, 0) if pending is None else self.resume_point(pending)
-        iterator = RowIterator(self, epoch, start)
-        iterator.progress = self._begin(epoch, iterator)
-        return iterator
-
-    def cursor(self, ctx: Any = None) -> RowIterator:
-        """The rows from the first, for a pipeline that has this dataset as its source (the pipeline keeps the
-        position; this dataset's own ``state_dict()`` is not involved)."""
-        return RowIterator(self, self._epoch if ctx is None else int(ctx.epoch))
-
-    @property
-    def fingerprint(self) -> dict[str, Any]:
-        """What a state of this dataset's iteration must agree with: the rows of the view, the sample count and a
-        digest of the shards' names and sample counts.
-
-        >>> IndexedDataset("train.json")[2:].fingerprint["rows"]
-        [2, 8, 1]
-        """
-        return fingerprint(self._rows, [(shard.url, shard.samples) for shard in self._shards])
-
-    def state_for(self, epoch: int, position: int) -> dict[str, Any]:
-        """The state of an iteration of epoch ``epoch`` that served ``position`` rows (the next one is
-        ``self[position]``).
-
-        >>> IndexedDataset("train.json").state_for(0, 3)["next"]
-        3
-        """
-        return envelope("indexed", self.fingerprint, epoch, next=int(position))
-
-    def resume_point(self, state: Any) -> tuple[int, int]:
-        """``(epoch, position)`` where ``state`` continues; a state of another view, dataset or format raises a
-        :class:`~shardstream.errors.StateError` naming every difference."""
-        check_state(state, "indexed", self.fingerprint, "this dataset", keys=("next",))
-        position = state["next"]
-        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= len(self._rows):
-            raise StateError(f"cannot restore this dataset: the state's 'next' is {position!r}, not a position in "
-                             f"0..{len(self._rows)}")
-        return int(state["epoch"]), position
-
-    def _initial_state(self) -> dict[str, Any]:
-        return self.state_for(self._epoch, 0)
-
-    def _check_state(self, state: Any) -> None:
-        self.resume_point(state)
 
     @property
     def shard_lengths(self) -> list[int]:

@@ -25,13 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..resume import digest
+from ..errors import StateError
+from ..resume import Resumable, check_state, digest, envelope
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..resume import Progress
-    from .dataset import IndexedDataset
+    from .dataset_index import ShardEntry
 
-__all__ = ["RowIterator", "fingerprint"]
+__all__ = ["RowIteration", "RowIterator", "fingerprint"]
 
 
 def fingerprint(rows: range, shards: Sequence[tuple[str, int]]) -> dict[str, Any]:
@@ -52,7 +53,7 @@ class RowIterator:
 
     restorable = True  # random access: any earlier position is as cheap as the next one
 
-    def __init__(self, dataset: IndexedDataset, epoch: int, start: int = 0):
+    def __init__(self, dataset: RowIteration, epoch: int, start: int = 0):
         self.dataset, self.epoch, self.next = dataset, epoch, start
         self.progress: Progress | None = None  # the dataset's record of this iteration (None under a pipeline)
         self._read, self._length, self._unstarted = dataset.sample_at, len(dataset), True
@@ -90,3 +91,66 @@ class RowIterator:
 
     def close(self) -> None:
         """Nothing to release: the dataset's memory maps stay open for it (``dataset.close()`` closes them)."""
+
+
+class RowIteration(Resumable):
+    """What makes :class:`~shardstream.indexed.IndexedDataset` an iterable recipe (see the module docstring): its
+    rows (``_rows``, a range over the dataset's samples) and shards (``_shards``) are the fingerprint,
+    :meth:`sample_at` reads one row."""
+
+    _rows: range
+    _shards: tuple[ShardEntry, ...]
+
+    def __len__(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def sample_at(self, position: int) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __iter__(self) -> RowIterator:
+        pending = self._take_pending()
+        epoch, start = (self._epoch, 0) if pending is None else self.resume_point(pending)
+        iterator = RowIterator(self, epoch, start)
+        iterator.progress = self._begin(epoch, iterator)
+        return iterator
+
+    def cursor(self, ctx: Any = None) -> RowIterator:
+        """The rows from the first, for a pipeline that has this dataset as its source (the pipeline keeps the
+        position; this dataset's own ``state_dict()`` is not involved)."""
+        return RowIterator(self, self._epoch if ctx is None else int(ctx.epoch))
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """What a state of this dataset's iteration must agree with (see :func:`fingerprint`).
+
+        >>> from shardstream.indexed import IndexedDataset
+        >>> IndexedDataset(["rows-000.tar", "rows-001.tar", "rows-002.tar"])[2:].fingerprint["rows"]
+        [2, 7, 1]
+        """
+        return fingerprint(self._rows, [(shard.url, shard.samples) for shard in self._shards])
+
+    def state_for(self, epoch: int, position: int) -> dict[str, Any]:
+        """The state of an iteration of epoch ``epoch`` that served ``position`` rows (the next one is
+        ``self[position]``).
+
+        >>> from shardstream.indexed import IndexedDataset
+        >>> IndexedDataset("rows-000.tar").state_for(0, 3)["next"]
+        3
+        """
+        return envelope("indexed", self.fingerprint, epoch, next=int(position))
+
+    def resume_point(self, state: Any) -> tuple[int, int]:
+        """``(epoch, position)`` where ``state`` continues; a state of another view, dataset or format raises a
+        :class:`~shardstream.errors.StateError` naming every difference."""
+        check_state(state, "indexed", self.fingerprint, "this dataset", keys=("next",))
+        position = state["next"]
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= len(self._rows):
+            raise StateError(f"cannot restore this dataset: the state's 'next' is {position!r}, not a position in "
+                             f"0..{len(self._rows)}")
+        return int(state["epoch"]), position
+
+    def _initial_state(self) -> dict[str, Any]:
+        return self.state_for(self._epoch, 0)
+
+    def _check_state(self, state: Any) -> None:
+        self.resume_point(state)
