@@ -127,12 +127,18 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         return int(sum(self._mix[1] if self._mix is not None else self.lengths))
 
     @property
-    def config(self) -> dict[str, Any]:
-        """What a saved state must agree with (see :func:`~shardstream.training.state.fingerprint`)."""
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved state must agree with, its ``"fingerprint"`` (see
+        :func:`~shardstream.training.state.fingerprint`): the settings that shape the order and the shards' lengths."""
         mix = {} if self._mix is None else {"mix": list(self._mix[1])}
         return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last, **mix,
                            window=self.window if self.shuffle in ("window", "stream") else None,
                            buffer=self.buffer if self.stream else None)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """:attr:`fingerprint` (its former name)."""
+        return self.fingerprint
 
     def order(self, epoch: int) -> SampleOrder | StreamOrder | MixOrder:
         """The epoch order (positions -> samples), independent of ranks and workers."""
@@ -230,7 +236,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
             position["batches"] = next_batch  # the same on every rank: any rank's state restores all of them
         else:
             position.update(rank=rank, worker=worker, num_workers=num_workers, next=next_batch)
-        return envelope(KIND, self.config, epoch, **position)
+        return envelope(KIND, self.fingerprint, epoch, **position)
 
     def start_state(self, epoch: int, *, rank: int = 0, world_size: int = 1, worker: int = 0,
                     num_workers: int = 1) -> dict[str, Any]:
@@ -244,7 +250,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         ``(epoch, plan, next_batch)``. A rank state is planned again for ``world_size`` ranks (default: the saved
         number) and ``num_workers`` workers (``next_batch`` is then None: each worker starts at its first batch of
         the plan); a worker state restores only in the worker, rank and numbers that saved it."""
-        check_state(state, self.config, "this dataset")
+        check_state(state, self.fingerprint, "this dataset")
         epoch = int(state["epoch"])
         saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
                                contiguous=self.stream)
@@ -277,7 +283,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
                                 num_workers=here.num_workers)
 
     def _check_state(self, state: Any) -> None:
-        check_state(state, self.config, "this dataset")
+        check_state(state, self.fingerprint, "this dataset")
 
     def __repr__(self) -> str:
         return (f"TrainingDataset({self.num_samples} samples in {len(self.lengths)} shards, shuffle={self.shuffle!r}, "

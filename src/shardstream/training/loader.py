@@ -166,7 +166,7 @@ class TrainingLoader:
         """Make the next ``iter()`` continue from ``state`` (refused with a
         :class:`~shardstream.errors.StateError` naming the difference if it comes from another configuration)."""
 
-        check_state(state, self.dataset.config, "this loader")
+        check_state(state, self.dataset.fingerprint, "this loader")
         if "batches" not in state:
             raise StateError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
                              "TrainingLoader.state_dict() (or the dataset's own state)")
