@@ -82,6 +82,13 @@ def digest(values: Iterable[Any]) -> str:
 Explain = Callable[[Any, Any, str], str]
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with tuples as lists (a state that went through a serialiser may come back with either)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _difference(key: str, saved: Any, here: Any, what: str) -> str:
     return f"saved state has {key}={saved!r}, {what} has {key}={here!r}"
 
@@ -128,7 +135,7 @@ def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str
                 problems.append(f"saved state lacks {key!r} (this one has {key}={fingerprint[key]!r})")
             elif key not in fingerprint:
                 problems.append(f"saved state has {key}={saved[key]!r}, unknown here")
-            elif saved[key] != fingerprint[key]:
+            elif _plain(saved[key]) != _plain(fingerprint[key]):
                 words_for = words.get(key)
                 problems.append(words_for(saved[key], fingerprint[key], what) if words_for is not None
                                 else _difference(key, saved[key], fingerprint[key], what))
