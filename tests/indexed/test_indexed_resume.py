@@ -83,7 +83,7 @@ def test_states_of_another_view_dataset_or_format_are_refused(index, tmp_path):
     with pytest.raises(StateError, match=r"saved state has rows=\[0, 18, 1\], this dataset has rows=\[2, 18, 1\]"):
         ds[2:].load_state_dict(state)
     other = write_shards(tmp_path / "other", [4, 5, 3, 7])
-    with pytest.raises(StateError, match=r"lengths=.*samples=18, this dataset has samples=19"):
+    with pytest.raises(StateError, match=r"samples=18, this dataset has samples=19; saved state has shards='4:"):
         IndexedDataset(index_dataset(other, tmp_path / "other.json").path).load_state_dict(state)
     with pytest.raises(StateError, match=r"the state's kind is 'pipeline', not 'indexed'"):
         ds.load_state_dict(DataPipeline(range(3)).state_dict())

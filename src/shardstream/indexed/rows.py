@@ -32,19 +32,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..resume import Progress
     from .dataset_index import ShardEntry
 
-__all__ = ["RowIteration", "RowIterator", "fingerprint"]
+__all__ = ["RowIteration", "RowIterator", "fingerprint", "shards_digest"]
 
 
-def fingerprint(rows: range, shards: Sequence[tuple[str, int]]) -> dict[str, Any]:
+def fingerprint(rows: range, shards: Sequence[tuple[str, int]] | str) -> dict[str, Any]:
     """What a state of an iteration over ``rows`` of ``shards`` (``(url, samples)`` pairs) must agree with: the rows,
-    their count, and a digest of the shards' file names (not their directories: data may move) and sample counts.
+    their count, and a digest of the shards' file names (not their directories: data may move) and sample counts
+    (``shards`` may be that digest, :func:`shards_digest`, computed once).
 
     >>> fingerprint(range(2, 5), [("/data/a.tar", 3), ("/data/b.tar", 4)])["rows"]
     [2, 5, 1]
     """
+    shard_digest = shards if isinstance(shards, str) else shards_digest(shards)
+    return {"rows": [rows.start, rows.stop, rows.step], "samples": len(rows), "shards": shard_digest}
+
+
+def shards_digest(shards: Sequence[tuple[str, int]]) -> str:
+    """The number of ``shards`` and a digest of their file names and sample counts, as ``"N:digest"``.
+
+    >>> shards_digest([("/data/a.tar", 3)]) == shards_digest([("/elsewhere/a.tar", 3)]), shards_digest([])[:2]
+    (True, '0:')
+    """
     names = ((url.replace("\\", "/").rsplit("/", 1)[-1], int(samples)) for url, samples in shards)
-    return {"rows": [rows.start, rows.stop, rows.step], "samples": len(rows), "shards": len(shards),
-            "lengths": digest(names)}
+    return f"{len(shards)}:{digest(names)}"
 
 
 class RowIterator:
@@ -100,6 +110,7 @@ class RowIteration(Resumable):
 
     _rows: range
     _shards: tuple[ShardEntry, ...]
+    _shards_digest: str
 
     def __len__(self) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -127,7 +138,10 @@ class RowIteration(Resumable):
         >>> IndexedDataset(["rows-000.tar", "rows-001.tar", "rows-002.tar"])[2:].fingerprint["rows"]
         [2, 7, 1]
         """
-        return fingerprint(self._rows, [(shard.url, shard.samples) for shard in self._shards])
+        shards = self.__dict__.get("_shards_digest")  # the same for every view: computed once, shared by views
+        if shards is None:
+            shards = self._shards_digest = shards_digest([(shard.url, shard.samples) for shard in self._shards])
+        return fingerprint(self._rows, shards)
 
     def state_for(self, epoch: int, position: int) -> dict[str, Any]:
         """The state of an iteration of epoch ``epoch`` that served ``position`` rows (the next one is
