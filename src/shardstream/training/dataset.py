@@ -249,7 +249,14 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         """Where ``state`` continues, here (checked: a :class:`~shardstream.errors.StateError` names what differs):
         ``(epoch, plan, next_batch)``. A rank state is planned again for ``world_size`` ranks (default: the saved
         number) and ``num_workers`` workers (``next_batch`` is then None: each worker starts at its first batch of
-        the plan); a worker state restores only in the worker, rank and numbers that saved it."""
+        the plan); a worker state restores only in the worker, rank and numbers that saved it.
+
+        >>> ds = TrainingDataset("train-{00..02}.tar", batch_size=4, seed=0)
+        >>> state = ds.state_for(0, ds.plan(world_size=1), 1)  # one batch of 4 consumed on 1 rank
+        >>> epoch, plan, first = ds.resume_point(state, rank=0, world_size=2)  # the 8 samples left, on 2 ranks
+        >>> epoch, plan.world_size, plan.remaining_batches, first
+        (0, 2, 1, None)
+        """
         check_state(state, self.fingerprint, "this dataset")
         epoch = int(state["epoch"])
         saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
