@@ -204,6 +204,15 @@ class ShardIndex:
     def keys(self) -> list[str]:
         return [self.key(i) for i in range(len(self))]
 
+    @property
+    def key_bytes(self) -> bytes:
+        """Every sample's key, UTF-8, end to end (``key_ends[i]`` is where key ``i`` ends): for column readers.
+
+        >>> ShardIndex.from_samples([("a", []), ("bc", [])], url="x.tar", size=0, fingerprint="").key_bytes
+        b'abc'
+        """
+        return self._keys
+
     def find(self, key: str) -> int:
         """The position of the sample with ``key`` (KeyError if there is none)."""
         if self._key_map is None:
