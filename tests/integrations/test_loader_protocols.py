@@ -144,4 +144,6 @@ def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monk
     assert found == "accelerate" and copy._framework == "accelerate"
     assert Placement.current(copy._framework).world_size == 1
     assert sorted(copy) == list(range(100))  # outside the loader, the copy still reads everything
-    assert len(list(dataset(urls))) < 100  # a plain iteration on rank 1 of 2 reads its shards only
+    with pytest.raises(wds.UnevenSplitError, match="7 shards cannot be split evenly between 2 ranks"):
+        list(dataset(urls))  # a plain iteration on rank 1 of 2 splits the 7 shards: refused, it would be uneven
+    assert len(list(dataset(urls).with_epoch(30))) == 30  # its own shards, as many as the epoch says

@@ -23,17 +23,18 @@ shardstream.errors.WorkerSplitError: DataLoader worker 1 of 2 received no shard:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ...errors import ConfigError, WorkerSplitError
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, PassCursor, Restart
 
-__all__ = ["as_splitter", "check_empty", "single_node_only", "split_by_node", "split_by_worker"]
+__all__ = ["as_splitter", "check_empty", "deal", "single_node_only", "split_by_node", "split_by_worker"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _nothing_for(index: int, count: int, what: str, total: int) -> WorkerSplitError:
@@ -73,6 +74,16 @@ def _nothing_at_all(total: int) -> WorkerSplitError:
 _END = object()
 
 
+def deal(items: Sequence[T], index: int, count: int) -> list[T]:
+    """The items that part ``index`` of ``count`` receives: every ``count``-th from ``index`` (the splitters' rule,
+    for code that works a split out ahead, see :mod:`~shardstream.pipeline.shares`).
+
+    >>> deal("abcde", 1, 2)
+    ['b', 'd']
+    """
+    return list(items[index::count])
+
+
 class _Split(Counted):
     """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
     the error raised when this rank or worker got nothing. Its counters join its input's position."""
@@ -98,7 +109,7 @@ class _Split(Counted):
                     self.on_uneven = None
                 raise
             self.total += 1
-            if count == 1 or (self.total - 1) % count == index:
+            if count == 1 or (self.total - 1) % count == index:  # the rule of deal()
                 self.mine += 1
                 return item
 
