@@ -80,13 +80,19 @@ def test_an_uneven_split_between_ranks_is_said(urls, caplog):
     assert list(split_by_node(range(8), ctx)) == [1, 3, 5, 7] and caplog.text == ""
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
+@pytest.mark.parametrize("length", ["declared", "indexed", "unknown"])
+def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, length):
     """The issue's crash: Lightning calls state_dict() on the WebLoader at every checkpoint (one device here; the
     two-process runs are in test_frameworks.py). Lightning reads one batch ahead from a loader without a length,
-    so a checkpoint of such a loader is one batch ahead and the resumed run skips that batch: a WebLoader with a
-    length (here num_workers=0 and .with_length) resumes exactly."""
+    so a checkpoint of such a loader is one batch ahead and the resumed run skips that batch. A WebLoader with a
+    length resumes exactly: declared (.with_length, no workers), or known from the shards' sidecar indexes (with
+    2 workers: each worker's batches), which is what Lightning counts its batches (and progress bar) with."""
     L = pytest.importorskip("lightning")
+    if length == "indexed":
+        from shardstream.indexed import index_dataset
+
+        index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
+    workers = 0 if length == "declared" else 2
     trained: list[tuple[int, list[int]]] = []
 
     class Tiny(L.LightningModule):
@@ -103,20 +109,24 @@ def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
 
     def fit(resume=None):
         trained.clear()
-        data = dataset(urls).with_length(100) if workers == 0 else dataset(urls)
+        data = dataset(urls).with_length(100) if length == "declared" else dataset(urls)
         loader = wds.WebLoader(data, batch_size=8, num_workers=workers)
         checkpoints = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{step}",
                                                           every_n_train_steps=5, save_top_k=-1)
         trainer = L.Trainer(devices=1, accelerator="cpu", max_epochs=2, callbacks=[checkpoints], logger=False,
                             enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
         trainer.fit(Tiny(), loader, ckpt_path=resume)
-        return list(trained)
+        return list(trained), trainer.num_training_batches
 
-    whole = fit()
+    whole, batches = fit()
     for epoch in (0, 1):
         assert sorted(n for e, batch in whole if e == epoch for n in batch) == list(range(100))
-    resumed = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
-    ahead = 0 if workers == 0 else 1  # Lightning's read-ahead (no length)
+    if length == "unknown":
+        assert batches == float("inf")
+    else:  # 13 batches of 8 with 0 workers; with 2 workers each ends its own: the count of this epoch's deal
+        assert batches == sum(1 for e, _ in whole if e == 0) == sum(1 for e, _ in whole if e == 1)
+    resumed, _ = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
+    ahead = 1 if length == "unknown" else 0  # Lightning's read-ahead (no length)
     assert resumed == whole[20 + ahead:]
 
 
