@@ -54,6 +54,7 @@ from .pipeline import (
 )
 from .pipeline.context import Source
 from .pipeline.core import Stage
+from .pipeline.cursors import stage_arguments
 from .pipeline.shares import PASS_COUNT, ShardShares, count_through
 from .pipeline.stages.equalize import equalize as equalize_stage, equalize_shards
 from .runtime import Placement
@@ -68,6 +69,14 @@ def _lenient(splitter: Any) -> Any:
     """``empty_check=False``: shardstream's splitters let a rank or worker without shards yield nothing."""
     if isinstance(splitter, Stage) and splitter.spec.name in ("split_by_node", "split_by_worker"):
         return Stage(splitter.spec, splitter.args, {**splitter.kwargs, "empty_check": False})
+    return splitter
+
+
+def _checked(splitter: Any) -> Any:
+    """shardstream's ``split_by_node`` in a WebDataset: no warning at the end of an uneven split (the WebDataset
+    checks the split before it starts, see :meth:`WebDataset._check_even_split`)."""
+    if isinstance(splitter, Stage) and splitter.spec.name == "split_by_node":
+        return Stage(splitter.spec, splitter.args, {**splitter.kwargs, "warn_uneven": False})
     return splitter
 
 
@@ -143,7 +152,8 @@ class WebDataset(DataPipeline):
                 self.append(repeat_stage())  # the shard list, forever: each pass is a new cycle, freshly shuffled
             for splitter in (nodesplitter, workersplitter):
                 if splitter is not None:
-                    self.append(_lenient(as_splitter(splitter)) if not empty_check else as_splitter(splitter))
+                    splitter = _checked(as_splitter(splitter))
+                    self.append(_lenient(splitter) if not empty_check else splitter)
         cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
                              url_to_name=url_to_name)
         cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
@@ -228,15 +238,24 @@ class WebDataset(DataPipeline):
     def _check_even_split(self) -> None:
         """Refuse shards that the ranks cannot share evenly when nothing makes their epochs equal (a typed error
         that names the fixes; the ranks would train on different numbers of batches and DDP would hang)."""
-        shares, source = self._shares, self.pipeline[0]
-        if shares is None or not shares.node or self.equalize or not isinstance(source, SimpleShardList):
+        source, stages = self.pipeline[0], [s for s in self.pipeline if isinstance(s, Stage)]
+        if self.equalize or not isinstance(source, SimpleShardList):
             return
-        if any(isinstance(s, Stage) and s.spec.name == "with_epoch" for s in self.pipeline):
+        if not any(s.spec.name == "split_by_node" for s in stages) or any(_endless(s) for s in stages):
             return
         placement = Placement.current(self._framework)
         shards, ranks = len(source.urls), placement.world_size
         if ranks > 1 and shards % ranks and shards >= ranks:  # fewer shards: the splitter says who gets none
             raise UnevenSplitError(shards=shards, ranks=ranks)
+
+
+def _endless(stage: Stage) -> bool:
+    """A stage after which every rank's epoch is as long as the user said (``with_epoch``) or endless (a
+    ``repeat`` without a count, or with ``nbatches``)."""
+    if stage.spec.name == "with_epoch":
+        return True
+    arguments = stage_arguments(stage)
+    return stage.spec.name == "repeat" and (int(arguments["nepochs"]) < 0 or int(arguments["nbatches"]) > 0)
 
 
 def _is_dataset_index(urls: Any) -> bool:

@@ -156,17 +156,20 @@ def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart 
         ctx.worker, ctx.num_workers, "worker")
     if count == 1:
         return PassCursor(upstream, iter, name)
-    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" else None
-    strict = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments.get("empty_check", True)
+    arguments = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments
+    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" and arguments.get("warn_uneven", True) else None
+    strict = arguments.get("empty_check", True)
     on_empty = (lambda total: _nothing_for(index, count, what, total)) if strict else None
     return _Split(upstream, index, count, on_empty, name, uneven)
 
 
-def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *,
+def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *, warn_uneven: bool = True,
                    ctx: Context) -> Iterator[Any]:
     """Keep this rank's share of the items (rank and world size from ``torch.distributed`` when initialised,
     else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility. A rank that gets no item
-    raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``."""
+    raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``. Items that do not split
+    evenly between the ranks are logged as a warning at the end, unless ``warn_uneven=False`` (WebDataset, which
+    checks the split before it starts: :class:`~shardstream.errors.UnevenSplitError`)."""
     raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
 
 
