@@ -137,13 +137,17 @@ def _accelerate_class(name):
         self.seen = (framework_split(), pickle.loads(pickle.dumps(self.dataset)))
         return iter(())
 
-    return type(name, (), {"__module__": "accelerate.data_loader", "__iter__": __iter__})
+    def __len__(self):
+        return len(self.dataset)
+
+    return type(name, (), {"__module__": "accelerate.data_loader", "__iter__": __iter__, "__len__": __len__})
 
 
 @pytest.mark.parametrize("name", ["DataLoaderDispatcher", "IterableDatasetShard"])
-def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monkeypatch):
+def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monkeypatch, tmp_path):
     """The frame walk finds the Accelerate loader that iterates the dataset; a copy pickled for a spawned worker
-    keeps the finding; the placement is then rank 0 of 1, so no shard is split away (Accelerate deals them)."""
+    keeps the finding; the placement is then rank 0 of 1, so no shard is split away (Accelerate deals them), and
+    the length Accelerate asks for is the whole dataset's."""
     monkeypatch.setenv("RANK", "1")  # settings are read from the environment at each call
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert Placement.current().world_size == 2
@@ -154,6 +158,12 @@ def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monk
     assert found == "accelerate" and copy._framework == "accelerate"
     assert Placement.current(copy._framework).world_size == 1
     assert sorted(copy) == list(range(100))  # outside the loader, the copy still reads everything
+    from shardstream.indexed import index_dataset
+
+    index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
+    loader.dataset = dataset(urls)
+    assert len(loader) == 100  # asked by Accelerate: the whole dataset's length (it divides it between the ranks)
+    assert len(dataset(urls)) < 100  # asked directly on rank 1 of 2: its own shards' samples
     with pytest.raises(wds.UnevenSplitError, match="7 shards cannot be split evenly between 2 ranks"):
         list(dataset(urls))  # a plain iteration on rank 1 of 2 splits the 7 shards: refused, it would be uneven
     assert len(list(dataset(urls).with_epoch(30))) == 30  # its own shards, as many as the epoch says
