@@ -1,54 +1,44 @@
-"""A plain WebDataset under real DDP processes (2 ranks, torch.distributed gloo), on 7 shards that do not split
-evenly between the ranks: by default a typed error that names the fixes, never ranks with different batch counts
-(DDP would hang); with ``equalize=True`` (counts from the shards' sidecar indexes) every rank gets the same
-batches, which ``len(WebLoader)`` knows, in every epoch, with DataLoader workers. Every rank takes a collective
-step per batch, as DDP does: unequal batch counts would hang, then time out."""
+"""A plain WebDataset under real DDP processes (2 ranks, torch.distributed gloo), on the 7 shards of
+docs/integrations.md, which do not split evenly between the ranks: by default a typed error that names the fixes,
+never ranks with different batch counts (DDP would hang); with ``equalize=True`` (the page's
+``train_webdataset.py``, run as it is) every rank gets the same batches, which ``len(WebLoader)`` knows, in every
+epoch, with 2 DataLoader workers. DDP's gradient all-reduce at every step would hang on unequal batch counts.
+
+The ranks are forked from the test process (CPU only: nothing to re-import, a few seconds instead of a minute on a
+busy machine); test_frameworks.py runs the other scripts with their real launchers."""
 
 from __future__ import annotations
 
-import datetime
+import contextlib
 import json
 import os
+import re
 import socket
 
 import pytest
+from harness import TOTAL, epochs, read_batches, scripts
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 import shardstream as wds  # noqa: E402
-from shardstream.indexed import index_dataset  # noqa: E402
-from shardstream.testing import write_shards  # noqa: E402
 
 
-def _number(sample):
-    return int(sample["cls"])
-
-
-def _rank_main(rank: int, world: int, port: int, urls: str, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
-    result: dict = {}
+def _rank_main(rank: int, world: int, port: int, folder: str, urls: str) -> None:
+    os.chdir(folder)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
     try:
-        list(wds.WebLoader(wds.WebDataset(urls, shardshuffle=True), batch_size=None, num_workers=0))
+        next(iter(wds.WebDataset(urls, shardshuffle=True)))
+        error = None
     except wds.UnevenSplitError as e:
-        result["error"] = [type(e).__name__, str(e), e.shards, e.ranks]
-    dataset = wds.WebDataset(urls, shardshuffle=True, equalize=True).map(_number)
-    loader = wds.WebLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="fork")
-    result["epochs"] = []
-    for epoch in range(2):
-        loader.set_epoch(epoch)
-        expected, numbers, steps = len(loader), [], 0
-        for batch in loader:
-            numbers += batch.tolist()
-            step = torch.ones(1)
-            dist.all_reduce(step)  # hangs (then times out) if a rank ran out of batches
-            steps += 1
-        result["epochs"].append({"len": expected, "steps": steps, "numbers": numbers})
-    dist.barrier()
-    dist.destroy_process_group()
-    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-        json.dump(result, f)
+        error = [type(e).__name__, str(e), e.shards, e.ranks]
+    with open(f"rank{rank}.json", "w") as f:
+        json.dump(error, f)
+    namespace: dict = {"__name__": "train_webdataset"}
+    exec(scripts()["train_webdataset.py"], namespace)
+    with open(f"rank{rank}.txt", "w") as out, contextlib.redirect_stdout(out):
+        namespace["main"](urls)
 
 
 def _free_port() -> int:
@@ -58,27 +48,26 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(120)
-def test_uneven_shards_under_ddp_error_by_default_and_equalize(tmp_path):
-    shards = write_shards(tmp_path / "shards", [15] * 6 + [10], {"cls": lambda shard, index, number: number})
-    index_dataset(shards, tmp_path / "shards.json")  # the sidecars next to the shards (and a dataset index)
-    urls = str(tmp_path / "shards" / "shard-{000000..000006}.tar")
-    # the ranks are forked (CPU only: nothing to re-import, a few seconds instead of a minute on a busy machine)
-    torch.multiprocessing.start_processes(_rank_main, args=(2, _free_port(), urls, str(tmp_path)), nprocs=2,
+def test_uneven_shards_under_ddp_error_by_default_and_equalize(workdir):
+    folder, urls = workdir
+    import torch._dynamo  # noqa: F401, PLC0415 - what DDP imports when first built: once here, not in each rank
+    torch.multiprocessing.start_processes(_rank_main, args=(2, _free_port(), str(folder), urls), nprocs=2,
                                           join=True, start_method="fork")
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
-    for rank in ranks:
-        name, message, shards_count, world = rank["error"]
-        assert (name, shards_count, world) == ("UnevenSplitError", 7, 2)
+    for rank in range(2):
+        name, message, shards, ranks = json.loads((folder / f"rank{rank}.json").read_text())
+        assert (name, shards, ranks) == ("UnevenSplitError", 7, 2)
         assert "7 shards cannot be split evenly between 2 ranks" in message
         assert all(fix in message for fix in ("with_epoch", "resampled=True", "equalize=True", "TrainingDataset"))
-    orders = []
-    for epoch in range(2):
-        served = [rank["epochs"][epoch] for rank in ranks]
-        assert served[0]["steps"] == served[1]["steps"] == served[0]["len"] == served[1]["len"] > 0
-        assert len(served[0]["numbers"]) == len(served[1]["numbers"])  # equal samples on every rank
-        both = served[0]["numbers"] + served[1]["numbers"]
-        assert len(both) == len(set(both)) and set(both) <= set(range(100))  # each at most once
-        # 4 shards against 3: position 3 keeps nothing, positions 0-2 keep the smaller of the two shards there
-        assert len(both) in (80, 90)
-        orders.append(both)
-    assert orders[0] != orders[1]  # each epoch deals the shards anew
+    output = "".join((folder / f"rank{rank}.txt").read_text() for rank in range(2))
+    lengths = {(int(r), int(e)): int(n) for r, e, n in re.findall(r"rank (\d) epoch (\d) batches (\d+)", output)}
+    batches = read_batches(output)
+    result = epochs(batches)
+    assert sorted(result) == [0, 1]
+    for epoch, served in result.items():
+        assert served.batches[0] == served.batches[1] == lengths[(0, epoch)] == lengths[(1, epoch)]  # equal, known
+        assert served.served == served.distinct  # each sample at most once
+        per_rank = [sum(len(b) for b in batches[(rank, epoch)]) for rank in range(2)]
+        assert per_rank[0] == per_rank[1]  # equal shares
+        # 4 shards against 3: position 3 keeps nothing, positions 0-2 the smaller of the two shards there
+        assert served.served in (80, 90) and served.served <= TOTAL
+    print({epoch: (served.served, served.batches) for epoch, served in result.items()})
