@@ -17,6 +17,20 @@ Differences from webdataset 1.0.2, all on purpose:
   shards: they are downloaded once into the cache (:class:`shardstream.io.cache.ShardCache`) and read from
   there; local shards are read in place and never copied. ``url_to_name`` names cached files.
 - Fluid methods return a new dataset and never modify the one they are called on.
+- On several ranks, shards that do not split evenly between them raise
+  :class:`~shardstream.errors.UnevenSplitError` when the iteration starts (the ranks would train on different
+  numbers of batches and a DDP job would hang), unless the epoch is bounded (``.with_epoch(n)``, an endless
+  ``repeat``) or ``equalize=True``; webdataset lets the ranks drift apart.
+- ``len()`` needs no ``.with_length(n)`` when every shard's sample count is known from its sidecar index or a
+  dataset index (``urls`` may be one: a :class:`~shardstream.indexed.DatasetIndex` or its ``.json`` file). It is
+  exactly what this rank yields in the next epoch (inside a DataLoader worker: that worker's part), through the
+  stages that keep the count (``decode``, ``map``, ``to_tuple``, ``shuffle``...: assuming no sample fails and no
+  map returns None); other stages make it a ``TypeError`` that names them. ``batched``, ``slice`` and
+  ``with_epoch`` give counts that depend on the number of DataLoader workers: :meth:`WebDataset.worker_lengths`
+  and ``len(WebLoader)`` count them. With shards of different sizes, shuffled, the count can change from epoch to
+  epoch (the length is the next epoch's). See docs/integrations.md.
+- ``equalize=True``: every rank yields the same number of samples (the ``j``-th shard of each rank keeps the
+  smallest count among the ranks' ``j``-th shards; :mod:`shardstream.pipeline.stages.equalize`).
 
 >>> import io, tarfile
 >>> with tarfile.open("digits.tar", "w") as tf:
@@ -92,7 +106,9 @@ class WebDataset(DataPipeline):
     ``keys`` is the key rule (see :class:`shardstream.samples.KeyRule`). ``empty_check`` raises when a
     worker's shards yield no sample at all. ``zero_copy=True`` reads uncompressed local shards in place
     (memory-mapped): fields are read-only ``memoryview`` objects instead of ``bytes`` copies (see
-    :func:`~shardstream.pipeline.tarfile_to_samples`).
+    :func:`~shardstream.pipeline.tarfile_to_samples`). ``urls`` may also be a dataset index (its ``.json`` file or a
+    :class:`~shardstream.indexed.DatasetIndex`): its shards, with their sample counts. ``equalize=True`` gives
+    every rank the same number of samples from the shards' counts (see the module docstring).
     """
 
     def __init__(

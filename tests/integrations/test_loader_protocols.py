@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import shardstream as wds
+from shardstream.indexed import index_dataset
 from shardstream.runtime import Placement, framework_split
 from shardstream.testing import write_shards
 
@@ -89,8 +90,6 @@ def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, length):
     2 workers: each worker's batches), which is what Lightning counts its batches (and progress bar) with."""
     L = pytest.importorskip("lightning")
     if length == "indexed":
-        from shardstream.indexed import index_dataset
-
         index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
     workers = 0 if length == "declared" else 2
     trained: list[tuple[int, list[int]]] = []
@@ -158,8 +157,6 @@ def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monk
     assert found == "accelerate" and copy._framework == "accelerate"
     assert Placement.current(copy._framework).world_size == 1
     assert sorted(copy) == list(range(100))  # outside the loader, the copy still reads everything
-    from shardstream.indexed import index_dataset
-
     index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
     loader.dataset = dataset(urls)
     assert len(loader) == 100  # asked by Accelerate: the whole dataset's length (it divides it between the ranks)

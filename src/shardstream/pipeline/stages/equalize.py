@@ -35,7 +35,7 @@ from ...errors import ConfigError
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, Restart
-from ..shares import Share, ShardShares
+from ..shares import ShardShares, Share
 from .reading import url_of
 
 __all__ = ["equalize", "equalize_shards"]
