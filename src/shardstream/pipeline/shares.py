@@ -42,7 +42,7 @@ from .iteration import build_chain
 from .stages.reading import url_of
 from .stages.split import deal
 
-__all__ = ["PASS_COUNT", "Share", "ShardShares", "count_through"]
+__all__ = ["PASS_COUNT", "ShardShares", "Share", "count_through"]
 
 #: stages after the reader that yield one item per item (as long as no sample fails and no map returns None)
 PASS_COUNT = frozenset({
@@ -82,7 +82,7 @@ class ShardShares:
         """How many ranks the shards are dealt to (1 without a node splitter)."""
         return ctx.world_size if self.node else 1
 
-    def mine(self, ctx: Context, num_workers: int | None = None) -> list[Share]:
+    def mine(self, ctx: Context) -> list[Share]:
         """The shards of this rank (all its workers: ``ctx.num_workers`` is ignored) with their counts."""
         order, world = self.order(ctx), self.ranks(ctx)
         counts = self.counts(order)
