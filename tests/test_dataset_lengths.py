@@ -76,7 +76,7 @@ def test_lengths_are_what_each_rank_and_worker_yields(shards, monkeypatch, world
         return  # refused (test_uneven_shards_are_refused)
     if workers > len(SIZES) // world:  # a worker of some rank would get no shard (or keep no sample): refused
         _as(monkeypatch, world - 1, world, workers - 1, workers)
-        with pytest.raises(wds.WorkerSplitError):
+        with pytest.raises(wds.WorkerSplitError, match="received no shard|keeps no sample with equalize=True"):
             list(wds.WebDataset(shards, equalize=equalize))
         return
     per_rank = {}
@@ -134,6 +134,13 @@ def test_equalize_needs_counts(shards, monkeypatch):
         list(wds.WebDataset(shards, equalize=True))
     with pytest.raises(wds.ConfigError, match="equalize=True needs a list of shard URLs"):
         wds.WebDataset(shards, equalize=True, resampled=True)
+
+
+def test_equalize_names_a_worker_left_without_samples(shards, monkeypatch):
+    _as(monkeypatch, 0, 3, 2, 3)  # rank 0 has 3 shards, ranks 1 and 2 two: position 2 keeps nothing
+    with pytest.raises(wds.WorkerSplitError, match="worker 2 of 3 on rank 0 keeps no sample.*at most 2 workers"):
+        list(wds.WebDataset(shards, equalize=True))
+    assert list(wds.WebDataset(shards, equalize=True, empty_check=False)) == []
 
 
 def test_equalize_resumes_mid_shard(shards, monkeypatch):

@@ -185,7 +185,7 @@ class WebDataset(DataPipeline):
         self.append(tarfile_to_samples(handler=handler, select_files=select_files, rename_files=rename_files,
                                        keys=keys, local_paths=True, **options))
         if equalize:
-            self.append(equalize_stage(self._shares))
+            self.append(equalize_stage(self._shares, empty_check))
         if empty_check:
             self.append(check_empty())
 

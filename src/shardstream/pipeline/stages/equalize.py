@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ...errors import ConfigError
+from ...errors import ConfigError, WorkerSplitError
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart
+from ..cursors import Counted, Cursor, Restart, stage_arguments
 from ..shares import ShardShares, Share
 from .reading import url_of
 
@@ -110,10 +110,19 @@ class _Equalize(Counted):
 
 
 def equalize_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``equalize``: the stage's implementation."""
-    plan = _plan(stage.args[0] if stage.args else stage.kwargs["shares"], ctx)
+    """The cursor of ``equalize``: the stage's implementation. A worker left with no sample raises
+    :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``."""
+    arguments = stage_arguments(stage)
+    shares = arguments["shares"]
+    plan = _plan(shares, ctx)
     if plan is None:
         return _Passing(upstream, name)
+    if arguments["empty_check"] and not any(share.keep for share in plan):
+        kept = sum(1 for share in shares.mine(ctx) if share.keep)
+        raise WorkerSplitError(
+            f"DataLoader worker {ctx.worker} of {ctx.num_workers} on rank {ctx.rank} keeps no sample with "
+            f"equalize=True: the ranks have {kept} shard positions with samples in common this epoch. Use at "
+            f"most {kept} workers, more shards, or empty_check=False")
     return _Equalize(upstream, plan, name)
 
 
@@ -124,8 +133,9 @@ class _Passing(Counted):
         return next(self.upstream)
 
 
-def _equalize(source: Iterable[Any], shares: ShardShares) -> Iterator[Any]:
-    """Keep the first ``keep`` samples of each shard (see the module docstring)."""
+def _equalize(source: Iterable[Any], shares: ShardShares, empty_check: bool = True) -> Iterator[Any]:
+    """Keep the first ``keep`` samples of each shard (see the module docstring); ``empty_check``: refuse a worker
+    left without any."""
     raise NotImplementedError  # pragma: no cover - the signature and docs of _Equalize (see core.stage)
 
 
