@@ -162,9 +162,27 @@ class IndexedDataset(RowIteration):
         return self._finish(self._sample(row))
 
     def sample_at(self, position: int) -> Any:
-        """``self[position]`` for ``0 <= position < len(self)``, without the checks (the iterator's path)."""
+        """``self[position]`` for ``0 <= position < len(self)``, without the checks."""
         sample = self._sample(self._rows[position])
         return self._finish(sample) if self._stages else sample
+
+    def position_reader(self) -> Callable[[int], Any]:
+        """:meth:`sample_at` for positions read mostly in order (the iterator's path): the shard of the last
+        position is kept, so a run of rows in one shard skips the shard lookup."""
+        rows, ends, shards, stages, finish = self._rows, self._ends, self._shards, self._stages, self._finish
+        current: list[Any] = [None, 0, 0]  # the shard, its first row, its end row
+
+        def read(position: int) -> Any:
+            row = rows[position]
+            shard, first, end = current
+            if shard is None or not first <= row < end:
+                number = bisect_right(ends, row)
+                shard, first, end = self._shard(number), ends[number] - shards[number].samples, ends[number]
+                current[:] = shard, first, end
+            sample = shard.sample(row - first)
+            return finish(sample) if stages else sample
+
+        return read
 
     def get(self, key: str) -> Any:
         """The sample with ``key`` (the first one, if shards repeat keys); KeyError if none in this dataset.

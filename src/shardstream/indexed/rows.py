@@ -22,7 +22,7 @@ position; going back is cheap).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
@@ -66,7 +66,7 @@ class RowIterator:
     def __init__(self, dataset: RowIteration, epoch: int, start: int = 0):
         self.dataset, self.epoch, self.next = dataset, epoch, start
         self.progress: Progress | None = None  # the dataset's record of this iteration (None under a pipeline)
-        self._read, self._length, self._unstarted = dataset.sample_at, len(dataset), True
+        self._read, self._length, self._unstarted = dataset.position_reader(), len(dataset), True
 
     def __iter__(self) -> RowIterator:
         return self
@@ -117,6 +117,11 @@ class RowIteration(Resumable):
 
     def sample_at(self, position: int) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def position_reader(self) -> Callable[[int], Any]:
+        """A reader of positions for one iteration (default: :meth:`sample_at`; a dataset may keep what the last
+        position opened)."""
+        return self.sample_at
 
     def __iter__(self) -> RowIterator:
         pending = self._take_pending()
