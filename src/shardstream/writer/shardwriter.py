@@ -11,6 +11,7 @@ from ..errors import ConfigError, EncodeError, WriteError
 from ..logs import log_to_stderr
 from ..tar.writer import archive_size
 from ._targets import _END_MARGIN, _compression
+from .records import EntriesView, WrittenIndex
 from .tarwriter import TarWriter
 
 __all__ = ["ShardInfo", "ShardWriter"]
@@ -126,8 +127,10 @@ class ShardWriter:
         _compression(kw.get("compress"), pattern)  # a bad compress= fails now, not at the first sample
         # a template writer: validates kw now and encodes samples before a shard is chosen (sizes decide it)
         self._encoder = TarWriter(_NullSink(), **{**kw, "compress": False})
+        #: per finished shard path, what its TarWriter recorded as numbers (only with ``record_index=True``)
+        self.index_records: dict[str, WrittenIndex] | None = {} if kw.get("record_index") else None
         #: per finished shard path, the TarWriter's index entries (only with ``record_index=True``)
-        self.index_entries: dict[str, list] | None = {} if kw.get("record_index") else None
+        self.index_entries = None if self.index_records is None else EntriesView(self.index_records)
         self._bar: Any = None
         if progress:
             from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
@@ -254,8 +257,8 @@ class ShardWriter:
         path = writer.path or self.fname or writer.url
         nbytes = writer.compressed_bytes if writer.compress else writer.bytes_written
         self.shards.append(path)
-        if self.index_entries is not None:
-            self.index_entries[path] = writer.index_entries or []
+        if self.index_records is not None:
+            self.index_records[path] = writer.index_record or WrittenIndex()
         self.shard_info.append(ShardInfo(path, self.count, nbytes))  # type: ignore[arg-type]
         self._say("finished %s: %d samples, %.1f MB", path, self.count, nbytes / 1e6)
         if self.post is not None:
