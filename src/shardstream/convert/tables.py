@@ -206,6 +206,27 @@ def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tu
     return chunks
 
 
+def _json_rows(url: str, first: int, lines: list[str]) -> Iterator[dict[str, Any]]:
+    """The records of JSON Lines ``lines`` (blank lines left out), parsed as one JSON array where every line is
+    one object (strings cannot span lines, so the array has as many items as lines exactly when each line is
+    one object); else line by line, so that a bad line is named."""
+    rows: Any = None
+    if all(line.lstrip()[:1] == "{" and line.rstrip()[-1:] == "}" for line in lines):
+        try:
+            rows = json.loads("[" + ",".join(lines) + "]")
+        except json.JSONDecodeError:
+            rows = None
+    if rows is None or len(rows) != len(lines):
+        rows = []
+        for number, line in enumerate(lines, first):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{url}: record {number}: not valid JSON: {e}") from e
+    for row in rows:
+        yield row if isinstance(row, dict) else {"json": row}
+
+
 @dataclasses.dataclass(frozen=True)
 class CsvSource:
     """Records of a CSV (or TSV: ``delimiter="\\t"``) or JSON Lines (``jsonl=True``) file; ``start``/``stop``
@@ -236,13 +257,7 @@ class CsvSource:
             data = f.read() if self.stop is None else f.read(self.stop - self.start)
         text = io.StringIO(data.decode("utf-8"), newline=None if self.jsonl else "")
         if self.jsonl:
-            for number, line in enumerate(text, self.first):
-                if line.strip():
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ConfigError(f"{self.url}: record {number}: not valid JSON: {e}") from e
-                    yield row if isinstance(row, dict) else {"json": row}
+            yield from _json_rows(self.url, self.first, [line for line in text if line.strip()])
             return
         records = csv.reader(text, delimiter=self.delimiter)
         if self.start == 0:
