@@ -122,7 +122,11 @@ def _shardstream(kind: str, src: str, out: str, engine: str, workers: int, index
     from shardstream.convert import convert
 
     result = convert(src, out, engine=engine, workers=workers, maxsize=CHUNK, progress=False, index=index)
+    SPLIT["workers"] = sorted(result.worker_cpu.values(), reverse=True)  # CPU seconds of the tasks, per worker
     return result.samples
+
+
+SPLIT: dict = {}  # shardstream rows: where the CPU went (see child())
 
 
 def shardstream_noindex2(kind: str, src: str, out: str) -> int:
@@ -252,12 +256,20 @@ def child(name: str, kind: str, src: str, out: str) -> None:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
-    start, cpu_start = time.perf_counter(), cpu()
+    def own() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    start, cpu_start, own_start = time.perf_counter(), cpu(), own()
     samples = globals()[name](kind, src, out)
-    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - cpu_start, "samples": samples}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - cpu_start, "samples": samples,
+                      "parent": own() - own_start, **SPLIT}))  # fmt: skip
 
 
 # -- driver -------------------------------------------------------------------------------------------------------
+
+
+SPLITS: dict[tuple[str, str], dict] = {}  # (row, kind) -> the CPU split of its last run (shardstream rows)
 
 
 def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]:
@@ -273,6 +285,8 @@ def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]
     if done.returncode != 0:
         return None, done.stderr.decode(errors="replace").strip().splitlines()[-1:][0] if done.stderr else "failed"
     result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    if "workers" in result:
+        SPLITS[(row, kind)] = result
     return (result["seconds"], result["cpu"]), f"{result['samples']} samples"
 
 
@@ -322,6 +336,13 @@ def main() -> None:
     for kind in args.sets:
         if one.get(kind) and two.get(kind):
             print(f"scaling 1 -> 2 workers, {kind}: {one[kind][0] / two[kind][0]:.2f}x (wall)")
+    for (row, kind), split in SPLITS.items():  # CPU evidence for the scaling, which wall times on a shared machine hide
+        tasks, parent = sum(split["workers"]), split["parent"]
+        busiest = max(split["workers"], default=0.0)
+        print(f"CPU split, {row}, {kind}: tasks {tasks:.2f} s on {len(split['workers'])} workers "
+              f"({', '.join(f'{w:.2f}' for w in split['workers'])} s), main process {parent:.2f} s, all processes "
+              f"{split['cpu']:.2f} s (tasks {tasks / split['cpu']:.0%}); on free cores the wall time is about main + "
+              f"busiest worker: speed-up over one process doing all = {split['cpu'] / (parent + busiest):.2f}x")
     print("x = contender / shardstream local x2 (above 1: shardstream is faster); CPU = user+system seconds of all "
           "processes of the contender (on a shared machine wall times drift, CPU seconds much less)")
     for kind in args.sets:
