@@ -8,6 +8,7 @@ import io
 import json
 import os
 import random
+import re
 import tarfile
 
 import numpy as np
@@ -632,3 +633,28 @@ def test_c_member_packer_leaves_what_it_cannot_take_to_python():
         assert buf == b"x"  # all or nothing
     assert pack(buf, 7, template, [(b"a", b"1"), (b"b", bytes(600))], 64 << 10) == [519, 1543]
     assert len(buf) == 1 + 512 * 5
+
+
+class _Text(str):
+    pass
+
+
+def test_the_encoders_fast_path_gives_what_the_general_path_gives():
+    from shardstream.writer.encoding import SampleEncoder
+
+    values = [b"bytes", "text", 7, True, {"a": [1]}, [1.5], bytearray(b"ba"), memoryview(b"mv"), _Text("sub"), None]
+    r = random.Random(0)
+    for encoder in (True, False):
+        fast, general = SampleEncoder(encoder=encoder), SampleEncoder(encoder=encoder)
+        for i in range(400):
+            fields = r.sample(["cls", "txt", "json", "bin", "x.gz", "seg.png"], r.randrange(1, 4))
+            sample = {"__key__": f"s{i}", **{f: r.choice(values) for f in fields}}
+            try:
+                expected = general._encode(sample)
+            except EncodeError as e:
+                with pytest.raises(EncodeError, match=re.escape(str(e))):
+                    fast.encode(sample)
+                continue
+            got = fast.encode(sample)
+            assert got.key == expected.key and got.fields == expected.fields and got.nbytes == expected.nbytes
+            assert [(m, bytes(d)) for m, d in got.members] == [(m, bytes(d)) for m, d in expected.members]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..codecs import encode_sample
+from ..codecs.table import lookup
 from ..errors import EncodeError, MissingDependencyError
 from ..samples import RESERVED_FIELDS
 from ..tar.header import BLOCKSIZE
@@ -55,9 +56,45 @@ class SampleEncoder:
         self.encoder, self.keep_meta, self.jpeg_quality = encoder, keep_meta, jpeg_quality
         self._suffixes: dict[str, bytes] = {}  # checked field names -> b"." + UTF-8 name
         self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # field names as given -> sorted (a few sets)
+        #: names of a sample dict as given (``__key__`` too) -> ``(field, suffix)`` to write, () if no fast path
+        self._plans: dict[tuple[Any, ...], tuple[tuple[str, bytes, Any], ...]] = {}
+        self._plan_names: dict[tuple[tuple[str, bytes, Any], ...], tuple[str, ...]] = {}
 
     def encode(self, sample: Mapping[str, Any]) -> Encoded:
         """Validate and encode ``sample`` (raises :class:`~shardstream.errors.EncodeError` naming key and field)."""
+        if sample.__class__ is dict:  # the fast path: a set of field names seen before, all bytes or str values
+            plan = self._plans.get(tuple(sample))
+            key = sample.get("__key__")
+            if plan and key.__class__ is str and key and "\0" not in key:
+                key_bytes = key.encode("utf-8", "surrogateescape")
+                members, sizes, nbytes = [], [], 0
+                for name, suffix, codec in plan:
+                    data = sample[name]
+                    kind = data.__class__
+                    if kind is str:
+                        data = data.encode("utf-8")
+                    elif kind is not bytes:  # the table's encoder of this field (ints for .cls...), or the general path
+                        if codec is None or isinstance(data, (bytes, bytearray, memoryview, str)):
+                            break
+                        try:
+                            data = codec(data)
+                        except Exception:  # the general path words the error
+                            break
+                        if data.__class__ is not bytes:
+                            break
+                    member = key_bytes + suffix
+                    size = len(data)
+                    if size < PAX_SIZE_LIMIT and len(member) <= 100:  # one ustar block (member_size, inlined)
+                        nbytes += BLOCKSIZE + size + (-size % BLOCKSIZE)
+                    else:
+                        nbytes += member_size(member, size)
+                    members.append((member, data))
+                    sizes.append(size)
+                else:
+                    return Encoded(key, self._plan_names[plan], members, sizes, nbytes)
+        return self._encode(sample)
+
+    def _encode(self, sample: Mapping[str, Any]) -> Encoded:
         if sample.__class__ is not dict and not isinstance(sample, Mapping):
             raise EncodeError(f"a sample must be a dict of fields, got {type(sample).__name__}")
         key = sample.get("__key__")
@@ -115,7 +152,30 @@ class SampleEncoder:
                 nbytes += member_size(member, size)
             members.append((member, data))
             sizes.append(size)
+        if sample.__class__ is dict and len(self._plans) < 256:
+            given = tuple(sample)
+            if given not in self._plans:
+                self._plans[given] = self._plan(sample, names)
+                self._plan_names[self._plans[given]] = names
         return Encoded(key, names, members, sizes, nbytes)
+
+    def _plan(self, sample: dict[str, Any], names: tuple[str, ...]) -> tuple[tuple[str, bytes, Any], ...]:
+        """The plan of a set of field names: ``(field, suffix, table encoder or None)`` in member order, for
+        fields that take bytes and str unchanged (str as UTF-8) or other values through the table's encoder of a
+        plain data codec (``encoder=True``); () where there is no such plan (the general path each time)."""
+        if self.keep_meta or not (self.encoder is True or self.encoder is False):
+            return ()
+        plan = []
+        for name in names:
+            suffix = self._suffixes.get(name)
+            if suffix is None or (self.encoder is True and name[-2:].lower() == "gz"):
+                return ()
+            found = lookup(name) if self.encoder is True else None
+            codec = found[1].encode if found is not None and found[1].kind == "data" else None
+            if sample[name].__class__ not in (bytes, str) and codec is None:
+                return ()
+            plan.append((name, suffix, codec))
+        return tuple(plan)
 
     @staticmethod
     def _bad_key(sample: Mapping[str, Any], key: Any) -> None:
