@@ -127,6 +127,7 @@ class ShardWriter:
         _compression(kw.get("compress"), pattern)  # a bad compress= fails now, not at the first sample
         # a template writer: validates kw now and encodes samples before a shard is chosen (sizes decide it)
         self._encoder = TarWriter(_NullSink(), **{**kw, "compress": False})
+        self._encode = self._encoder._encoder.encode
         #: per finished shard path, what its TarWriter recorded as numbers (only with ``record_index=True``)
         self.index_records: dict[str, WrittenIndex] | None = {} if kw.get("record_index") else None
         #: per finished shard path, the TarWriter's index entries (only with ``record_index=True``)
@@ -161,13 +162,17 @@ class ShardWriter:
         """Write one sample, starting a new shard first if it would not fit; returns its tar bytes."""
         if self.closed:
             raise ConfigError("this ShardWriter is closed; create a new one")
-        encoded = self._encoder._encode(obj)
-        if self.tarstream is not None and self.count > 0:
-            try:
-                full = self._would_exceed(encoded.nbytes)
-            except BaseException:  # a failed sync flush: the shard is broken
-                self._lost()
-                raise
+        encoded = self._encode(obj)
+        writer = self.tarstream
+        if writer is not None and self.count > 0:
+            if writer.compress is None and self.count < self.maxcount:  # the common case, _would_exceed inlined
+                full = archive_size(writer.bytes_written + encoded.nbytes) > self.maxsize
+            else:
+                try:
+                    full = self._would_exceed(encoded.nbytes)
+                except BaseException:  # a failed sync flush: the shard is broken
+                    self._lost()
+                    raise
             if full:
                 self.finish()
         if self.tarstream is None:
