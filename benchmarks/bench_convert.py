@@ -15,7 +15,9 @@ conversion, process pools and clusters started inside it. Rows:
 
 - shardstream: ``convert(src, dst, engine="local", workers=1 | 2)``; ``engine="dask", workers=2`` (a
   ``LocalCluster``, its start included); indexes (sidecar, DALI, dataset.json) are written too, except in the
-  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's);
+  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's); shards are
+  flushed to disk before they are renamed (``SHARDSTREAM_FSYNC``, on by default), except in the ``no fsync`` row
+  (the peers do not flush);
 - litdata: ``optimize(fn, inputs, output_dir, num_workers=2, chunk_bytes="64MB")``;
 - Streaming: a ``MDSWriter`` loop (one process, as its documentation shows);
 - webdataset 1.0.2: a ``ShardWriter`` loop (one process).
@@ -48,6 +50,7 @@ CONTENDERS = {  # row -> (venv or None for this interpreter, function name)
     "shardstream local x2": (None, "shardstream_local2"),
     "shardstream dask x2": (None, "shardstream_dask2"),
     "shardstream x2 no index": (None, "shardstream_noindex2"),
+    "shardstream x2 no fsync": (None, "shardstream_local2"),
     "litdata optimize x2": (".venv-peers-litdata", "litdata2"),
     "Streaming MDSWriter": (".venv-peers-streaming", "mds"),
     "webdataset ShardWriter": (".venv-peers-webdataset", "webdataset"),
@@ -269,6 +272,9 @@ def child(name: str, kind: str, src: str, out: str) -> None:
 # -- driver -------------------------------------------------------------------------------------------------------
 
 
+#: rows run with more environment: shards are flushed to disk before they are renamed (SHARDSTREAM_FSYNC, on by
+#: default), which the peers do not do; this row shows what that costs
+ROW_ENV = {"shardstream x2 no fsync": {"SHARDSTREAM_FSYNC": "0"}}
 SPLITS: dict[tuple[str, str], dict] = {}  # (row, kind) -> the CPU split of its last run (shardstream rows)
 
 
@@ -278,7 +284,7 @@ def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]
     if not os.path.exists(python):
         return None, f"{venv} is missing (benchmarks/peers/setup.sh)"
     shutil.rmtree(OUT, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else ""}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else "", **ROW_ENV.get(row, {})}
     done = subprocess.run([python, __file__, "--child", name, kind, src, str(OUT)], capture_output=True, env=env,
                           cwd=str(DATA))  # fmt: skip
     shutil.rmtree(OUT, ignore_errors=True)

@@ -98,9 +98,12 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
     return sample
 
 
-def _key(row: Mapping[str, Any], key: str | None, fallback: str) -> str:
+def _key(row: Mapping[str, Any], key: str | None, stem: str, number: int) -> str:
+    """The key column's value (or ``__key__``'s), else ``STEM-NUMBER`` (8 digits; no stem: the number alone)."""
     value = row.get(key) if key else row.get("__key__")
-    return safe_key(fallback if value is None or value == "" else str(value))
+    if value is None or value == "":
+        return safe_key(f"{stem}-{number:08d}" if stem else f"{number:08d}")
+    return safe_key(value if value.__class__ is str else str(value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +147,8 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
             continue
         for row in batch.to_pylist():
             if start <= number and (stop is None or number < stop):
-                fallback = f"{stem}-{number:08d}" if first is None else f"{first + number:08d}"
-                yield row_sample(row, _key(row, key, fallback), rename=rename)
+                named = _key(row, key, stem, number) if first is None else _key(row, key, "", first + number)
+                yield row_sample(row, named, rename=rename)
             number += 1
 
 
@@ -278,5 +281,5 @@ class CsvSource:
                 paths = known.get(columns)
                 if paths is None:
                     paths = known[columns] = default_path_columns(columns)
-            yield row_sample(row, _key(row, self.key, f"{stem}-{number:08d}"), paths=paths, base=base, rename=rename)
+            yield row_sample(row, _key(row, self.key, stem, number), paths=paths, base=base, rename=rename)
             number += 1
