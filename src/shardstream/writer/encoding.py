@@ -97,7 +97,7 @@ class SampleEncoder:
     def _encode(self, sample: Mapping[str, Any]) -> Encoded:
         if sample.__class__ is not dict and not isinstance(sample, Mapping):
             raise EncodeError(f"a sample must be a dict of fields, got {type(sample).__name__}")
-        key = sample.get("__key__")
+        key: Any = sample.get("__key__")
         if key.__class__ is not str or not key or "\0" in key:
             self._bad_key(sample, key)
         encoder = self.encoder
@@ -220,11 +220,11 @@ class SampleEncoder:
 
     def _encode_field(self, key: str, name: str, value: Any) -> bytes:
         """One value through the codecs' table (what :func:`encode_sample` does for each field)."""
-        return self._encode_fields({"__key__": key, name: value}, key)[name]  # type: ignore[no-any-return]
+        return self._encode_fields({"__key__": key, name: value}, key)[name]
 
     def _encode_fields(self, sample: Mapping[str, Any], key: str) -> dict[str, Any]:
         try:
-            encoded = encode_sample(sample, encoder=self.encoder, jpeg_quality=self.jpeg_quality)
+            encoded = encode_sample(sample, encoder=self.encoder, jpeg_quality=self.jpeg_quality)  # type: ignore[arg-type]
         except (EncodeError, MissingDependencyError):  # they already name the sample and the field
             raise
         except Exception as e:  # a custom encoder failed: say which sample

@@ -59,7 +59,7 @@ class WrittenIndex:
                 at += 1
 
 
-class EntriesView(MutableMapping):  # type: ignore[type-arg]
+class EntriesView(MutableMapping[str, list[Entry]]):
     """``ShardWriter.index_entries``: shard path -> entries lists, made on access from the :class:`WrittenIndex`
     per shard (removing a shard's entries removes its record: memory stays bounded)."""
 
@@ -69,7 +69,7 @@ class EntriesView(MutableMapping):  # type: ignore[type-arg]
     def __getitem__(self, path: str) -> list[Entry]:
         return self.records[path].entries()
 
-    def __setitem__(self, path: str, value: object) -> None:
+    def __setitem__(self, path: str, value: list[Entry]) -> None:
         raise TypeError("index_entries is filled by the writer")
 
     def __delitem__(self, path: str) -> None:

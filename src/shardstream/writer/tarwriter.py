@@ -109,6 +109,7 @@ class TarWriter:
         self._failed = False
         self.closed = False
 
+        stream: Any
         if isinstance(fileobj, (str, os.PathLike)):
             path = os.fspath(fileobj)
             if not isinstance(path, str):
@@ -121,13 +122,13 @@ class TarWriter:
                 stream = self._remote = open_for_write(path)  # published by close(), discarded by abort()
                 self.url = path
             elif path == "-":
-                stream: Any = sys.stdout.buffer
+                stream = sys.stdout.buffer
                 self.url = "-"
             else:
                 self.path = self.url = path
                 self.fsync = get_settings().fsync if fsync is None else bool(fsync)
                 stream = self._raw = self._open_temp(path)
-                self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp)
+                self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp or "")
         else:
             if not hasattr(fileobj, "write"):
                 raise ConfigError(f"TarWriter needs a path or a binary stream with .write(), got {fileobj!r}")
