@@ -196,10 +196,8 @@ class TarWriter:
                 f"sample {encoded.key!r} has the same __key__ as the previous sample; readers would merge the two "
                 "into one sample: give every sample its own key"
             )
-        tar = self.tarstream
-        start = tar.bytes_written
         try:
-            offsets = tar.add_many(encoded.members)
+            offsets = self.tarstream.add_many(encoded.members)
         except OSError as e:
             self._discard()
             raise self._write_error(e) from e
@@ -209,7 +207,7 @@ class TarWriter:
         if self.index_record is not None:
             self.index_record.add(encoded.key, encoded.fields, offsets, encoded.sizes)
         self._previous_key = encoded.key
-        return tar.bytes_written - start
+        return encoded.nbytes  # the members' headers, data and padding: what add_many appended
 
     @property
     def bytes_written(self) -> int:
