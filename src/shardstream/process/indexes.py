@@ -21,7 +21,6 @@ cls 512 1 a.CLS txt 1536 1 a.txt
 from __future__ import annotations
 
 import os
-
 from array import array
 from itertools import accumulate
 
