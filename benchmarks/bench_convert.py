@@ -347,8 +347,8 @@ def main() -> None:
         busiest = max(split["workers"], default=0.0)
         print(f"CPU split, {row}, {kind}: tasks {tasks:.2f} s on {len(split['workers'])} workers "
               f"({', '.join(f'{w:.2f}' for w in split['workers'])} s), main process {parent:.2f} s, all processes "
-              f"{split['cpu']:.2f} s (tasks {tasks / split['cpu']:.0%}); on free cores the wall time is about main + "
-              f"busiest worker: speed-up over one process doing all = {split['cpu'] / (parent + busiest):.2f}x")
+              f"{split['cpu']:.2f} s (tasks {tasks / split['cpu']:.0%}); on free cores: (main + tasks) / (main + "
+              f"busiest worker) = {(parent + tasks) / (parent + busiest):.2f}x over one worker")
     print("x = contender / shardstream local x2 (above 1: shardstream is faster); CPU = user+system seconds of all "
           "processes of the contender (on a shared machine wall times drift, CPU seconds much less)")
     for kind in args.sets:
