@@ -113,16 +113,17 @@ def detect(src: Any) -> str:
         names = os.listdir(src)
         if {"state.json", "dataset_dict.json", "dataset_info.json"} & set(names):
             return "hf"
-        kinds = {_by_suffix(n) for n in names if not n.startswith(".")} - {None}
+        kinds = {kind for kind in (_by_suffix(n) for n in names if not n.startswith(".")) if kind is not None}
         if len(kinds) == 1:
-            return kinds.pop()  # type: ignore[return-value]
+            return kinds.pop()
         if any(os.path.isdir(os.path.join(src, n)) for n in names if not n.startswith(".")):
             return "imagefolder"
         raise ConfigError(f"cannot tell what {src!r} holds ({sorted(kinds) or 'no known files'}); pass kind=")
     items = [src] if isinstance(src, str) else list(src)
-    kinds = {_by_suffix(item) for item in items}
-    if len(kinds) == 1 and None not in kinds:
-        return kinds.pop()  # type: ignore[return-value]
+    found = {_by_suffix(item) for item in items}
+    kind = found.pop() if len(found) == 1 else None
+    if kind is not None:
+        return kind
     raise ConfigError(f"cannot tell the format of {src!r} from its name; pass kind= (one of {', '.join(KINDS)})")
 
 

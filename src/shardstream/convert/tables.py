@@ -81,6 +81,7 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
     for column, value in row.items():
         if column == "__key__":
             continue
+        got: tuple[str, bytes] | str | None
         if paths and column in paths:
             got = _path_field(column, value, base)
             if isinstance(got, str):

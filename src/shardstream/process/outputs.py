@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import ConfigError, OpenError
@@ -98,13 +98,14 @@ def read_text(url: str) -> str | None:
 class Output(Protocol):
     """What a task writes to (picklable): per task, output files and a manifest; per job, the final indexes."""
 
-    location: str
+    @property
+    def location(self) -> str: ...  # pragma: no cover - protocol (read-only: outputs are frozen dataclasses)
 
     def options(self) -> dict[str, Any]: ...  # pragma: no cover - protocol
 
     def manifest_url(self, task: int) -> str: ...  # pragma: no cover - protocol
 
-    def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]: ...  # pragma: no cover
+    def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]: ...  # pragma: no cover
 
     def finish(self, shards: list[ShardInfo]) -> str | None: ...  # pragma: no cover - protocol
 
@@ -148,7 +149,7 @@ class TarOutput:
     def manifest_url(self, task: int) -> str:
         return join(self.location, MANIFESTS, f"{self.prefix}-{task:06d}.json")
 
-    def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]:
+    def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]:
         """Write the samples of task ``task`` into its parts; returns them, each published and indexed."""
         pattern = self.shard_url(task, 0)[: -len(f"000.tar{self._suffix()}")] + "%03d.tar" + self._suffix()
         if not is_remote(self.location):

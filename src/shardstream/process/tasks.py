@@ -171,7 +171,7 @@ def _inputs(task: Task, counts: _Counts) -> Iterator[dict[str, Any]]:
         yield item
 
 
-def _per_sample(task: Task, samples: Iterable[dict[str, Any]], counts: _Counts) -> Iterator[dict[str, Any]]:
+def _per_sample(task: Task, samples: Iterable[Mapping[str, Any]], counts: _Counts) -> Iterator[Mapping[str, Any]]:
     fn = task.fn
     for sample in samples:
         if fn is None:
@@ -200,13 +200,13 @@ def run_task(task: Task) -> TaskResult:
         raise ConfigError(f"per must be 'sample' or 'shard', got {task.per!r}")
     start, cpu = time.monotonic(), time.thread_time()
     counts = _Counts()
-    samples: Iterable[dict[str, Any]] = _inputs(task, counts)
+    samples: Iterable[Mapping[str, Any]] = _inputs(task, counts)
     if task.per == "shard" and task.fn is not None:
         samples = task.fn(samples)
     elif task.fn is not None:
         samples = _per_sample(task, samples, counts)
 
-    def counted() -> Iterator[dict[str, Any]]:
+    def counted() -> Iterator[Mapping[str, Any]]:
         for sample in samples:
             yield sample
             counts.wrote()
