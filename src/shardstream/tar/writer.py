@@ -322,7 +322,7 @@ class TarStreamWriter:
                 self._pos += len(buf) - before
                 if len(buf) >= _BUFSIZE:
                     self.flush()
-                return packed  # type: ignore[no-any-return]
+                return packed
         offsets = []
         buf, pos = self._buf, self._pos
         base, before_size, mtime_field, after = (
