@@ -30,14 +30,13 @@ file, a record that is not an Example, an empty row) is listed in ``result.skipp
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..io.urls import braceexpand
+from ..io.urls import expand_inputs
 from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
 from ..process.engines import Engine
 from .fields import column_field, safe_key, sniff_extension
@@ -92,16 +91,8 @@ def _lines(paths: list[str]) -> int:
 
 
 def _files(src: str | list[str]) -> list[str]:
-    items = [src] if isinstance(src, str) else list(src)
-    found: list[str] = []
-    for item in items:
-        if any(c in item for c in "*?[") and not os.path.exists(item):
-            found.extend(sorted(glob.glob(item)))
-        elif "{" in item and ".." in item and not os.path.exists(item):
-            found.extend(braceexpand(item))
-        else:
-            found.append(item)
-    return found
+    """Files named by ``src``: brace patterns expanded and local globs matched (the rule of :mod:`shardstream.io.urls`)."""
+    return expand_inputs([src] if isinstance(src, str) else [os.fspath(item) for item in src], globs=True)
 
 
 def _by_suffix(path: str) -> str | None:
