@@ -15,7 +15,9 @@ conversion, process pools and clusters started inside it. Rows:
 
 - shardstream: ``convert(src, dst, engine="local", workers=1 | 2)``; ``engine="dask", workers=2`` (a
   ``LocalCluster``, its start included); indexes (sidecar, DALI, dataset.json) are written too, except in the
-  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's);
+  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's); shards are
+  flushed to disk before they are renamed (``SHARDSTREAM_FSYNC``, on by default), except in the ``no fsync`` row
+  (the peers do not flush);
 - litdata: ``optimize(fn, inputs, output_dir, num_workers=2, chunk_bytes="64MB")``;
 - Streaming: a ``MDSWriter`` loop (one process, as its documentation shows);
 - webdataset 1.0.2: a ``ShardWriter`` loop (one process).
@@ -48,6 +50,7 @@ CONTENDERS = {  # row -> (venv or None for this interpreter, function name)
     "shardstream local x2": (None, "shardstream_local2"),
     "shardstream dask x2": (None, "shardstream_dask2"),
     "shardstream x2 no index": (None, "shardstream_noindex2"),
+    "shardstream x2 no fsync": (None, "shardstream_local2"),
     "litdata optimize x2": (".venv-peers-litdata", "litdata2"),
     "Streaming MDSWriter": (".venv-peers-streaming", "mds"),
     "webdataset ShardWriter": (".venv-peers-webdataset", "webdataset"),
@@ -122,7 +125,11 @@ def _shardstream(kind: str, src: str, out: str, engine: str, workers: int, index
     from shardstream.convert import convert
 
     result = convert(src, out, engine=engine, workers=workers, maxsize=CHUNK, progress=False, index=index)
+    SPLIT["workers"] = sorted(result.worker_cpu.values(), reverse=True)  # CPU seconds of the tasks, per worker
     return result.samples
+
+
+SPLIT: dict = {}  # shardstream rows: where the CPU went (see child())
 
 
 def shardstream_noindex2(kind: str, src: str, out: str) -> int:
@@ -252,12 +259,23 @@ def child(name: str, kind: str, src: str, out: str) -> None:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
-    start, cpu_start = time.perf_counter(), cpu()
+    def own() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    start, cpu_start, own_start = time.perf_counter(), cpu(), own()
     samples = globals()[name](kind, src, out)
-    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - cpu_start, "samples": samples}))
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - cpu_start, "samples": samples,
+                      "parent": own() - own_start, **SPLIT}))  # fmt: skip
 
 
 # -- driver -------------------------------------------------------------------------------------------------------
+
+
+#: rows run with more environment: shards are flushed to disk before they are renamed (SHARDSTREAM_FSYNC, on by
+#: default), which the peers do not do; this row shows what that costs
+ROW_ENV = {"shardstream x2 no fsync": {"SHARDSTREAM_FSYNC": "0"}}
+SPLITS: dict[tuple[str, str], dict] = {}  # (row, kind) -> the CPU split of its last run (shardstream rows)
 
 
 def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]:
@@ -266,13 +284,15 @@ def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]
     if not os.path.exists(python):
         return None, f"{venv} is missing (benchmarks/peers/setup.sh)"
     shutil.rmtree(OUT, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else ""}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else "", **ROW_ENV.get(row, {})}
     done = subprocess.run([python, __file__, "--child", name, kind, src, str(OUT)], capture_output=True, env=env,
                           cwd=str(DATA))  # fmt: skip
     shutil.rmtree(OUT, ignore_errors=True)
     if done.returncode != 0:
         return None, done.stderr.decode(errors="replace").strip().splitlines()[-1:][0] if done.stderr else "failed"
     result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    if "workers" in result:
+        SPLITS[(row, kind)] = result
     return (result["seconds"], result["cpu"]), f"{result['samples']} samples"
 
 
@@ -322,6 +342,13 @@ def main() -> None:
     for kind in args.sets:
         if one.get(kind) and two.get(kind):
             print(f"scaling 1 -> 2 workers, {kind}: {one[kind][0] / two[kind][0]:.2f}x (wall)")
+    for (row, kind), split in SPLITS.items():  # CPU evidence for the scaling, which wall times on a shared machine hide
+        tasks, parent = sum(split["workers"]), split["parent"]
+        busiest = max(split["workers"], default=0.0)
+        print(f"CPU split, {row}, {kind}: tasks {tasks:.2f} s on {len(split['workers'])} workers "
+              f"({', '.join(f'{w:.2f}' for w in split['workers'])} s), main process {parent:.2f} s, all processes "
+              f"{split['cpu']:.2f} s (tasks {tasks / split['cpu']:.0%}); on free cores: (main + tasks) / (main + "
+              f"busiest worker) = {(parent + tasks) / (parent + busiest):.2f}x over one worker")
     print("x = contender / shardstream local x2 (above 1: shardstream is faster); CPU = user+system seconds of all "
           "processes of the contender (on a shared machine wall times drift, CPU seconds much less)")
     for kind in args.sets:

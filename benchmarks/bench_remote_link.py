@@ -14,7 +14,8 @@ stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 4 shards of ~75
   per-connection rate.
 
 The samples are counted in the workers (their sizes summed), so what is measured is loading, not the
-DataLoader's pickling; both libraries' modules (s3fs for ``s3://``) are imported before the clock starts. Then the same at a short RTT (a local cluster: the per-connection cap scales with the
+DataLoader's pickling; both libraries' modules are imported before the clock starts (shardstream signs ``s3://``
+URLs itself here: s3fs is not needed). Then the same at a short RTT (a local cluster: the per-connection cap scales with the
 RTT, a 1 MB window), where parallel reads must be no slower than one stream. webdataset comes from
 ``.venv-bench`` (``make bench``) or, failing that, ``.venv-bench/wds-site`` (``pip install --target``).
 """
@@ -80,9 +81,9 @@ if lib == "webdataset":
     make = lambda urls=urls: wds.WebDataset(urls, shardshuffle=False, empty_check=False)
 else:
     import shardstream as wds
-    import shardstream.io.ranged, shardstream.io.objectstore  # what a first remote read imports
-    if urls[0].startswith("s3://"):
-        import s3fs  # (webdataset's modules are all imported by `import webdataset`)
+    import shardstream.io.ranged, shardstream.io.objectstore  # what a first remote read imports (s3:// with
+    # keys and endpoint in the storage settings is signed without s3fs; webdataset's modules are all imported
+    # by `import webdataset`)
     make = lambda urls=urls: wds.WebDataset(urls, shardshuffle=False)
 import torch
 

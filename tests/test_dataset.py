@@ -15,7 +15,7 @@ from shardstream.config import Settings
 from shardstream.testing import write_shards
 
 
-def write_tar(path, members):
+def write_tar(path, members):  # raw member names (a.v1.skip, a lone a.txt) and an empty archive: not write_shards
     with tarfile.open(path, "w") as tf:
         for name, data in members:
             info = tarfile.TarInfo(name)

@@ -8,7 +8,7 @@ import pytest
 import shardstream as wds
 from shardstream.errors import ConfigError, SampleFormatError
 from shardstream.interleaved import collate_interleaved, decode_interleaved, interleaved_sample
-from shardstream.writer import ShardWriter
+from shardstream.testing import write_shards
 
 
 def image(value, shape=(6, 5, 3)):
@@ -24,10 +24,10 @@ DOCS = [
 
 @pytest.fixture
 def shards(tmp_path):
-    with ShardWriter(str(tmp_path / "docs-%02d.tar"), maxcount=2) as sink:
-        for n, doc in enumerate(DOCS):
-            sink.write(interleaved_sample(f"doc{n}", doc, meta={"n": n}, image_format="png"))
-    return sink.shards
+    def doc(shard, index, n):
+        return interleaved_sample(f"doc{n}", DOCS[n], meta={"n": n}, image_format="png")
+
+    return write_shards(tmp_path, [2, 1], doc, name="docs-{shard:02d}.tar")
 
 
 def test_round_trip_keeps_order_and_values(shards):

@@ -21,7 +21,7 @@ FLOORS = [
     {"codecs"},
     {"io"},
     {"writer", "interleaved"},
-    {"runtime", "order"},
+    {"runtime", "order", "resume"},
     {"pipeline"},
     {"dataset", "compat", "indexed", "join", "spec"},
     # webdataset's module paths (`shardstream.autodecode`, `shardstream.cache`...): thin modules over the floors below

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import tarfile
-
 import numpy as np
 import pytest
 
@@ -50,11 +47,7 @@ def test_webloader_rebatches_across_workers_and_epochs_are_reproducible(shards):
 
 
 def test_too_many_workers_is_a_clear_error_not_a_hang(tmp_path):
-    url = str(tmp_path / "one.tar")
-    with tarfile.open(url, "w") as tf:
-        info = tarfile.TarInfo("a.txt")
-        info.size = 1
-        tf.addfile(info, io.BytesIO(b"x"))
+    (url,) = write_shards(tmp_path, [1], {"txt": "x"}, name="one.tar", key="a")
     loader = torch.utils.data.DataLoader(wds.WebDataset(url), num_workers=2, batch_size=None)
     with pytest.raises(WorkerSplitError, match=r"worker 1 of 2 received no shard.*num_workers=1"):
         list(loader)

@@ -21,6 +21,7 @@ PACKAGES = [
     "shardstream.pipeline",
     "shardstream.indexed",
     "shardstream.training",
+    "shardstream.resume",
 ]
 
 #: what users of webdataset 1.0.2 reach for as `wds.NAME`

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import random
+import re
 import tarfile
 
 import numpy as np
@@ -576,3 +577,84 @@ def test_an_aborted_compressed_shard_gets_no_bytes_later():
     del sink
     gc.collect()
     assert stream.getvalue() == before  # no gzip trailer written into the caller's stream at garbage collection
+
+
+# -- the C member packer and its pure-Python twin ----------------------------------------------------------------
+
+
+def _pack_all(accelerate: bool, monkeypatch, seed: int) -> tuple[bytes, list]:
+    from shardstream.tar import reader
+    from shardstream.tar.writer import TarStreamWriter
+
+    monkeypatch.setattr(reader, "USE_ACCELERATOR", accelerate)
+    r = random.Random(seed)
+    out = io.BytesIO()
+    offsets = []
+    with TarStreamWriter(out, mtime=1234567, mode=0o640, uname="someone", gname="group") as tw:
+        for i in range(300):
+            members = [((f"k{i}/" + "é" * r.randrange(0, 3) + "x" * r.randrange(1, 110)).encode(),
+                        r.randbytes(r.choice([0, 1, 511, 512, 513, r.randrange(3000)])))
+                       for _ in range(r.randrange(1, 4))]  # fmt: skip
+            if i % 17 == 0:  # a name that needs a prefix or a PAX record, data written without a copy
+                members.append(((f"d{i}/" * 40 + "long.bin").encode(), bytearray(r.randbytes(300_000))))
+            if i % 5 == 0:  # other bytes-like data (a memoryview, a numpy array)
+                members.append((f"k{i}.npy".encode(), np.arange(i, dtype=np.int16)))
+            offsets.append(tw.add_many(members))
+    return out.getvalue(), offsets
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_c_member_packer_writes_the_bytes_of_the_python_loop(monkeypatch, seed):
+    from shardstream.tar import reader
+
+    if reader._scan is None or not hasattr(reader._scan, "pack_members"):
+        pytest.skip("the C extension is not built")
+    fast, fast_offsets = _pack_all(True, monkeypatch, seed)
+    slow, slow_offsets = _pack_all(False, monkeypatch, seed)
+    assert fast == slow and fast_offsets == slow_offsets
+    with tarfile.open(fileobj=io.BytesIO(fast)) as archive:  # and Python's tarfile reads every member back
+        members = archive.getmembers()
+        flat = [offset for offsets in fast_offsets for offset in offsets]
+        assert [m.offset_data for m in members] == flat
+        assert all(m.mode == 0o640 and m.uname == "someone" and m.mtime == 1234567 for m in members)
+
+
+def test_c_member_packer_leaves_what_it_cannot_take_to_python():
+    from shardstream.tar import reader
+
+    pack = getattr(reader._scan, "pack_members", None)
+    if pack is None:
+        pytest.skip("the C extension is not built")
+    template = bytes(512)
+    buf = bytearray(b"x")
+    for members in ([(b"", b"a")], [(b"a\0b", b"a")], [(b"n" * 101, b"a")], [("str", b"a")], [(b"a", 5)],
+                    [(b"a", bytes(10))] * 2 + [(b"big", bytes(64))]):  # fmt: skip
+        assert pack(buf, 0, template, members, 64) is None
+        assert buf == b"x"  # all or nothing
+    assert pack(buf, 7, template, [(b"a", b"1"), (b"b", bytes(600))], 64 << 10) == [519, 1543]
+    assert len(buf) == 1 + 512 * 5
+
+
+class _Text(str):
+    pass
+
+
+def test_the_encoders_fast_path_gives_what_the_general_path_gives():
+    from shardstream.writer.encoding import SampleEncoder
+
+    values = [b"bytes", "text", 7, True, {"a": [1]}, [1.5], bytearray(b"ba"), memoryview(b"mv"), _Text("sub"), None]
+    r = random.Random(0)
+    for encoder in (True, False):
+        fast, general = SampleEncoder(encoder=encoder), SampleEncoder(encoder=encoder)
+        for i in range(400):
+            fields = r.sample(["cls", "txt", "json", "bin", "x.gz", "seg.png"], r.randrange(1, 4))
+            sample = {"__key__": f"s{i}", **{f: r.choice(values) for f in fields}}
+            try:
+                expected = general._encode(sample)
+            except EncodeError as e:
+                with pytest.raises(EncodeError, match=re.escape(str(e))):
+                    fast.encode(sample)
+                continue
+            got = fast.encode(sample)
+            assert got.key == expected.key and got.fields == expected.fields and got.nbytes == expected.nbytes
+            assert [(m, bytes(d)) for m, d in got.members] == [(m, bytes(d)) for m, d in expected.members]

@@ -49,7 +49,7 @@ def render_digits(n: int, *, seed: int = 0, size: int = 28) -> Iterator[tuple[by
         draw = ImageDraw.Draw(canvas)
         stroke = int(rng.integers(0, 2))
         draw.text((size, size), str(label), fill=255, font=font, anchor="mm", stroke_width=stroke, stroke_fill=255)
-        canvas = canvas.rotate(float(rng.uniform(-25, 25)), resample=Image.BILINEAR)
+        canvas = canvas.rotate(float(rng.uniform(-25, 25)), resample=Image.Resampling.BILINEAR)
         dx, dy = rng.integers(-4, 5, size=2)
         canvas = canvas.crop((size // 2 - dx, size // 2 - dy, size // 2 - dx + size, size // 2 - dy + size))
         canvas = canvas.filter(ImageFilter.GaussianBlur(float(rng.uniform(0, 0.8))))
@@ -93,7 +93,8 @@ def write_shards(samples: Iterator[dict[str, Any]], pattern: str, *, maxcount: i
 def to_input(image: np.ndarray, size: int = 28) -> np.ndarray:
     """Grayscale float image -> fixed-size (1, size, size) float32 array in [0, 1]."""
     if image.shape != (size, size):
-        image = np.asarray(Image.fromarray((image * 255).astype(np.uint8)).resize((size, size), Image.BILINEAR))
+        image = np.asarray(Image.fromarray((image * 255).astype(np.uint8)).resize((size, size),
+                                                                                  Image.Resampling.BILINEAR))
         image = image.astype(np.float32) / 255.0
     return image[None].astype(np.float32)
 

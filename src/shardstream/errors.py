@@ -33,6 +33,8 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     ├── EncodeError(ValueError)            a value could not be encoded for its extension
     ├── ObsoleteNameError(AttributeError)  an old webdataset name (``wds.ShardList``...); names the replacement
     ├── WorkerSplitError(RuntimeError, ValueError)  a rank or worker would receive no shard
+    │   └── UnevenSplitError               the shards cannot be shared evenly between the ranks (DDP would hang);
+    │                                      carries ``shards`` and ``ranks``, names the fixes
     └── ProcessingError(RuntimeError)      tasks of a processing or conversion job failed (after retries);
                                            ``failures`` lists each input with its error, ``result`` the rest
 
@@ -48,6 +50,7 @@ always chained with ``raise ... from cause``. Code that adds context to an error
 from __future__ import annotations
 
 import tarfile
+from typing import Any
 
 __all__ = [
     "ConfigError",
@@ -71,6 +74,7 @@ __all__ = [
     "StaleIndexError",
     "StateError",
     "TarFormatError",
+    "UnevenSplitError",
     "UnsafeDecodeError",
     "UnsafeURLError",
     "WorkerSplitError",
@@ -254,7 +258,10 @@ class DecodeLimitError(DecodeError):
 
 
 class EncodeError(ShardstreamError, ValueError):
-    """A value could not be encoded for its extension."""
+    """A value could not be encoded for its extension. ``key`` and ``field`` name where, when known."""
+
+    key: Any = None
+    field: str | None = None
 
 
 class ObsoleteNameError(ShardstreamError, AttributeError):
@@ -263,6 +270,31 @@ class ObsoleteNameError(ShardstreamError, AttributeError):
 
 class WorkerSplitError(ShardstreamError, RuntimeError, ValueError):
     """Splitting shards across ranks/workers would leave one of them without data."""
+
+
+class UnevenSplitError(WorkerSplitError):
+    """The shards cannot be split evenly between the ranks of a distributed job and nothing makes the ranks'
+    epochs equal, so they would train on different numbers of batches (and a DDP job would wait forever for the
+    missing ones). ``shards`` and ``ranks`` say how many; the message names the fixes.
+
+    >>> str(UnevenSplitError(shards=5, ranks=2)).split(":")[0]
+    '5 shards cannot be split evenly between 2 ranks'
+    """
+
+    def __init__(self, message: str | None = None, *, shards: int | None = None, ranks: int | None = None):
+        self.shards, self.ranks = shards, ranks
+        if message is None:
+            low = (shards or 0) // (ranks or 1)
+            message = (
+                f"{shards} shards cannot be split evenly between {ranks} ranks: some ranks would read {low + 1} "
+                f"shards and the others {low}, train on different numbers of batches, and a DDP job would wait "
+                f"forever at the end of the epoch. Fixes: .with_epoch(n) (every rank's epoch is n samples per "
+                "DataLoader worker, the data repeating as needed), resampled=True with .with_epoch(n), "
+                "WebDataset(..., equalize=True) (equal samples on every rank, from the shards' sidecar indexes "
+                f"or a dataset index; the tails of bigger shards are left out), a number of shards divisible by "
+                f"{ranks}, or shardstream.training.TrainingDataset (exact epochs, equal batches)"
+            )
+        super().__init__(message)
 
 
 class ProcessingError(ShardstreamError, RuntimeError):

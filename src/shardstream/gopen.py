@@ -55,16 +55,19 @@ class Pipe:
         if mode not in ("rb", "wb", "r", "w"):
             raise ConfigError(f"Pipe mode must be 'rb' or 'wb', not {mode!r}")
         self.ignore_errors, self.ignore_status, self.timeout = ignore_errors, list(ignore_status or []), timeout
-        self.args, self.status, self.handler = (args, kw), None, None
+        self.args = (args, kw)
+        self.status: int | None = None
+        self.handler: Any = None
         kw.pop("bufsize", None)
         if mode[0] == "r":
-            self.proc = subprocess.Popen(*args, stdout=subprocess.PIPE, **kw)
-            self.stream = self.proc.stdout
+            self.proc = subprocess.Popen(*args, **{**kw, "stdout": subprocess.PIPE})
+            stream = self.proc.stdout
         else:
-            self.proc = subprocess.Popen(*args, stdin=subprocess.PIPE, **kw)
-            self.stream = self.proc.stdin
-        if self.stream is None:
+            self.proc = subprocess.Popen(*args, **{**kw, "stdin": subprocess.PIPE})
+            stream = self.proc.stdin
+        if stream is None:
             raise OpenError(f"{args}: the command has no pipe to {mode}")
+        self.stream: IO[Any] = stream
 
     def __str__(self) -> str:
         return f"<Pipe {self.args}>"
@@ -187,7 +190,7 @@ def reader(url: str, **kw: Any) -> IO[bytes]:
     return gopen(url, "rb", **kw)
 
 
-class _Schemes(MutableMapping):  # type: ignore[type-arg]
+class _Schemes(MutableMapping[str, Callable[..., IO[bytes]]]):
     """scheme -> webdataset-style opener ``(url, mode="rb", bufsize=8192)``, over shardstream's registry."""
 
     _BUILTIN: dict[str, Callable[..., IO[bytes]]] = {

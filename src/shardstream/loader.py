@@ -21,7 +21,8 @@ again, and restores with other numbers of ranks or workers, see :class:`shardstr
 
 ``len(loader)``: the DataLoader's batches, when its dataset has a length (``.with_length(n)``, a
 :class:`~shardstream.training.TrainingDataset`) and the count does not depend on how the workers share the
-samples; or the ``n`` of a ``.with_length(n)`` on the loader itself.
+samples; for a :class:`~shardstream.WebDataset` over indexed shards, from each worker's samples (every worker
+ends its own batches: exact with any ``num_workers``); or the ``n`` of a ``.with_length(n)`` on the loader itself.
 
 Epochs: each ``iter()`` of a WebLoader is the next epoch (or the one given to ``set_epoch``), and the loader
 hands that epoch to its dataset before the DataLoader copies the dataset into the workers, so shard and sample
@@ -94,6 +95,23 @@ class WebLoader(DataPipeline):
         self._push_epoch(self.epoch)
         return super().__iter__()
 
+    def _worker_batches(self) -> int | None:
+        """The batches of the next epoch from the dataset's per-worker counts (``worker_lengths``: a WebDataset
+        over indexed shards), each worker ending its own batches as the DataLoader does; None when not known."""
+        lengths, loader = getattr(self.dataset, "worker_lengths", None), self.loader
+        if not callable(lengths):
+            return None
+        dataset = self.dataset
+        epoch = dataset.epoch if getattr(dataset, "epoch_source", None) == "user" else self.epoch
+        try:
+            counts = lengths(max(1, loader.num_workers), epoch=epoch)
+        except TypeError:
+            return None
+        size = loader.batch_size
+        if size is None:
+            return sum(counts)
+        return sum(c // size if loader.drop_last else -(-c // size) for c in counts)
+
     def __len__(self) -> int:
         """Batches of one epoch (see the module docstring); a ``TypeError`` says why when they are not known.
 
@@ -104,6 +122,9 @@ class WebLoader(DataPipeline):
         if len(self.pipeline) > 1:
             return super().__len__()  # stages after the loader: only a declared length counts
         loader = self.loader
+        counted = self._worker_batches()
+        if counted is not None:
+            return counted
         if loader.num_workers > 1 and loader.batch_size is not None:
             raise TypeError(
                 f"this WebLoader's length is not known: {loader.num_workers} workers each end with a partial batch "

@@ -37,14 +37,14 @@ LOGGER = "shardstream"
 FORMAT = "%(name)s %(levelname)s: %(message)s"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record is emitted (test runners and programs replace it)."""
 
     def __init__(self, level: int = logging.NOTSET) -> None:
         logging.Handler.__init__(self, level)  # not StreamHandler's: ``stream`` is the property below
 
     @property
-    def stream(self) -> TextIO:  # type: ignore[override]
+    def stream(self) -> TextIO:
         return sys.stderr
 
 

@@ -83,7 +83,8 @@ def worker_info() -> tuple[int, int, int | None]:
 def framework_split() -> str | None:
     """The framework that deals this iteration's data to the ranks, or None: ``"accelerate"`` when an Accelerate
     loader (``DataLoaderDispatcher``, or ``IterableDatasetShard`` under ``dispatch_batches=False``) is iterating
-    the dataset, in this process or in the one that started this DataLoader worker.
+    the dataset, in this process or in the one that started this DataLoader worker, or asking its length (then
+    the whole dataset's, which Accelerate divides between the ranks itself).
 
     >>> framework_split() is None
     True
@@ -93,7 +94,7 @@ def framework_split() -> str | None:
     found = _dealer(type(info.dataset)) if info is not None else None
     frame: FrameType | None = sys._getframe(1)
     while found is None and frame is not None:  # the callers (a forked worker still has its parent's frames)
-        if frame.f_code.co_name in ("__iter__", "_fetch_batches"):
+        if frame.f_code.co_name in ("__iter__", "_fetch_batches", "__len__"):  # len(): the length it deals
             found = _dealer(type(frame.f_locals.get("self")))
         frame = frame.f_back
     return found

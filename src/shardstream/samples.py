@@ -85,10 +85,12 @@ class KeyRule:
     """
 
     __slots__ = ("split", "rule", "lowercase")
+    rule: RuleSpec
+    lowercase: bool
 
     def __init__(self, rule: RuleSpec = "first-dot", *, lowercase: bool = True):
         if isinstance(rule, KeyRule):
-            rule, lowercase = rule.rule, rule.lowercase
+            lowercase, rule = rule.lowercase, rule.rule
         self.rule, self.lowercase = rule, lowercase
         if rule is None or rule in ("first-dot", "last-dot"):
             self.split: Splitter = _dot_splitter(rule == "last-dot", lowercase)
@@ -256,7 +258,8 @@ def _group(
             continue
         if key == current_key:
             bad = DuplicateFieldError(f"extension {ext!r} appears twice in one sample", url=url, key=key, member=name)
-            n_bad = len(current) - 1  # type: ignore[arg-type]  (its fields, minus __key__/__url__, plus this one)
+            # its fields, minus __key__/__url__, plus this one (key == current_key: current is not None)
+            n_bad = len(current) - 1  # type: ignore[arg-type]
             continue
         if current is not None:
             if bad is None:

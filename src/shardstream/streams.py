@@ -211,7 +211,7 @@ class RecordWriter:
     """
 
     def __init__(self, target: str | os.PathLike[str] | IO[bytes], fmt: str | None = None):
-        self.path = None if hasattr(target, "write") else os.fspath(target)  # type: ignore[arg-type]
+        self.path = None if hasattr(target, "write") else os.fspath(target)
         self.format = _check_format(fmt) if fmt is not None else format_of(self.path or "")
         self._encode, self.count = _encoder(self.format), 0
         self._stream: IO[bytes] | None

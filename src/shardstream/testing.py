@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .indexed import index_shard
 from .writer import TarWriter
 
 __all__ = ["ShortReads", "assert_checkpoint_conformance", "assert_same", "write_shards"]
@@ -168,19 +169,24 @@ class ShortReads(io.RawIOBase):
 def write_shards(
     folder: str | os.PathLike[str],
     sizes: Sequence[int],
-    fields: Mapping[str, Any] | None = None,
+    fields: Mapping[str, Any] | Callable[[int, int, int], Mapping[str, Any]] | None = None,
     *,
     name: str = "shard-{shard:06d}.tar",
     key: str = "s{shard}-{index:03d}",
+    encoder: bool = True,
+    index: bool = False,
 ) -> list[str]:
     """Write small shards for a test into ``folder`` (created if needed): shard ``n`` holds ``sizes[n]`` samples.
 
     ``fields`` maps each extension to its value, or to a function ``(shard, index, number) -> value`` of the
     shard's number, the sample's index in its shard and its number across all shards (default: ``txt``
-    ``"text {shard} {index}"`` and ``cls`` ``number % 10``). Values are encoded by the codec table as
-    :class:`~shardstream.writer.TarWriter` does (``str`` as UTF-8, ``int`` as its digits, arrays as ``.npy``...).
-    ``name`` and ``key`` are format strings of ``shard``, and of ``shard``, ``index`` and ``number``. Returns the
-    shard paths, in order.
+    ``"text {shard} {index}"`` and ``cls`` ``number % 10``); or it is one such function that returns the whole
+    sample (a ``__key__`` in it wins over ``key``). Values are encoded by the codec table as
+    :class:`~shardstream.writer.TarWriter` does (``str`` as UTF-8, ``int`` as its digits, arrays as ``.npy``...);
+    ``encoder=False`` writes ``bytes`` and ``str`` as they are and refuses anything else. ``name`` and ``key`` are
+    format strings of ``shard``, and of ``shard``, ``index`` and ``number``; a name ending in ``.gz``, ``.bz2``,
+    ``.xz`` or ``.zst`` writes a compressed shard. ``index=True`` also saves each shard's sidecar index
+    (:func:`~shardstream.indexed.index_shard`), for random access. Returns the shard paths, in order.
 
     >>> paths = write_shards("tiny", [2, 1])
     >>> paths
@@ -188,6 +194,10 @@ def write_shards(
     >>> from shardstream.pipeline import tarfile_samples
     >>> [(s["__key__"], s["txt"], s["cls"]) for s in tarfile_samples(paths)]
     [('s0-000', b'text 0 0', b'0'), ('s0-001', b'text 0 1', b'1'), ('s1-000', b'text 1 0', b'2')]
+    >>> from shardstream.indexed import IndexedDataset
+    >>> paths = write_shards("rows", [3, 2], lambda shard, index, number: {"json": {"n": number}}, index=True)
+    >>> IndexedDataset(paths, decode=True)[3]["json"]
+    {'n': 3}
     """
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
@@ -195,12 +205,17 @@ def write_shards(
     paths, number = [], 0
     for shard, size in enumerate(sizes):
         path = os.path.join(folder, name.format(shard=shard))
-        with TarWriter(path) as sink:
-            for index in range(size):
-                sample = {"__key__": key.format(shard=shard, index=index, number=number)}
-                for ext, value in fields.items():
-                    sample[ext] = value(shard, index, number) if callable(value) else value
+        with TarWriter(path, encoder=encoder) as sink:
+            for position in range(size):
+                sample = {"__key__": key.format(shard=shard, index=position, number=number)}
+                if callable(fields):
+                    sample.update(fields(shard, position, number))
+                else:
+                    for ext, value in fields.items():
+                        sample[ext] = value(shard, position, number) if callable(value) else value
                 sink.write(sample)
                 number += 1
+        if index:
+            index_shard(path)
         paths.append(path)
     return paths

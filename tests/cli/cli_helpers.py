@@ -1,4 +1,5 @@
-"""Helpers of the CLI tests: small inputs built with TarWriter and Pillow, and ways to run the command.
+"""Helpers of the CLI tests: small inputs built with shardstream.testing.write_shards and Pillow, and ways to run
+the command.
 
 The file names here are the ones the ``--help`` examples use (test_cli_help.py runs them).
 """
@@ -17,7 +18,7 @@ import tarfile
 import numpy as np
 import PIL.Image
 from shardstream.cli import main
-from shardstream.writer import TarWriter
+from shardstream.testing import write_shards
 
 BIN = pathlib.Path(sys.executable).parent
 
@@ -28,23 +29,20 @@ def png(value: int, size: int = 8) -> bytes:
     return out.getvalue()
 
 
-def make_samples(prefix: str, n: int, start: int = 0) -> list[dict]:
-    return [
-        {
-            "__key__": f"{prefix}{i:06d}",
-            "txt": f"sample {prefix}{i}",
-            "cls": str(i % 3),
-            "png": png(i),
-            "json": json.dumps({"i": i}),
-        }
-        for i in range(start, start + n)
-    ]
+def make_sample(prefix: str, i: int) -> dict:
+    return {
+        "__key__": f"{prefix}{i:06d}",
+        "txt": f"sample {prefix}{i}",
+        "cls": str(i % 3),
+        "png": png(i),
+        "json": json.dumps({"i": i}),
+    }
 
 
 def write_tar(path: pathlib.Path | str, samples: list[dict]) -> None:
-    with TarWriter(str(path), encoder=False) as sink:
-        for s in samples:
-            sink.write(s)
+    """One tar of ``samples`` (already encoded: bytes and str only) at ``path``."""
+    path = pathlib.Path(path)
+    write_shards(path.parent, [len(samples)], lambda shard, index, n: samples[n], name=path.name, encoder=False)
 
 
 def build_inputs(root: pathlib.Path) -> None:
@@ -66,11 +64,10 @@ def build_inputs(root: pathlib.Path) -> None:
         for i in range(3):
             f.write(json.dumps({"__key__": f"j{i}", "txt": f"caption {i}", "json": {"i": i},
                                 "png.b64": base64.b64encode(png(i)).decode()}) + "\n")
-    write_tar(root / "dataset.tar", make_samples("d", 20))
-    write_tar(root / "a.tar", make_samples("a", 6))
-    write_tar(root / "b.tar", make_samples("b", 6))
-    for shard in range(4):
-        write_tar(root / f"shards-{shard:06d}.tar", make_samples("s", 5, start=5 * shard))
+    for prefix, sizes, name in (("d", [20], "dataset.tar"), ("a", [6], "a.tar"), ("b", [6], "b.tar"),
+                                ("s", [5] * 4, "shards-{shard:06d}.tar")):
+        write_shards(root, sizes, lambda shard, index, n, prefix=prefix: make_sample(prefix, n), name=name,
+                     encoder=False)
     cache = root / "shard-cache"
     cache.mkdir()
     (cache / "http_host_a.0123456789abcdef.tar").write_bytes(b"x" * 3000)

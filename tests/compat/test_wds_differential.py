@@ -51,6 +51,7 @@ def sample(i: int) -> dict:
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("differential")
+    # written by webdataset's own writer (not shardstream.testing.write_shards): both libraries read the peer's shards
     with W.ShardWriter(str(root / "d-%02d.tar"), maxcount=PER_SHARD, verbose=0) as sink:
         for i in range(NSHARDS * PER_SHARD):
             sink.write(sample(i))

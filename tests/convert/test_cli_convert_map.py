@@ -12,7 +12,7 @@ import pytest
 from convert_helpers import image_bytes
 
 from shardstream.cli import build_parser, main
-from shardstream.writer import ShardWriter, TarWriter
+from shardstream.testing import write_shards
 
 
 @pytest.fixture
@@ -25,12 +25,9 @@ def inputs(tmp_path, monkeypatch):
         (folder / f"{i}.jpg").write_bytes(image_bytes(i))
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps({"txt": f"caption {i}", "cls": i}) + "\n"
                                                     for i in range(10)))
-    with ShardWriter(str(tmp_path / "shards-%06d.tar"), maxcount=5) as sink:
-        for i in range(20):
-            sink.write({"__key__": f"k{i:03d}", "txt": f"text {i}", "json": {"i": i}})
-    with TarWriter(str(tmp_path / "dataset.tar")) as sink:
-        for i in range(5):
-            sink.write({"__key__": f"d{i}", "txt": f"text {i}", "json": {"i": i}})
+    fields = {"txt": lambda shard, index, i: f"text {i}", "json": lambda shard, index, i: {"i": i}}
+    write_shards(tmp_path, [5] * 4, fields, name="shards-{shard:06d}.tar", key="k{number:03d}")
+    write_shards(tmp_path, [5], fields, name="dataset.tar", key="d{number}")
     (tmp_path / "transforms.py").write_text(
         "def drop_json(sample):\n    return {k: v for k, v in sample.items() if k != 'json'}\n")
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""Small shards for the random-access tests, written with shardstream's own writer, and a streaming reference."""
+"""Small shards for the random-access tests (shardstream.testing.write_shards), and a streaming reference."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from shardstream.samples import group_samples
 from shardstream.tar import iter_tar
-from shardstream.writer import ShardWriter
+from shardstream.testing import write_shards as _write_shards
 
 
 def _sample(i: int) -> dict:
@@ -38,12 +38,11 @@ def streamed():
 
 @pytest.fixture
 def write_shards(tmp_path):
-    """``write_shards(n, per_shard, name="ds", **kw) -> [paths]``: shards of ``sample(i)``, plain ShardWriter."""
+    """``write_shards(n, per_shard, name="ds") -> [paths]``: ``n`` samples ``sample(i)`` in shards of ``per_shard``
+    (the last one shorter) named ``{name}-000.tar``..., by :func:`shardstream.testing.write_shards`."""
 
-    def write(n: int = 23, per_shard: int = 5, name: str = "ds", **kw) -> list[str]:
-        with ShardWriter(str(tmp_path / f"{name}-%03d.tar"), maxcount=per_shard, **kw) as sink:
-            for i in range(n):
-                sink.write(_sample(i))
-        return sink.shards
+    def write(n: int = 23, per_shard: int = 5, name: str = "ds") -> list[str]:
+        sizes = [min(per_shard, n - start) for start in range(0, n, per_shard)]
+        return _write_shards(tmp_path, sizes, lambda shard, index, i: _sample(i), name=name + "-{shard:03d}.tar")
 
     return write

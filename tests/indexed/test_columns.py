@@ -41,7 +41,7 @@ def _reference(ds: IndexedDataset, batch_size: int, partial: bool = True) -> lis
     return out
 
 
-def _write(tmp_path, samples, per_shard=7, name="c"):
+def _write(tmp_path, samples, per_shard=7, name="c"):  # indexed_shard_writer's layout is what these tests read
     with indexed_shard_writer(str(tmp_path / f"{name}-%03d.tar"), maxcount=per_shard) as sink:
         for sample in samples:
             sink.write(sample)

@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
+from shardstream import testing
 from shardstream.codecs import Decoder
 from shardstream.errors import ConfigError, DecodeError
 from shardstream.indexed import (
@@ -17,7 +18,6 @@ from shardstream.indexed import (
     index_dataset,
     index_shard,
 )
-from shardstream.writer import TarWriter
 
 
 @pytest.fixture
@@ -112,18 +112,15 @@ def test_decoding_and_transforms(dataset, streamed, tmp_path):
 
 
 def test_images_decode_with_the_codec_table(tmp_path):
-    with TarWriter(str(tmp_path / "img.tar")) as sink:
-        for i in range(3):
-            sink.write({"__key__": f"i{i}", "png": np.full((4, 5, 3), i, np.uint8), "cls": i})
-    index_shard(str(tmp_path / "img.tar"))
+    fields = {"png": lambda shard, index, i: np.full((4, 5, 3), i, np.uint8), "cls": lambda shard, index, i: i}
+    testing.write_shards(tmp_path, [3], fields, name="img.tar", key="i{index}", index=True)
     image = IndexedDataset(str(tmp_path / "img.tar"), decode="rgb8")[2]["png"]
     assert image.shape == (4, 5, 3) and image.dtype == np.uint8 and int(image[0, 0, 0]) == 2
 
 
 def test_shard_lists_and_empty_shards(tmp_path, write_shards, streamed):
     paths = write_shards(7, 3)
-    with TarWriter(str(tmp_path / "empty.tar")):
-        pass
+    testing.write_shards(tmp_path, [0], name="empty.tar")
     shards = [paths[0], str(tmp_path / "empty.tar"), *paths[1:]]
     for shard in shards:
         index_shard(shard)

@@ -17,7 +17,8 @@ def served(output):
 
 
 def test_every_script_is_on_the_page():
-    assert set(scripts()) == {"train_accelerate.py", "train_hf.py", "train_lightning.py", "train_ddp.py"}
+    assert set(scripts()) == {"train_accelerate.py", "train_hf.py", "train_lightning.py", "train_ddp.py",
+                              "train_webdataset.py"}  # the last one runs in test_webdataset_ddp.py
 
 
 @pytest.mark.parametrize("args", [(), ("--dispatch-batches", "false", "--workers", "2")],

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import shardstream as wds
+from shardstream.indexed import index_dataset
 from shardstream.runtime import Placement, framework_split
 from shardstream.testing import write_shards
 
@@ -80,13 +81,17 @@ def test_an_uneven_split_between_ranks_is_said(urls, caplog):
     assert list(split_by_node(range(8), ctx)) == [1, 3, 5, 7] and caplog.text == ""
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
+@pytest.mark.parametrize("length", ["declared", "indexed", "unknown"])
+def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, length):
     """The issue's crash: Lightning calls state_dict() on the WebLoader at every checkpoint (one device here; the
     two-process runs are in test_frameworks.py). Lightning reads one batch ahead from a loader without a length,
-    so a checkpoint of such a loader is one batch ahead and the resumed run skips that batch: a WebLoader with a
-    length (here num_workers=0 and .with_length) resumes exactly."""
+    so a checkpoint of such a loader is one batch ahead and the resumed run skips that batch. A WebLoader with a
+    length resumes exactly: declared (.with_length, no workers), or known from the shards' sidecar indexes (with
+    2 workers: each worker's batches), which is what Lightning counts its batches (and progress bar) with."""
     L = pytest.importorskip("lightning")
+    if length == "indexed":
+        index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
+    workers = 0 if length == "declared" else 2
     trained: list[tuple[int, list[int]]] = []
 
     class Tiny(L.LightningModule):
@@ -103,20 +108,24 @@ def test_lightning_checkpoints_and_resumes_a_webloader(urls, tmp_path, workers):
 
     def fit(resume=None):
         trained.clear()
-        data = dataset(urls).with_length(100) if workers == 0 else dataset(urls)
+        data = dataset(urls).with_length(100) if length == "declared" else dataset(urls)
         loader = wds.WebLoader(data, batch_size=8, num_workers=workers)
         checkpoints = L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{step}",
                                                           every_n_train_steps=5, save_top_k=-1)
         trainer = L.Trainer(devices=1, accelerator="cpu", max_epochs=2, callbacks=[checkpoints], logger=False,
                             enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
         trainer.fit(Tiny(), loader, ckpt_path=resume)
-        return list(trained)
+        return list(trained), trainer.num_training_batches
 
-    whole = fit()
+    whole, batches = fit()
     for epoch in (0, 1):
         assert sorted(n for e, batch in whole if e == epoch for n in batch) == list(range(100))
-    resumed = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
-    ahead = 0 if workers == 0 else 1  # Lightning's read-ahead (no length)
+    if length == "unknown":
+        assert batches == float("inf")
+    else:  # 13 batches of 8 with 0 workers; with 2 workers each ends its own: the count of this epoch's deal
+        assert batches == sum(1 for e, _ in whole if e == 0) == sum(1 for e, _ in whole if e == 1)
+    resumed, _ = fit(tmp_path / "ckpt" / "step=20.ckpt")  # mid-epoch 1
+    ahead = 1 if length == "unknown" else 0  # Lightning's read-ahead (no length)
     assert resumed == whole[20 + ahead:]
 
 
@@ -127,13 +136,17 @@ def _accelerate_class(name):
         self.seen = (framework_split(), pickle.loads(pickle.dumps(self.dataset)))
         return iter(())
 
-    return type(name, (), {"__module__": "accelerate.data_loader", "__iter__": __iter__})
+    def __len__(self):
+        return len(self.dataset)
+
+    return type(name, (), {"__module__": "accelerate.data_loader", "__iter__": __iter__, "__len__": __len__})
 
 
 @pytest.mark.parametrize("name", ["DataLoaderDispatcher", "IterableDatasetShard"])
-def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monkeypatch):
+def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monkeypatch, tmp_path):
     """The frame walk finds the Accelerate loader that iterates the dataset; a copy pickled for a spawned worker
-    keeps the finding; the placement is then rank 0 of 1, so no shard is split away (Accelerate deals them)."""
+    keeps the finding; the placement is then rank 0 of 1, so no shard is split away (Accelerate deals them), and
+    the length Accelerate asks for is the whole dataset's."""
     monkeypatch.setenv("RANK", "1")  # settings are read from the environment at each call
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert Placement.current().world_size == 2
@@ -144,4 +157,10 @@ def test_under_an_accelerate_loader_every_rank_reads_everything(urls, name, monk
     assert found == "accelerate" and copy._framework == "accelerate"
     assert Placement.current(copy._framework).world_size == 1
     assert sorted(copy) == list(range(100))  # outside the loader, the copy still reads everything
-    assert len(list(dataset(urls))) < 100  # a plain iteration on rank 1 of 2 reads its shards only
+    index_dataset(sorted(str(p) for p in tmp_path.glob("shard-*.tar")), tmp_path / "index.json")
+    loader.dataset = dataset(urls)
+    assert len(loader) == 100  # asked by Accelerate: the whole dataset's length (it divides it between the ranks)
+    assert len(dataset(urls)) < 100  # asked directly on rank 1 of 2: its own shards' samples
+    with pytest.raises(wds.UnevenSplitError, match="7 shards cannot be split evenly between 2 ranks"):
+        list(dataset(urls))  # a plain iteration on rank 1 of 2 splits the 7 shards: refused, it would be uneven
+    assert len(list(dataset(urls).with_epoch(30))) == 30  # its own shards, as many as the epoch says

@@ -89,12 +89,10 @@ def test_indexed_join_with_other_boundaries(tmp_path, sets):
 
 def make_reordered(tmp_path):
     """a.tar: s0-000..s0-009; b.tar: the same keys, pairs swapped (s0-001, s0-000, s0-003, s0-002, ...)."""
-    from shardstream.writer import TarWriter
-
     write_shards(tmp_path, [10], {"jpg": lambda s, i, n: f"img{n}"}, name="a.tar")
-    with TarWriter(str(tmp_path / "b.tar")) as sink:
-        for i in [1, 0, 3, 2, 5, 4, 7, 6, 9, 8]:
-            sink.write({"__key__": f"s0-{i:03d}", "txt": f"cap{i}"})
+    swapped = [1, 0, 3, 2, 5, 4, 7, 6, 9, 8]
+    write_shards(tmp_path, [10], lambda s, i, n: {"__key__": f"s0-{swapped[i]:03d}", "txt": f"cap{swapped[i]}"},
+                 name="b.tar")
     return str(tmp_path / "a.tar"), str(tmp_path / "b.tar")
 
 

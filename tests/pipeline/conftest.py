@@ -1,4 +1,8 @@
-"""Small tar shards for the pipeline tests, written with the stdlib ``tarfile`` (independent of our writer)."""
+"""Small tar shards for the pipeline tests, written with the stdlib ``tarfile`` (independent of our writer).
+
+Not shardstream.testing.write_shards on purpose: the readers are tested on archives another writer made, and
+test_tariterators cuts these shards at byte offsets that depend on tarfile's headers and member order (txt, cls).
+"""
 
 from __future__ import annotations
 

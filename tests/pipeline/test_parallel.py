@@ -11,6 +11,7 @@ import shardstream as wds
 from shardstream.codecs import Decoder
 from shardstream.errors import ConfigError, DuplicateFieldError
 from shardstream.pipeline.parallel import parallel_map, tarfile_to_columns
+from shardstream.testing import write_shards
 
 
 def test_parallel_map_keeps_order_and_uses_threads():
@@ -61,20 +62,15 @@ def test_parallel_map_arguments():
         list(parallel_map(abs, inflight=0)([1]))
 
 
-def write_shards(tmp_path, n_shards=3, per_shard=7):
-    urls = []
-    for s in range(n_shards):
-        url = str(tmp_path / f"s{s}.tar")
-        with wds.TarWriter(url) as sink:
-            for i in range(per_shard):
-                sink.write({"__key__": f"{s}-{i}", "txt": f"text {s} {i}", "cls": i})
-        urls.append(url)
-    return urls
+def small_shards(tmp_path, n_shards=3, per_shard=7):
+    """Shards ``s0.tar``...: keys ``{shard}-{index}``, ``txt`` ``"text {shard} {index}"``, ``cls`` the index."""
+    fields = {"txt": lambda shard, index, n: f"text {shard} {index}", "cls": lambda shard, index, n: index}
+    return write_shards(tmp_path, [per_shard] * n_shards, fields, name="s{shard}.tar", key="{shard}-{index}")
 
 
 @pytest.mark.parametrize("batch_size", [1, 4, 5, 100])
 def test_columns_equal_batched_samples(tmp_path, batch_size):
-    urls = write_shards(tmp_path)
+    urls = small_shards(tmp_path)
     columns = list(wds.DataPipeline(wds.SimpleShardList(urls), tarfile_to_columns(batch_size),
                                     wds.map(Decoder().decode_columns)))
     samples = list(wds.DataPipeline(wds.SimpleShardList(urls), wds.tarfile_to_samples(), wds.decode()))
@@ -86,7 +82,7 @@ def test_columns_equal_batched_samples(tmp_path, batch_size):
 
 
 def test_columns_handler_and_errors(tmp_path):
-    urls = write_shards(tmp_path, 2, 3)
+    urls = small_shards(tmp_path, 2, 3)
     bad = str(tmp_path / "bad.tar")
     with open(urls[1], "rb") as f:
         data = f.read()
@@ -118,10 +114,7 @@ def test_columns_raise_sample_errors(tmp_path):
 
 
 def test_parallel_stages_are_not_resumable_and_say_so(tmp_path):
-    url = str(tmp_path / "p.tar")
-    with wds.TarWriter(url) as sink:
-        for i in range(4):
-            sink.write({"__key__": f"{i}", "cls": i})
+    (url,) = write_shards(tmp_path, [4], {"cls": lambda shard, index, n: index}, name="p.tar", key="{index}")
     pipelines = {
         "parallel_map": wds.WebDataset(url, shardshuffle=False).compose(parallel_map(lambda s: s)),
         "tarfile_to_columns": wds.DataPipeline(wds.SimpleShardList(url), tarfile_to_columns(2)),

@@ -8,7 +8,7 @@ import pytest
 
 from shardstream.errors import ConfigError, StateError
 from shardstream.pipeline import DataPipeline, shuffle
-from shardstream.pipeline.resumable import Resumable
+from shardstream.resume import Resumable
 
 
 def make():
@@ -66,6 +66,28 @@ def test_refusals_are_state_errors_and_still_config_and_value_errors():
     with pytest.raises(StateError, match="seed=1, this pipeline has seed=2"):
         DataPipeline(range(30), shuffle(5), seed=2).load_state_dict(state)
     assert issubclass(StateError, ConfigError) and issubclass(StateError, ValueError)
+
+
+def test_one_state_format_and_states_of_the_old_format_are_refused_saying_so():
+    p = make()
+    it = iter(p)
+    next(it)
+    state = p.state_dict()
+    assert (state["format"], state["version"], state["kind"]) == ("shardstream.state", 2, "pipeline")
+    assert state["fingerprint"] == {"stages": ["range", "shuffle"], "seed": 1, "placement": [0, 1, 0, 1]}
+    # the version-1 format: the envelope's fields at the top, named "shardstream.pipeline"
+    old = {"format": "shardstream.pipeline", "version": 1, "epoch": 0, "loader_seed": None, "chain": state["chain"],
+           **state["fingerprint"]}
+    with pytest.raises(StateError, match=r"'shardstream.pipeline' version 1, the format of shardstream before "
+                                         r"'shardstream.state' version 2; old states are not restored"):
+        make().load_state_dict(old)
+    with pytest.raises(StateError, match=r"version 3, this shardstream reads version 2.*saved state has seed=1, "
+                                         r"this pipeline has seed=2"):
+        DataPipeline(range(30), shuffle(5), seed=2).load_state_dict(dict(state, version=3))  # every difference
+    with pytest.raises(StateError, match=r"the state is 'other', not a 'shardstream.state' state"):
+        make().load_state_dict(dict(state, format="other"))
+    fingerprint = dict(state["fingerprint"], stages=tuple(state["fingerprint"]["stages"]))
+    make().load_state_dict(dict(state, fingerprint=fingerprint))  # tuples for lists: the same state
 
 
 def test_a_plain_iterator_can_be_tracked():

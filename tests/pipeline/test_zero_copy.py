@@ -19,7 +19,7 @@ import pytest
 import shardstream as wds
 from shardstream.codecs import Decoder
 from shardstream.errors import TarFormatError
-from shardstream.testing import assert_checkpoint_conformance
+from shardstream.testing import assert_checkpoint_conformance, write_shards
 
 from pipeline_data import write_tar
 
@@ -73,11 +73,9 @@ def test_select_and_rename_files(pax_shard):
 
 def test_decoding_views(tmp_path):
     image = np.arange(24 * 32 * 3, dtype=np.uint8).reshape(24, 32, 3)
-    with wds.TarWriter(str(tmp_path / "d.tar")) as sink:
-        for i in range(4):
-            sink.write({"__key__": f"k{i}", "txt": f"t{i}", "cls": i, "json": {"i": i}, "png": image + i,
-                        "npy": np.full(3, i), "bin": b"\x00raw"})
-    url = str(tmp_path / "d.tar")
+    (url,) = write_shards(tmp_path, [4], lambda s, i, n: {"txt": f"t{i}", "cls": i, "json": {"i": i}, "png": image + i,
+                                                          "npy": np.full(3, i), "bin": b"\x00raw"},
+                          name="d.tar", key="k{index}")
     for spec in ((), ("rgb8",), ("pil",)):
         copied = list(wds.WebDataset(url, shardshuffle=False).decode(*spec))
         viewed = list(wds.WebDataset(url, shardshuffle=False, zero_copy=True).decode(*spec))

@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 import pathlib
 
-from shardstream.writer import ShardWriter
+from shardstream.testing import write_shards
 
 HERE = pathlib.Path(__file__).parent
 
 
 def make_shards(root: pathlib.Path, shards: int = 4, per_shard: int = 25) -> list[str]:
     """``shards`` shards of ``per_shard`` samples (keys s00000..., fields txt and cls) in ``root``."""
-    with ShardWriter(str(root / "in-%06d.tar"), maxcount=per_shard) as sink:
-        for i in range(shards * per_shard):
-            sink.write({"__key__": f"s{i:05d}", "txt": f"sample {i} " + "x" * (i % 50), "cls": i % 5})
-    return list(sink.shards)
+    fields = {"txt": lambda shard, index, i: f"sample {i} " + "x" * (i % 50), "cls": lambda shard, index, i: i % 5}
+    return write_shards(root, [per_shard] * shards, fields, name="in-{shard:06d}.tar", key="s{number:05d}")
 
 
 def tree_bytes(root: str) -> dict[str, bytes]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 import pytest
 from jobfns import Always, Once, explode, first_of_shard, keep_even, upper
@@ -62,6 +63,8 @@ def test_rerun_skips_complete_tasks_and_redoes_changed_ones(shards, tmp_path):
     before = tree_bytes(out)
     again = map_dataset(shards, out, upper, engine="inline")
     assert again.reused == 4 and again.urls == first.urls and tree_bytes(out) == before
+    assert list(first.worker_cpu) == [f"{socket.gethostname()}:{os.getpid()}"]  # inline: this process did all
+    assert first.worker_cpu[f"{socket.gethostname()}:{os.getpid()}"] > 0 and again.worker_cpu == {}  # none ran
     os.remove(first.urls[2])  # an output lost after the run: its task is redone, the others are reused
     third = map_dataset(shards, out, upper, engine="inline")
     assert third.reused == 3 and tree_bytes(out) == before

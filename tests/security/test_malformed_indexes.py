@@ -14,18 +14,18 @@ import struct
 import pytest
 
 from shardstream.errors import StaleIndexError
-from shardstream.indexed import DatasetIndex, IndexedDataset, ShardIndex, index_dataset, indexed_shard_writer
+from shardstream.indexed import DatasetIndex, IndexedDataset, ShardIndex, index_dataset
 from shardstream.indexed.shardindex import _PREFIX
+from shardstream.testing import write_shards
 
 
 @pytest.fixture
 def dataset(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pathlib.Path, list[str]]:
     monkeypatch.chdir(tmp_path)
-    with indexed_shard_writer("ds-%03d.tar", maxcount=4) as sink:
-        for i in range(10):
-            sink.write({"__key__": f"s{i}", "txt": f"text {i}" * (i + 1), "cls": i})
-    index_dataset(sink.shards, "ds.json")
-    return tmp_path / "ds.json", list(sink.shards)
+    fields = {"txt": lambda shard, index, i: f"text {i}" * (i + 1), "cls": lambda shard, index, i: i}
+    shards = write_shards(tmp_path, [4, 4, 2], fields, name="ds-{shard:03d}.tar", key="s{number}", index=True)
+    index_dataset(shards, "ds.json")
+    return tmp_path / "ds.json", shards
 
 
 def _with(doc: dict, path: list, value) -> dict:

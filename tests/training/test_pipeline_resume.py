@@ -77,7 +77,7 @@ def test_a_changed_shard_list_is_detected(shards):
     state = ds.state_dict()
     with pytest.raises(ConfigError, match="the shard list now gives"):
         restored = wds.WebDataset(shards[1:] + shards[:1])
-        restored.load_state_dict(dict(state, stages=state["stages"]))
+        restored.load_state_dict(dict(state, fingerprint=state["fingerprint"]))
         next(iter(restored))
 
 

@@ -161,10 +161,24 @@ def test_incompatible_states_are_refused_naming_the_difference(shards):
         TrainingDataset(shards, batch_size=6, seed=1, shuffle="window").load_state_dict(state)
     with pytest.raises(ConfigError, match=r"samples=59, this dataset has samples=48"):
         TrainingDataset(shards[:4], batch_size=6, seed=1).load_state_dict(state)
-    with pytest.raises(ConfigError, match=r"lacks 'plan'"):
+    with pytest.raises(ConfigError, match=r"lacks the key 'plan'"):
         TrainingDataset(shards, batch_size=6, seed=1).load_state_dict({k: v for k, v in state.items() if k != "plan"})
     with pytest.raises(ConfigError, match="version 99"):
         TrainingDataset(shards, batch_size=6, seed=1).load_state_dict(dict(state, version=99))
+
+
+def test_one_state_format_and_the_old_training_format_is_refused_saying_so(shards):
+    state = TrainingDataset(shards, batch_size=6, seed=1).state_dict()
+    assert (state["format"], state["version"], state["kind"]) == ("shardstream.state", 2, "training")
+    assert state["fingerprint"]["seed"] == 1 and state["fingerprint"]["samples"] == 59
+    old = {"format": "shardstream.training", "version": 1, "config": state["fingerprint"], "epoch": 0,
+           "plan": state["plan"], "batches": 0}
+    with pytest.raises(ConfigError, match=r"'shardstream.training' version 1, the format of shardstream before "
+                                          r"'shardstream.state' version 2; old states are not restored"):
+        TrainingDataset(shards, batch_size=6, seed=1).load_state_dict(old)
+    with pytest.raises(ConfigError, match=r"saved state has seed=1, this dataset has seed=2; saved state has "
+                                          r"shuffle='global', this dataset has shuffle='none'"):
+        TrainingDataset(shards, batch_size=6, seed=2, shuffle="none").load_state_dict(state)  # every difference
 
 
 def test_invalid_arguments(shards):

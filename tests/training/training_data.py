@@ -1,4 +1,4 @@
-"""Helpers of the training tests: small datasets written with shardstream's ShardWriter (plain tar, no sidecars).
+"""Helpers of the training tests: small datasets written by shardstream.testing.write_shards (plain tar, no sidecars).
 
 Sample ``n`` (0-based over the whole dataset) has the key ``s{n:05d}`` and ``cls`` = ``n``, so a key tells the
 sample's original position.
@@ -6,21 +6,13 @@ sample's original position.
 
 from __future__ import annotations
 
-from shardstream.writer import ShardWriter
+from shardstream.testing import write_shards
 
 
 def write_dataset(folder, sizes, prefix="train"):
     """Shards of ``sizes`` samples each in ``folder``; returns their paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths, n = [], 0
-    for number, size in enumerate(sizes):
-        path = str(folder / f"{prefix}-{number:04d}.tar")
-        with ShardWriter(path.replace(f"{number:04d}", "%04d"), maxcount=max(size, 1), start_shard=number) as sink:
-            for _ in range(size):
-                sink.write({"__key__": f"s{n:05d}", "cls": n, "txt": f"sample {n}"})
-                n += 1
-        paths.append(path)
-    return paths
+    fields = {"cls": lambda shard, index, n: n, "txt": lambda shard, index, n: f"sample {n}"}
+    return write_shards(folder, sizes, fields, name=prefix + "-{shard:04d}.tar", key="s{number:05d}")
 
 
 def keys_of(batches):

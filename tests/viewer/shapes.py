@@ -15,7 +15,7 @@ import pathlib
 
 import numpy as np
 import PIL.Image
-from shardstream.writer import TarWriter
+from shardstream.testing import write_shards
 
 CLASSES = ["square", "disc", "ring"]
 SIZE = 96
@@ -67,13 +67,9 @@ def sample(i: int) -> dict:
 
 def build_shapes(root: pathlib.Path) -> list[str]:
     """Write the shards and classes.txt under ``root``; returns the shard names (relative to ``root``)."""
-    names = []
-    for shard in range(SAMPLES // PER_SHARD):
-        name = f"shapes-{shard:06d}.tar"
-        with TarWriter(str(root / name), encoder=False) as sink:
-            for i in range(shard * PER_SHARD, (shard + 1) * PER_SHARD):
-                sink.write(sample(i))
-        names.append(name)
+    paths = write_shards(root, [PER_SHARD] * (SAMPLES // PER_SHARD), lambda shard, index, i: sample(i),
+                         name="shapes-{shard:06d}.tar", encoder=False)
+    names = [pathlib.Path(path).name for path in paths]
     (root / "classes.txt").write_text("".join(f"{c}\n" for c in CLASSES))
     return names
 

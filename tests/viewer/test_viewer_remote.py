@@ -14,7 +14,7 @@ import shapes
 from viewer_helpers import get, get_json, running
 
 from shardstream.indexed import index_shard
-from shardstream.writer import TarWriter
+from shardstream.testing import write_shards
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "io"))
 from remote_servers import Nginx, missing  # noqa: E402
@@ -29,10 +29,8 @@ def nginx(tmp_path_factory):
         index_shard(str(root / name))  # the sidecar NAME.tar.ssidx next to the shard
     shutil.copy(root / "shapes-000001.tar", root / "unindexed.tar")
     rng = np.random.default_rng(0)
-    with TarWriter(str(root / "big.tar")) as sink:  # 40 samples of 200 KB: 8 MB
-        for i in range(40):
-            sink.write({"__key__": f"big{i:03d}", "bin": rng.bytes(200_000), "cls": i % 3})
-    index_shard(str(root / "big.tar"))
+    fields = {"bin": lambda shard, index, i: rng.bytes(200_000), "cls": lambda shard, index, i: i % 3}
+    write_shards(root, [40], fields, name="big.tar", key="big{number:03d}", index=True)  # 40 samples of 200 KB: 8 MB
     server = Nginx(str(root), str(tmp_path_factory.mktemp("nginx")))
     yield root, server
     server.stop()

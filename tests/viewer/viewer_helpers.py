@@ -22,7 +22,7 @@ import numpy as np
 import PIL.Image
 import pytest
 from shardstream.viewer import ViewerData, ViewerServer
-from shardstream.writer import TarWriter
+from shardstream.testing import write_shards
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # flags for running as root in a container, without network side traffic (see shared/servers/README.md)
@@ -97,13 +97,8 @@ def sample(i: int) -> dict:
 def build_dataset(root: pathlib.Path) -> list[str]:
     """Write the shards and classes.txt under ``root``; returns the shard paths."""
     root.mkdir(parents=True, exist_ok=True)
-    shards = []
-    for shard in range(SAMPLES // PER_SHARD):
-        path = root / f"mixed-{shard:06d}.tar"
-        with TarWriter(str(path)) as sink:
-            for i in range(shard * PER_SHARD, (shard + 1) * PER_SHARD):
-                sink.write(sample(i))
-        shards.append(str(path))
+    shards = write_shards(root, [PER_SHARD] * (SAMPLES // PER_SHARD), lambda shard, index, i: sample(i),
+                          name="mixed-{shard:06d}.tar")
     (root / "classes.txt").write_text("".join(f"{name}\n" for name in CLASSES))
     return shards
 

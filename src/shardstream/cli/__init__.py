@@ -48,7 +48,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import NoReturn, TextIO
 
 from .. import __version__
 from ..config import Settings
@@ -100,8 +100,9 @@ def _one_line(e: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _show_warning(msg: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    log.warning("%s", " ".join(str(msg).split()))
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    log.warning("%s", " ".join(str(message).split()))
 
 
 def _fail(args: argparse.Namespace, e: BaseException, code: int, prefix: str = "") -> int:

@@ -216,7 +216,7 @@ class SampleOutput:
                           for final, info in zip(finals, self.writer.shard_info, strict=False)]
             if self.dry_run:
                 self.removed = self.plan.would_remove(count) if self.plan is not None else []
-            elif self._owns_plan:
+            elif self._owns_plan and self.plan is not None:  # an owned plan is never None
                 finals, self.removed = self.plan.commit(count)
             self.shards = finals
         else:
@@ -229,7 +229,7 @@ class SampleOutput:
     def abort(self) -> None:
         """Give up: the file in progress is removed; an old set being replaced stays as it was."""
         self.writer.abort()
-        if self.sharded and self._owns_plan and not self.dry_run:
+        if self.sharded and self._owns_plan and self.plan is not None and not self.dry_run:
             self.plan.discard(len(self.writer.shard_info))
 
     def result(self) -> dict[str, Any]:

@@ -50,7 +50,8 @@ def _edges(buckets: int) -> list[int]:
 def _scatter(url: str, rule: KeyRule, numbers_path: str, first: int, count: int, buckets: int, directory: str,
              shard: int) -> list[int]:
     """Write the samples of one input shard into per-bucket tars; the samples per bucket."""
-    numbers = np.memmap(numbers_path, dtype=np.uint64, mode="r", offset=8 * first, shape=(count,)) if count else []
+    numbers: np.ndarray | list[int] = (
+        np.memmap(numbers_path, dtype=np.uint64, mode="r", offset=8 * first, shape=(count,)) if count else [])
     writers: dict[int, TarWriter] = {}
     counts = [0] * buckets
     try:

@@ -123,7 +123,8 @@ def tree_samples(root: str, rule: KeyRule, *, imagefolder: bool = False, include
             exts = [ext for ext, _ in fields]
             if len(set(exts)) != len(exts):
                 raise ConfigError(f"{root!r}: sample {key!r} has the same extension twice: {exts}")
-            loaders = [(ext, functools.partial(_read_file, path)) for ext, path in fields]
+            loaders: list[tuple[str, Callable[[], bytes]]] = [(ext, functools.partial(_read_file, path))
+                                                             for ext, path in fields]
             if imagefolder:
                 if "cls" in exts:
                     raise ConfigError(f"{root!r}: sample {key!r} already has a .cls file; --imagefolder adds one")

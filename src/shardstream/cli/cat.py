@@ -136,8 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if args.skip < 0 or (args.count is not None and args.count < 0):
         raise ConfigError("--skip and --count must not be negative")
     if args.spec is not None:
-        samples, inputs = _spec_samples(args), []
-        return _write(args, samples, inputs)
+        return _write(args, _spec_samples(args), [])
     datasets = [expand_inputs([arg]) for arg in args.inputs]
     expand_inputs([url for urls in datasets for url in urls])  # '-' at most once, over all inputs
     rule = key_rule(args, lowercase=False)

@@ -43,6 +43,7 @@ def _encode(field: str, value: Any, quality: int | None, custom: Mapping[str, Ca
         ext, codec = found
         if isinstance(value, _BYTES_LIKE) and bytes(value[:2]) == _GZIP_MAGIC:
             return bytes(value)
+        assert codec.encode is not None  # a wrapper (gz) encodes as well as decodes
         return codec.encode(_encode(field[: -len(ext) - 1], value, quality, custom))
     if isinstance(value, _BYTES_LIKE):
         return value if value.__class__ is bytes else bytes(value)
@@ -61,7 +62,7 @@ def _encode(field: str, value: Any, quality: int | None, custom: Mapping[str, Ca
     if codec.encode is None:
         raise _Refused(f"cannot write .{ext} ({codec.name}); give the encoded bytes instead")
     if codec.kind == "image":
-        return codec.encode(value, quality=quality)
+        return codec.encode(value, quality=quality)  # type: ignore[call-arg]  # an image codec's encode takes quality
     return codec.encode(value)
 
 

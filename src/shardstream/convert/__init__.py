@@ -30,14 +30,13 @@ file, a record that is not an Example, an empty row) is listed in ``result.skipp
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..io.urls import braceexpand
+from ..io.urls import expand_inputs
 from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
 from ..process.engines import Engine
 from .fields import column_field, safe_key, sniff_extension
@@ -92,16 +91,8 @@ def _lines(paths: list[str]) -> int:
 
 
 def _files(src: str | list[str]) -> list[str]:
-    items = [src] if isinstance(src, str) else list(src)
-    found: list[str] = []
-    for item in items:
-        if any(c in item for c in "*?[") and not os.path.exists(item):
-            found.extend(sorted(glob.glob(item)))
-        elif "{" in item and ".." in item and not os.path.exists(item):
-            found.extend(braceexpand(item))
-        else:
-            found.append(item)
-    return found
+    """Files named by ``src``: brace patterns expanded and local globs matched (the rule of :mod:`shardstream.io.urls`)."""
+    return expand_inputs([src] if isinstance(src, str) else [os.fspath(item) for item in src], globs=True)
 
 
 def _by_suffix(path: str) -> str | None:
@@ -122,16 +113,17 @@ def detect(src: Any) -> str:
         names = os.listdir(src)
         if {"state.json", "dataset_dict.json", "dataset_info.json"} & set(names):
             return "hf"
-        kinds = {_by_suffix(n) for n in names if not n.startswith(".")} - {None}
+        kinds = {kind for kind in (_by_suffix(n) for n in names if not n.startswith(".")) if kind is not None}
         if len(kinds) == 1:
-            return kinds.pop()  # type: ignore[return-value]
+            return kinds.pop()
         if any(os.path.isdir(os.path.join(src, n)) for n in names if not n.startswith(".")):
             return "imagefolder"
         raise ConfigError(f"cannot tell what {src!r} holds ({sorted(kinds) or 'no known files'}); pass kind=")
     items = [src] if isinstance(src, str) else list(src)
-    kinds = {_by_suffix(item) for item in items}
-    if len(kinds) == 1 and None not in kinds:
-        return kinds.pop()  # type: ignore[return-value]
+    found = {_by_suffix(item) for item in items}
+    kind = found.pop() if len(found) == 1 else None
+    if kind is not None:
+        return kind
     raise ConfigError(f"cannot tell the format of {src!r} from its name; pass kind= (one of {', '.join(KINDS)})")
 
 

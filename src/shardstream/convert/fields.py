@@ -39,7 +39,7 @@ _SIGNATURES = (
 )  # fmt: skip
 
 
-def sniff_extension(data: bytes | memoryview) -> str:
+def sniff_extension(data: bytes | bytearray | memoryview) -> str:
     """The extension that the bytes' signature gives (``jpg``, ``png``, ``webp``...), or ``bin``."""
     head = bytes(data[:16])
     if head[:4] == b"RIFF" and head[8:12] in (b"WEBP", b"WAVE"):

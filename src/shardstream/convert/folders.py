@@ -45,7 +45,8 @@ def list_imagefolder(root: str) -> ImageFolderListing:
     classes = sorted(d for d in os.listdir(root) if not d.startswith(".") and os.path.isdir(os.path.join(root, d)))
     if not classes:
         raise ConfigError(f"{root!r} has no class folders; an ImageFolder is ROOT/<class name>/<file>")
-    files, skipped, seen = [], [], {}
+    files, skipped = [], []
+    seen: dict[str, str] = {}
     for name in sorted(os.listdir(root)):
         if os.path.isfile(os.path.join(root, name)):
             skipped.append(Skip(name, "a file outside the class folders"))

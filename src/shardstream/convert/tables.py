@@ -81,6 +81,7 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
     for column, value in row.items():
         if column == "__key__":
             continue
+        got: tuple[str, bytes] | str | None
         if paths and column in paths:
             got = _path_field(column, value, base)
             if isinstance(got, str):
@@ -98,9 +99,12 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
     return sample
 
 
-def _key(row: Mapping[str, Any], key: str | None, fallback: str) -> str:
+def _key(row: Mapping[str, Any], key: str | None, stem: str, number: int) -> str:
+    """The key column's value (or ``__key__``'s), else ``STEM-NUMBER`` (8 digits; no stem: the number alone)."""
     value = row.get(key) if key else row.get("__key__")
-    return safe_key(fallback if value is None or value == "" else str(value))
+    if value is None or value == "":
+        return safe_key(f"{stem}-{number:08d}" if stem else f"{number:08d}")
+    return safe_key(value if value.__class__ is str else str(value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +148,8 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
             continue
         for row in batch.to_pylist():
             if start <= number and (stop is None or number < stop):
-                fallback = f"{stem}-{number:08d}" if first is None else f"{first + number:08d}"
-                yield row_sample(row, _key(row, key, fallback), rename=rename)
+                named = _key(row, key, stem, number) if first is None else _key(row, key, "", first + number)
+                yield row_sample(row, named, rename=rename)
             number += 1
 
 
@@ -206,6 +210,27 @@ def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tu
     return chunks
 
 
+def _json_rows(url: str, first: int, lines: list[str]) -> Iterator[dict[str, Any]]:
+    """The records of JSON Lines ``lines`` (blank lines left out), parsed as one JSON array where every line is
+    one object (strings cannot span lines, so the array has as many items as lines exactly when each line is
+    one object); else line by line, so that a bad line is named."""
+    rows: Any = None
+    if all(line.lstrip()[:1] == "{" and line.rstrip()[-1:] == "}" for line in lines):
+        try:
+            rows = json.loads("[" + ",".join(lines) + "]")
+        except json.JSONDecodeError:
+            rows = None
+    if rows is None or len(rows) != len(lines):
+        rows = []
+        for number, line in enumerate(lines, first):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{url}: record {number}: not valid JSON: {e}") from e
+    for row in rows:
+        yield row if isinstance(row, dict) else {"json": row}
+
+
 @dataclasses.dataclass(frozen=True)
 class CsvSource:
     """Records of a CSV (or TSV: ``delimiter="\\t"``) or JSON Lines (``jsonl=True``) file; ``start``/``stop``
@@ -236,13 +261,7 @@ class CsvSource:
             data = f.read() if self.stop is None else f.read(self.stop - self.start)
         text = io.StringIO(data.decode("utf-8"), newline=None if self.jsonl else "")
         if self.jsonl:
-            for number, line in enumerate(text, self.first):
-                if line.strip():
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ConfigError(f"{self.url}: record {number}: not valid JSON: {e}") from e
-                    yield row if isinstance(row, dict) else {"json": row}
+            yield from _json_rows(self.url, self.first, [line for line in text if line.strip()])
             return
         records = csv.reader(text, delimiter=self.delimiter)
         if self.start == 0:
@@ -263,5 +282,5 @@ class CsvSource:
                 paths = known.get(columns)
                 if paths is None:
                     paths = known[columns] = default_path_columns(columns)
-            yield row_sample(row, _key(row, self.key, f"{stem}-{number:08d}"), paths=paths, base=base, rename=rename)
+            yield row_sample(row, _key(row, self.key, stem, number), paths=paths, base=base, rename=rename)
             number += 1

@@ -29,10 +29,10 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from ..codecs import get_codec
+from ..codecs.basic import msgpack_dumps
 from ..errors import RecordFormatError
 from ..io import open_url
 from ..process import Skip
@@ -64,6 +64,7 @@ def _crc32c_python(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+_crc32c_fast: Callable[[bytes], int] | None
 try:  # the C implementation where installed (a dependency of several packages); same results
     from crc32c import crc32c as _crc32c_fast
 except ImportError:  # pragma: no cover - depends on the environment
@@ -147,6 +148,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < end:
         tag, pos = _varint(buf, pos)
         number, wire = tag >> 3, tag & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 2:
@@ -218,7 +220,7 @@ def _feature_field(name: str, values: list[Any]) -> tuple[str, bytes] | None:
         try:
             return column_field(column, [v.decode("utf-8") for v in values])
         except UnicodeDecodeError:
-            return f"{column}.msgpack", get_codec("msgpack").encode(values)
+            return f"{column}.msgpack", msgpack_dumps(values)
     return column_field(column, values)
 
 

@@ -152,7 +152,7 @@ class _Layout:
 
     def chunk(self, scan: Any, lo: int, hi: int, decoder: Decoder | None) -> dict[str, list]:
         """Rows ``lo..hi`` of this shard (shard-local numbers) as decoded columns."""
-        keys = scan(self.shard.index._keys, self.key_offsets, self.key_sizes, lo, hi, _KEYS)
+        keys = scan(self.shard.index.key_bytes, self.key_offsets, self.key_sizes, lo, hi, _KEYS)
         chunk: dict[str, list] = {"__key__": keys, "__url__": [self.shard.url] * (hi - lo)}
         slow: dict[str, list] = {}
         for name, offsets, sizes in self.fields:

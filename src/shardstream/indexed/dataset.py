@@ -27,6 +27,9 @@ returns wrong bytes.
 >>> raw = IndexedDataset(["train-000.tar", "train-001.tar"])
 >>> raw[0]
 {'__key__': 's00', '__url__': 'train-000.tar', 'cls': b'0', 'txt': b'text 0'}
+
+Iterating (``for sample in ds``) gives the samples in order and is resumable like every recipe of shardstream
+(``state_dict``, ``load_state_dict``, ``set_epoch``; see :mod:`~shardstream.indexed.rows`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
+from .rows import RowIteration
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import ByteSource, OpenShards, open_source
 
@@ -71,9 +75,6 @@ class OpenShard:
         for m in range(index.starts[i], index.starts[i + 1]):
             sample[exts[ids[m]]] = read(offsets[m], sizes[m])
         return sample
-
-
-_Open = OpenShard  # the former private name
 
 
 class _Handles:
@@ -120,7 +121,7 @@ def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[in
     return entries, loaded, None
 
 
-class IndexedDataset:
+class IndexedDataset(RowIteration):
     """Random access to the samples of indexed shards (a ``torch.utils.data.Dataset``-style map).
 
     :param source: a dataset index file (``.json``, see :func:`~shardstream.indexed.index_dataset`), a
@@ -187,6 +188,28 @@ class IndexedDataset:
             sample = shard.sample(row - shard.first)
             out.append(self._finish(sample) if stages else sample)
         return out
+    def sample_at(self, position: int) -> Any:
+        """``self[position]`` for ``0 <= position < len(self)``, without the checks."""
+        sample = self._sample(self._rows[position])
+        return self._finish(sample) if self._stages else sample
+
+    def position_reader(self) -> Callable[[int], Any]:
+        """:meth:`sample_at` for positions read mostly in order (the iterator's path): the shard of the last
+        position is kept, so a run of rows in one shard skips the shard lookup."""
+        rows, ends, shards, stages, finish = self._rows, self._ends, self._shards, self._stages, self._finish
+        current: list[Any] = [None, 0, 0]  # the shard, its first row, its end row
+
+        def read(position: int) -> Any:
+            row = rows[position]
+            shard, first, end = current
+            if shard is None or not first <= row < end:
+                number = bisect_right(ends, row)
+                shard, first, end = self._shard(number), ends[number] - shards[number].samples, ends[number]
+                current[:] = shard, first, end
+            sample = shard.sample(row - first)
+            return finish(sample) if stages else sample
+
+        return read
 
     def get(self, key: str) -> Any:
         """The sample with ``key`` (the first one, if shards repeat keys); KeyError if none in this dataset.
@@ -204,10 +227,6 @@ class IndexedDataset:
             if row in self._rows:
                 return self._finish(self._sample(row))
         raise KeyError(key)
-
-    def __iter__(self) -> Iterator[Any]:
-        for row in self._rows:
-            yield self._finish(self._sample(row))
 
     @property
     def shard_lengths(self) -> list[int]:
@@ -283,6 +302,7 @@ class IndexedDataset:
     def _derive(self, **changes: Any) -> IndexedDataset:
         new = object.__new__(type(self))  # not copy.copy: that would pickle, and drop the handles
         new.__dict__.update(self.__dict__, **changes)  # views share this process's maps and loaded indexes
+        new._pending = new._progress = None  # a view starts its own iterations
         return new
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -353,7 +373,7 @@ class IndexedDataset:
         self.close()
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_handles"] = None  # indexes and maps are reopened where the dataset is used
         return state
 

@@ -204,6 +204,15 @@ class ShardIndex:
     def keys(self) -> list[str]:
         return [self.key(i) for i in range(len(self))]
 
+    @property
+    def key_bytes(self) -> bytes:
+        """Every sample's key, UTF-8, end to end (``key_ends[i]`` is where key ``i`` ends): for column readers.
+
+        >>> ShardIndex.from_samples([("a", []), ("bc", [])], url="x.tar", size=0, fingerprint="").key_bytes
+        b'abc'
+        """
+        return self._keys
+
     def find(self, key: str) -> int:
         """The position of the sample with ``key`` (KeyError if there is none)."""
         if self._key_map is None:
@@ -281,9 +290,10 @@ class ShardIndex:
                 parts.append(_ints(code, data[pos:end]))
                 pos = end
             keys = bytes(data[pos:])
-            _check_arrays(header, *parts, len(keys))
+            offsets, sizes, starts, key_ends, ext_ids = parts
+            _check_arrays(header, offsets, sizes, starts, key_ends, ext_ids, len(keys))
             return cls(shard_url, header["size"], header["fingerprint"], header["rule"], header["lowercase"],
-                       header["extensions"], *parts, keys)  # fmt: skip
+                       header["extensions"], offsets, sizes, starts, key_ends, ext_ids, keys)  # fmt: skip
         except (ValueError, KeyError, TypeError, IndexError, RecursionError, struct.error) as e:
             raise StaleIndexError(
                 f"the index {where!r} of shard {shard_url!r} is unreadable ({e}); {rebuild_hint(shard_url)}",

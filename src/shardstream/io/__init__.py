@@ -27,7 +27,7 @@ from .registry import (
     unregister_opener,
 )
 from .remote_write import open_for_write
-from .secure import check_url
+from .trust import check_url
 from .urls import expand_urls, local_path, split_scheme
 
 __all__ = [

@@ -28,14 +28,15 @@ import io
 import random
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..config import get_settings
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
 from .proxy import route_from_settings
 from .ranged import open_http
-from .s3 import S3Body, presigned_url
+from .s3 import S3Body, presigned_url, sigv4_url
 from .storage_config import storage_options
 
 __all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
@@ -127,7 +128,7 @@ class ObjectStream(io.RawIOBase):
         self._s3 = S3Body(fs, path, self.etag) if s3 else None
         self._get = self._s3 or self._file._fetch_range
         self.pos = 0
-        self._chunks: collections.deque[Any] = collections.deque()  # bytes, or memoryviews of partly read ones
+        self._chunks: Chunks = collections.deque()  # bytes, or memoryviews of partly read ones
         self._next = 0  # offset of the next block to request
         self._pending: collections.deque[concurrent.futures.Future[list[Any]]] = collections.deque()
         workers = 1 if self._s3 else max(1, prefetch)  # S3: one streaming request, blocks fetched in order
@@ -185,16 +186,7 @@ class ObjectStream(io.RawIOBase):
             raise ValueError("read from a closed ObjectStream")
         if not self._chunks and not self._fill():
             return 0
-        view, n, chunks = memoryview(b).cast("B"), 0, self._chunks
-        while chunks and n < len(view):  # as much as is here, without waiting for the next block
-            head = chunks[0]
-            k = min(len(head), len(view) - n)
-            view[n:n + k] = head[:k]
-            n += k
-            if k == len(head):
-                chunks.popleft()
-            else:
-                chunks[0] = memoryview(head)[k:]
+        n = drain_into(self._chunks, memoryview(b).cast("B"))  # as much as is here, without waiting for the next block
         self.pos += n
         return n
 
@@ -204,13 +196,9 @@ class ObjectStream(io.RawIOBase):
             return b"".join(iter(lambda: self.read(self.block_size), b""))
         if not self._chunks and not self._fill():
             return b""
-        head = self._chunks[0]
-        if len(head) <= size:  # the common case: a whole chunk, handed over without a copy
-            self._chunks.popleft()
-            self.pos += len(head)
-            return head if isinstance(head, bytes) else head.tobytes()
-        buf = bytearray(min(size, sum(map(len, self._chunks))))
-        return bytes(buf[: self.readinto(buf)])
+        head = take_chunk(self._chunks, size)  # the common case: a whole chunk, handed over without a copy
+        self.pos += len(head)
+        return head
 
     def tell(self) -> int:
         return self.pos
@@ -252,22 +240,31 @@ def _md5_of(details: dict[str, Any]) -> str | None:
 def open_object(url: str) -> IO[bytes]:
     """The opener of object store URLs.
 
-    ``s3://``: s3fs (credentials, endpoint, addressing style from the storage settings) signs a GET URL and the
-    native HTTP client reads it (:func:`~shardstream.io.ranged.open_http`: parallel ranged GETs), with the same
+    ``s3://``: a GET URL signed with the credentials, endpoint and addressing style of the storage settings (by
+    :func:`~shardstream.io.s3.sigv4_url` when they say all it needs, else by s3fs), read by the
+    native HTTP client (:func:`~shardstream.io.ranged.open_http`: parallel ranged GETs), with the same
     retries, exact resume, ETag checks and proxies as ``https://`` shards (a read must resume within the
     signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
     """
     settings = get_settings()
+    s3 = protocol_of(url) == "s3"
+    if s3 and sigv4_url(url, settings) is not None:  # signed here: s3fs is not even imported
+        return _open_signed(url, settings, lambda target: sigv4_url(target, settings))
     fs, path = filesystem_for(url, settings)
-    signed = presigned_url(fs, path) if protocol_of(url) == "s3" else None
-    if signed is not None:
+    if s3 and presigned_url(fs, path) is not None:
+        return _open_signed(url, settings, lambda target: presigned_url(*filesystem_for(target, settings)))
+    return cast(IO[bytes], ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,
+                                        backoff=settings.http_backoff))
 
-        def open_signed(target: str) -> IO[bytes]:
-            link = signed if target == url else presigned_url(*filesystem_for(target, settings))
-            if link is None:  # pragma: no cover - the same bucket signed a moment ago
-                raise OpenError(f"{target!r}: cannot sign a GET URL", url=target)
-            return open_http(link, name=target, headers={}, series=False)
 
-        return open_in_series(url, open_signed, settings) if settings.http_connections > 1 else open_signed(url)
-    return ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,  # type: ignore
-                        backoff=settings.http_backoff)
+def _open_signed(url: str, settings: Any, sign: Callable[[str], str | None]) -> IO[bytes]:
+    """``url`` read through the native HTTP client from the GET URL ``sign(url)`` (the next shards opened ahead
+    are signed the same way)."""
+
+    def open_signed(target: str) -> IO[bytes]:
+        link = sign(target)
+        if link is None:  # pragma: no cover - the same bucket signed a moment ago
+            raise OpenError(f"{target!r}: cannot sign a GET URL", url=target)
+        return open_http(link, name=target, headers={}, series=False)
+
+    return open_in_series(url, open_signed, settings) if settings.http_connections > 1 else open_signed(url)

@@ -27,7 +27,7 @@ import os
 import signal
 import subprocess
 import threading
-from typing import IO
+from typing import IO, cast
 
 from ..errors import OpenError
 
@@ -52,16 +52,17 @@ class PipeStream(io.RawIOBase):
             bufsize=bufsize,
             start_new_session=self._posix,  # its own process group: close() can kill the command's children too
         )
-        self._out = self._proc.stdout
+        # a buffered pipe (bufsize != 0), typed IO[bytes] by typeshed: it has read1/readinto1
+        self._out = cast("io.BufferedReader | None", self._proc.stdout)
         self._tail = bytearray()
         self._checked = False
         self._drainer = threading.Thread(target=self._drain_stderr, name="shardstream-pipe-stderr", daemon=True)
         self._drainer.start()
 
     def _drain_stderr(self) -> None:
-        err = self._proc.stderr
+        err = cast("io.BufferedReader | None", self._proc.stderr)  # buffered, as stdout
         assert err is not None
-        for chunk in iter(lambda: err.read1(4096), b""):  # type: ignore[union-attr]
+        for chunk in iter(lambda: err.read1(4096), b""):
             self._tail += chunk
             del self._tail[:-_STDERR_TAIL]
 
@@ -72,14 +73,14 @@ class PipeStream(io.RawIOBase):
         """Up to ``size`` bytes, returning what the command has written so far rather than waiting for all of
         them (like a socket); ``b""`` only at the end of the output, after checking the exit status."""
         assert self._out is not None
-        data = self._out.read() if size is None or size < 0 else self._out.read1(size)  # type: ignore[union-attr]
+        data = self._out.read() if size is None or size < 0 else self._out.read1(size)
         if not data and size != 0:
             self._check_exit()
         return data
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         assert self._out is not None
-        n = self._out.readinto1(b)  # type: ignore[union-attr]
+        n = self._out.readinto1(b)
         if n == 0 and len(b) > 0:
             self._check_exit()
         return n

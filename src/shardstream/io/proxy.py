@@ -45,7 +45,8 @@ class Route:
             return None
         if self.no_proxy:
             where = f"{host}:{port}" if port else host
-            if urllib.request.proxy_bypass_environment(where, {"no": self.no_proxy}):
+            bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+            if bypass(where, {"no": self.no_proxy}):
                 return None
         return proxy if "://" in proxy else f"http://{proxy}"
 

@@ -29,17 +29,19 @@ as one process would. Memory: at most the read-ahead budget, plus one part (``SH
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import IO
+from typing import IO, Any, cast
 from urllib.parse import urlsplit
 
 from ..config import get_settings
 from ..errors import OpenError
+from .chunks import Chunks, drain_into, take_chunk
 from .fetchers import fetchers, share, worker_count
 from .http import HttpStream, RangeNotSatisfiable
 from .prefetch import open_in_series, tentative
@@ -60,8 +62,9 @@ class _Part:
 
     def __init__(self, index: int, start: int, end: int):
         self.index, self.start, self.end = index, start, end
-        self.chunks: deque[bytes] = deque()
-        self.done, self.error, self.reserved = False, None, 0
+        self.chunks: Chunks = deque()
+        self.done, self.reserved = False, 0
+        self.error: BaseException | None = None
         self.seen: HttpStream | None = None  # answered before the first part: checked when that one answers
 
 
@@ -80,7 +83,7 @@ class RangedStream(io.RawIOBase):
         self.readahead = max(self.part_size, readahead)
         self.connections = max(1, connections)
         self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
-        self._options = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
+        self._options: dict[str, Any] = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
                          "sleep": sleep, "pool": self._fetch.pool, "route": route}
         self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
@@ -110,7 +113,7 @@ class RangedStream(io.RawIOBase):
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
-            s = HttpStream(url, start=0, end=first.end, name=name, **self._options)  # type: ignore[arg-type]
+            s = HttpStream(url, start=0, end=first.end, name=name, **self._options)
         except BaseException:
             self.close()
             raise
@@ -183,7 +186,7 @@ class RangedStream(io.RawIOBase):
             part = self._add_part(self._planned, self._planned + cost)
             part.reserved = part.end - part.start
             self.parallel = True
-            self._fetch.submit((self._serial, part.index), lambda p=part: self._get(p), part.reserved)
+            self._fetch.submit((self._serial, part.index), functools.partial(self._get, part), part.reserved)
         hook = self.when_planned
         if hook is not None and self._known and (self.size is None or self._planned >= self.size):
             self.when_planned = None
@@ -200,8 +203,7 @@ class RangedStream(io.RawIOBase):
         if part.done or self._stopped:
             return
         try:
-            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
-                                **self._options)  # type: ignore[arg-type]
+            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name, **self._options)
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
                 if self._known and e.total is not None and self.size is not None and e.total != self.size:
@@ -276,7 +278,7 @@ class RangedStream(io.RawIOBase):
             self._cond.notify_all()
         if fetched is not None:
             fetched()
-        if error is None and not self._stopped:
+        if error is None:  # kept alive when its answer was read to the end, even if the reader closed meanwhile
             stream.release()
         stream.close()
 
@@ -285,7 +287,7 @@ class RangedStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _head(self) -> deque[bytes] | None:
+    def _head(self) -> Chunks | None:
         """The chunks of the reader's part, once it has some (None at the end); raises a part's error."""
         while True:
             if self._cur >= len(self._parts):
@@ -306,18 +308,9 @@ class RangedStream(io.RawIOBase):
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         if self.closed:
             raise ValueError("read from a closed RangedStream")
-        view, n = memoryview(b).cast("B"), 0
         with self._cond:
             chunks = self._head()
-            while chunks and n < len(view):
-                head = chunks[0]
-                k = min(len(head), len(view) - n)
-                view[n:n + k] = head[:k]
-                n += k
-                if k == len(head):
-                    chunks.popleft()
-                else:
-                    chunks[0] = head[k:]
+            n = drain_into(chunks, memoryview(b).cast("B")) if chunks else 0
         self.pos += n
         return n
 
@@ -331,11 +324,7 @@ class RangedStream(io.RawIOBase):
             chunks = self._head()
             if not chunks or size == 0:
                 return b""
-            head = chunks[0]
-            if len(head) <= size:
-                chunks.popleft()
-            else:
-                head, chunks[0] = head[:size], head[size:]
+            head = take_chunk(chunks, size)
         self.pos += len(head)
         return head
 
@@ -382,16 +371,18 @@ def open_http(url: str, name: str | None = None, headers: Mapping[str, str] | No
     settings = get_settings()
     explicit = headers is not None
     headers = http_headers(url, settings) if headers is None else headers
-    options = {"headers": headers, "retries": settings.http_retries, "timeout": settings.http_timeout,
-               "backoff": settings.http_backoff, "name": name, "route": route_from_settings(settings)}
+    route = route_from_settings(settings)
     if settings.http_connections <= 1:
-        return HttpStream(url, **options)  # type: ignore[arg-type]
+        return cast(IO[bytes], HttpStream(url, headers=headers, retries=settings.http_retries, name=name,
+                                          timeout=settings.http_timeout, backoff=settings.http_backoff, route=route))
 
     connections, readahead = share(settings.http_connections, settings.http_readahead, settings.http_part_size)
 
     def ranged(target: str) -> IO[bytes]:
-        given = {**options, "headers": http_headers(target, settings)} if target != url and not explicit else options
-        return RangedStream(target, connections=connections, readahead=readahead,  # type: ignore[arg-type]
-                            part_size=settings.http_part_size, **given)
+        given = http_headers(target, settings) if target != url and not explicit else headers
+        return cast(IO[bytes], RangedStream(target, connections=connections, readahead=readahead, headers=given,
+                                            part_size=settings.http_part_size, retries=settings.http_retries,
+                                            timeout=settings.http_timeout, backoff=settings.http_backoff,
+                                            name=name, route=route))
 
     return open_in_series(url, ranged, (settings, headers)) if series else ranged(url)

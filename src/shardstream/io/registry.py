@@ -24,7 +24,7 @@ from typing import IO
 
 from ..errors import ConfigError, MissingDependencyError, OpenError
 from .rewrite import rewrite_url
-from .secure import check_url
+from .trust import check_url
 from .urls import local_path, split_scheme
 
 __all__ = [

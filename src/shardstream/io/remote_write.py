@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from ..config import get_settings
 from ..errors import ConfigError, WriteError
@@ -85,7 +85,7 @@ class FsspecSink(RemoteSink):
         self.url, self._file = url, file
         self._abandon = weakref.finalize(self, _abandon, file)
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         try:
             return self._file.write(data)
         except Exception as e:
@@ -123,8 +123,9 @@ class PipeSink(RemoteSink):
         self._abandon = weakref.finalize(self, _kill, self._proc)
 
     def _drain(self) -> None:
-        assert self._proc.stderr is not None
-        for chunk in iter(lambda: self._proc.stderr.read1(4096), b""):  # type: ignore[union-attr]
+        err = cast("io.BufferedReader | None", self._proc.stderr)  # a buffered pipe (default bufsize): has read1
+        assert err is not None
+        for chunk in iter(lambda: err.read1(4096), b""):
             self._tail += chunk
             del self._tail[:-2000]
 
@@ -136,7 +137,7 @@ class PipeSink(RemoteSink):
         detail = f"; its stderr ends with: {tail}" if tail else " (nothing on stderr)"
         return WriteError(f"{self.url!r}: the command {status}{detail}", url=self.url)
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         try:
             self._proc.stdin.write(data)  # type: ignore[union-attr]
         except (BrokenPipeError, ValueError, OSError) as e:

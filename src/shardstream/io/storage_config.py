@@ -148,9 +148,9 @@ class StorageConfig:
         try:
             if format == "toml":
                 try:
-                    import tomllib  # type: ignore[import-not-found]  # noqa: PLC0415 - tomllib is Python 3.11+
+                    import tomllib  # noqa: PLC0415 - tomllib is Python 3.11+
                 except ImportError:  # pragma: no cover - Python 3.10
-                    import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415 - tomllib's backport, for Python 3.10
+                    import tomli as tomllib  # noqa: PLC0415 - tomllib's backport, for Python 3.10
                 data = tomllib.loads(text)
             else:
                 import yaml  # noqa: PLC0415 - only a YAML storage config needs PyYAML

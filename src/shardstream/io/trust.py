@@ -21,6 +21,21 @@ Traceback (most recent call last):
 shardstream.errors.UnsafeURLError: 'train.json' names the URL 'pipe:touch /tmp/pwned', which runs a shell command; ...
 >>> urls_from_document(["pipe:cat a.tar"], document="train.json", allow_commands=True)
 ['pipe:cat a.tar']
+
+Secure mode (webdataset's ``WDS_SECURE=1`` / ``utils.enforce_security = True``; ``SHARDSTREAM_SECURE``, read by
+:mod:`shardstream.config`) is the same rule made stricter for every URL, at open time (:func:`check_url`): a
+dataset may only be read from remote URLs; command URLs and local files (paths and ``file:``) are refused with a
+:class:`~shardstream.errors.ConfigError` (a ``ValueError``, as in webdataset), as are URL rewriting from the
+environment (:mod:`shardstream.io.rewrite`) and unpickling (the decoder). Standard input/output (``-``) stays
+allowed, as in webdataset.
+
+>>> from shardstream.config import Settings
+>>> check_url("https://example.com/a.tar", Settings(secure=True))
+>>> check_url("pipe:cat a.tar", Settings(secure=True))
+Traceback (most recent call last):
+...
+shardstream.errors.ConfigError: secure mode (WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security) refuses 'pipe:cat a.tar': it runs a command; unset secure mode to open it
+>>> check_url("pipe:cat a.tar", Settings())
 """
 
 from __future__ import annotations
@@ -28,11 +43,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..errors import UnsafeURLError
-from .registry import split_scheme
+from ..config import Settings, get_settings, secure_mode
+from ..errors import ConfigError, UnsafeURLError
 from .rewrite import rewrite_url
+from .urls import split_scheme
 
-__all__ = ["COMMAND_SCHEMES", "runs_command", "urls_from_document"]
+__all__ = ["COMMAND_SCHEMES", "check_url", "runs_command", "urls_from_document"]
 
 #: URL schemes whose opener runs a command (``pipe:CMD`` runs CMD in a shell).
 COMMAND_SCHEMES = frozenset({"pipe"})
@@ -61,3 +77,19 @@ def urls_from_document(urls: Iterable[str | os.PathLike[str]], *, document: str 
             if runs_command(url):
                 raise UnsafeURLError(url, document=os.fspath(document))
     return checked
+
+
+def check_url(url: str, settings: Settings | None = None) -> None:
+    """Secure mode's rule (see the module docstring): raise :class:`~shardstream.errors.ConfigError` if secure
+    mode is on and ``url`` runs a command or is a local file."""
+    if url == "-" or not secure_mode(settings or get_settings()):
+        return
+    scheme = split_scheme(url)[0]
+    if scheme in COMMAND_SCHEMES:
+        why = "it runs a command"
+    elif scheme in ("", "file"):
+        why = "local files are not allowed"
+    else:
+        return
+    raise ConfigError(f"secure mode (WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security) refuses {url!r}: "
+                      f"{why}; unset secure mode to open it")

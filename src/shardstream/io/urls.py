@@ -27,7 +27,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Union
 from urllib.parse import unquote, urlsplit
 
@@ -104,7 +104,8 @@ def _find(text: str, char: str, start: int) -> int:
 
 def _match(text: str, open_at: int) -> tuple[int, list[int]]:
     """(index of the matching ``}``, indices of the top-level commas between), or (-1, [])."""
-    depth, commas, i = 0, [], open_at
+    commas: list[int] = []
+    depth, i = 0, open_at
     while i < len(text):
         c = text[i]
         if c == "\\":
@@ -174,7 +175,7 @@ def braceexpand(pattern: str) -> list[str]:
     return _expand(pattern)
 
 
-def expand_urls(urls: Urls) -> list[str]:
+def expand_urls(urls: Urls | Iterable[str | os.PathLike[str]]) -> list[str]:
     """A string is split on ``::`` and each part brace-expanded; a list (of strings or paths) is taken as is."""
     if isinstance(urls, (str, os.PathLike)):
         return [url for part in os.fspath(urls).split("::") for url in braceexpand(envsubst(part))]

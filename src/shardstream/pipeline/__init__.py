@@ -1,4 +1,4 @@
-"""Streaming pipelines: the engine (core, cursors, iteration, resumable), the recipe (:class:`DataPipeline`), shard
+"""Streaming pipelines: the engine (core, cursors, iteration), the recipe (:class:`DataPipeline`), shard
 lists, and the stage families under :mod:`.stages` (one module each).
 
 Every stage is declared once with :func:`~shardstream.pipeline.core.stage`; that declaration gives both the

@@ -14,7 +14,7 @@ always in multi-rank training).
 
 Resuming: ``state_dict()`` says where the current iteration is (every stage that keeps something between items
 saves it; see :mod:`~shardstream.pipeline.cursors`), and ``load_state_dict(state)`` makes the next ``iter()``
-continue from there. Inside DataLoader workers, torchdata's ``StatefulDataLoader`` saves and restores each
+continue from there (a :mod:`shardstream.resume` state of kind ``"pipeline"``). Inside DataLoader workers, torchdata's ``StatefulDataLoader`` saves and restores each
 worker's iterator the same way.
 
 >>> p = DataPipeline(range(10), lambda src: (x * x for x in src))
@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..resume import Resumable
 from ..runtime import Placement
 from .context import Context
 from .core import FluidInterface, Stage
 from .cursors import Cursor, NestedCursor
 from .iteration import PipelineIterator, check
-from .resumable import Resumable
 
 __all__ = ["DataPipeline", "IterableDatasetBase"]
 
@@ -51,10 +51,13 @@ def _iterable_dataset_base() -> type:
     return IterableDataset
 
 
-IterableDatasetBase: type = _iterable_dataset_base()
+if TYPE_CHECKING:  # a class, not a variable, so that a misspelt method of a pipeline is a type error
+    from torch.utils.data import IterableDataset as IterableDatasetBase
+else:
+    IterableDatasetBase: type = _iterable_dataset_base()
 
 
-class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ignore[misc,valid-type]
+class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):
     """A data source followed by stages (see the module docstring).
 
     Lists among ``stages`` are flattened, as in webdataset (``DataPipeline(source, [stage, stage])``), so a
@@ -180,7 +183,7 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
         if pending is not None:
             iterator.load_state_dict(pending)
         else:
-            iterator._cursors()  # errors in the pipeline's description show up here, as with generators
+            iterator.cursors()  # errors in the pipeline's description show up here, as with generators
         iterator.progress = self._begin(iterator.ctx.epoch, iterator)
         return iterator
 
@@ -204,7 +207,7 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):  # type: ign
     def _check_state(self, state: Any) -> None:
         """Refuse a state of another pipeline, seed, rank or worker (a :class:`~shardstream.errors.StateError`)."""
         ctx, last_split = self._context()
-        check(state, PipelineIterator(self, ctx, last_split).head(), "this pipeline")
+        check(state, PipelineIterator(self, ctx, last_split).fingerprint(), "this pipeline")
 
     def __len__(self) -> int:
         for item in reversed(self.pipeline):

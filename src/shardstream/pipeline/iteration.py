@@ -6,13 +6,15 @@ up to the first shard reader is itself a chain, replayed (its items are URLs), t
 get a cursor of their kind.
 :class:`PipelineIterator` adds what the chain's state needs to be meaningful: the pipeline's stages (by name),
 its seed, the epoch (and the DataLoader seed used when no epoch was set), and where it runs (rank and worker:
-a streaming pipeline's position is per rank and worker, since shards are split between them).
+a streaming pipeline's position is per rank and worker, since shards are split between them). The state is a
+:mod:`shardstream.resume` envelope of kind ``"pipeline"``: the fingerprint is ``stages``, ``seed`` and
+``placement``; the position is ``loader_seed`` and ``chain`` (the cursors' states).
 
 >>> from shardstream.pipeline import DataPipeline, map, shuffle
 >>> p = DataPipeline(range(6), shuffle(4), map(lambda x: x * 10))
 >>> it = iter(p); _ = next(it); state = it.state_dict()
->>> state["format"], state["stages"], state["epoch"]
-('shardstream.pipeline', ['range', 'shuffle', 'map'], 0)
+>>> state["format"], state["kind"], state["fingerprint"]["stages"], state["epoch"]
+('shardstream.state', 'pipeline', ['range', 'shuffle', 'map'], 0)
 >>> DataPipeline(range(6), shuffle(4)).load_state_dict(state)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -24,21 +26,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, StateError
+from ..errors import ConfigError
+from ..resume import Progress, check_state, envelope
 from .adapters import source_cursor
 from .context import Context, Source
 from .core import Stage
-from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor, require
-from .resumable import Progress, check_format
+from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor
 from .stages.fused import fuse as fused
 
 if TYPE_CHECKING:  # pragma: no cover
     from .datapipeline import DataPipeline
 
-__all__ = ["FORMAT", "VERSION", "PipelineIterator", "build_chain", "check", "open_source", "stage_names"]
+__all__ = ["PipelineIterator", "build_chain", "check", "open_source", "stage_names"]
 
-FORMAT = "shardstream.pipeline"
-VERSION = 1
+KIND = "pipeline"
 _ENDED = ("the iteration is over",)  # the mark of a finished iteration
 
 
@@ -120,7 +121,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
                 make = _bound(item, here)
                 fuse = type(cursor) is PassCursor
                 cursor = cursor.then(make, name, item) if fuse else PassCursor(cursor, make, name, item)  # type: ignore[attr-defined]
-                cursor.plan = fused  # type: ignore[attr-defined]  # field-wise runs ending in batched: one loop
+                cursor.plan = fused  # field-wise runs ending in batched: one loop
             elif callable(kind):
                 cursor = kind(cursor, item, here, restart, name)
             elif item.restarts:
@@ -147,7 +148,7 @@ class PipelineIterator(Cursor):
         self._chain: Cursor | None = None
         self._done = self._started = False
 
-    def _cursors(self) -> Cursor:
+    def cursors(self) -> Cursor:
         """The chain of cursors (a finished iteration keeps none: it gets a throwaway one to describe states)."""
         if self._chain is not None:
             return self._chain
@@ -158,7 +159,7 @@ class PipelineIterator(Cursor):
 
     @property
     def restorable(self) -> bool:  # type: ignore[override]
-        return self._cursors().restorable
+        return self.cursors().restorable
 
     def close(self) -> None:
         """End this iteration now: its open shards are closed (and DataLoaders it reads from released)."""
@@ -178,21 +179,23 @@ class PipelineIterator(Cursor):
         if chain is None:
             if self._done:
                 raise StopIteration
-            chain = self._cursors()
+            chain = self.cursors()
         try:
             return next(chain)
         except StopIteration:
             self._done, self._chain = True, None  # release shards and DataLoader workers now
             raise
 
-    def head(self, epoch: int | None = None) -> dict[str, Any]:
-        """The state's description of the pipeline and of this iteration (``chain`` not included)."""
+    def fingerprint(self) -> dict[str, Any]:
+        """What a state must agree with to be restored here: the stages (by name), the seed, where it runs."""
         ctx = self.ctx
-        return {
-            "format": FORMAT, "version": VERSION, "stages": stage_names(self.pipeline.pipeline),
-            "seed": ctx.seed, "epoch": ctx.epoch if epoch is None else epoch, "loader_seed": ctx.loader_seed,
-            "placement": [ctx.rank, ctx.world_size, ctx.worker, ctx.num_workers],
-        }  # fmt: skip
+        return {"stages": stage_names(self.pipeline.pipeline), "seed": ctx.seed,
+                "placement": [ctx.rank, ctx.world_size, ctx.worker, ctx.num_workers]}
+
+    def head(self, epoch: int | None = None) -> dict[str, Any]:
+        """The state's envelope for this pipeline and iteration (``chain`` not included)."""
+        ctx = self.ctx
+        return envelope(KIND, self.fingerprint(), ctx.epoch if epoch is None else epoch, loader_seed=ctx.loader_seed)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this iteration is; once it is over, the start of the next epoch."""
@@ -200,42 +203,38 @@ class PipelineIterator(Cursor):
 
     def mark(self) -> Any:
         """A cheap position (this pipeline under another one: a shuffle buffer keeps one per item)."""
-        return _ENDED if self._done else self._cursors().mark()
+        return _ENDED if self._done else self.cursors().mark()
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         if mark is _ENDED:
             return {**self.head(self.ctx.epoch + 1), "loader_seed": None, "chain": None}
-        return {**self.head(), "chain": self._cursors().state_at(mark)}
+        return {**self.head(), "chain": self.cursors().state_at(mark)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (checked against this pipeline: see :func:`check`). A state of the same epoch
         is restored into the live chain of cursors (a shard being read stays open where that is enough)."""
-        check(state, self.head(), "this pipeline")
+        check(state, self.fingerprint(), "this pipeline")
         ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=state["loader_seed"])
         if ctx != self.ctx or state["chain"] is None:
             self._chain, self._started = None, self._started and ctx == self.ctx
         self.ctx, self._done = ctx, False
         if state["chain"] is not None:
-            self._cursors().load_state_dict(state["chain"])
+            self.cursors().load_state_dict(state["chain"])
 
 
-def check(state: Any, head: Mapping[str, Any], what: str) -> None:
-    """Refuse a state that does not describe this pipeline here, naming the difference."""
-    state = require(state, ("format", "version", "stages", "seed", "epoch", "loader_seed", "placement", "chain"),
-                    what)
-    check_format(state, FORMAT, VERSION, (), what)
-    if list(state["stages"]) != list(head["stages"]):
-        raise StateError(f"cannot restore {what}: saved state has stages {list(state['stages'])!r}, {what} has "
-                         f"{head['stages']!r}; it was saved by another pipeline")
-    if state["seed"] != head["seed"]:
-        raise StateError(f"cannot restore {what}: saved state has seed={state['seed']!r}, {what} has "
-                         f"seed={head['seed']!r}")
-    if list(state["placement"]) != list(head["placement"]):
-        rank, world, worker, workers = state["placement"]
-        here = head["placement"]
-        raise StateError(
-            f"cannot restore {what}: the state was saved on rank {rank} of {world}, DataLoader worker {worker} of "
-            f"{workers}, and this is rank {here[0]} of {here[1]}, worker {here[2]} of {here[3]}; a streaming "
-            "pipeline's position belongs to its rank and worker (shardstream.training resumes on other numbers of "
-            "ranks and workers)"
-        )
+def _stages_differ(saved: Any, here: Any, what: str) -> str:
+    return f"saved state has stages {list(saved)!r}, {what} has {list(here)!r}; it was saved by another pipeline"
+
+
+def _placement_differs(saved: Any, here: Any, what: str) -> str:
+    rank, world, worker, workers = saved
+    return (f"the state was saved on rank {rank} of {world}, DataLoader worker {worker} of {workers}, and this is "
+            f"rank {here[0]} of {here[1]}, worker {here[2]} of {here[3]}; a streaming pipeline's position belongs to "
+            "its rank and worker (shardstream.training resumes on other numbers of ranks and workers)")
+
+
+def check(state: Any, fingerprint: Mapping[str, Any], what: str) -> None:
+    """Refuse a state that does not describe this pipeline here (see :func:`shardstream.resume.check_state`),
+    naming every difference."""
+    check_state(state, KIND, fingerprint, what, keys=("loader_seed", "chain"),
+                explain={"stages": _stages_differ, "placement": _placement_differs})

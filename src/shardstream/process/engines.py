@@ -190,7 +190,8 @@ class DaskEngine(Engine):
             raise MissingDependencyError("the dask engine", "dask", "distributed") from None
         if address is not None and client is not None:
             raise ConfigError("give the dask engine a scheduler address or a client, not both")
-        self.address, self.client, self._own = address, client, []
+        self.address, self.client = address, client
+        self._own: list[Any] = []
         self.workers = workers or 2
         self._queue: Any = None
         self._queue_name = f"shardstream-progress-{uuid.uuid4().hex}"

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, ProcessingError
-from ..io.urls import braceexpand
+from ..io.urls import expand_inputs
 from ..writer import ShardInfo
 from .engines import Engine, make_engine
 from .outputs import Output, TarOutput, is_remote
@@ -63,6 +63,8 @@ class JobResult:
     reused: int
     index: str | None
     failures: tuple[TaskFailure, ...] = ()
+    #: CPU seconds spent in the tasks this run executed, per worker (``host:pid``); reused tasks count nothing
+    worker_cpu: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def urls(self) -> list[str]:
@@ -177,6 +179,14 @@ def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None,
         bar.close()
 
 
+def _worker_cpu(results: list[TaskResult]) -> dict[str, float]:
+    cpu: dict[str, float] = {}
+    for r in results:
+        if not r.reused:
+            cpu[r.worker] = cpu.get(r.worker, 0.0) + r.cpu
+    return cpu
+
+
 def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: list[TaskFailure],
             raise_on_failure: bool) -> JobResult:
     ordered = [results[t.index] for t in tasks if t.index in results]
@@ -186,6 +196,7 @@ def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: lis
         shards=shards, samples_in=sum(r.samples_in for r in ordered), samples=sum(r.samples for r in ordered),
         skipped=tuple((r.url, s) for r in ordered for s in r.skipped), tasks=len(tasks),
         reused=sum(r.reused for r in ordered), index=index, failures=tuple(sorted(failures, key=lambda f: f.index)),
+        worker_cpu=_worker_cpu(ordered),
     )  # fmt: skip
     if failures and raise_on_failure:
         shown = "; ".join(str(f) for f in result.failures[:5]) + (" ..." if len(failures) > 5 else "")
@@ -198,13 +209,7 @@ def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: lis
 def _shard_urls(inputs: str | Iterable[str]) -> list[str]:
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [os.fspath(inputs)]
-    urls: list[str] = []
-    for item in inputs:
-        if "{" in item and ("," in item or ".." in item) and not os.path.exists(item):
-            urls.extend(braceexpand(item))
-        else:
-            urls.append(os.fspath(item))
-    return urls
+    return expand_inputs([os.fspath(item) for item in inputs])  # the one rule for brace patterns
 
 
 def map_dataset(

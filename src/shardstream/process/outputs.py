@@ -22,15 +22,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import ConfigError, OpenError
-from ..indexed import index_dataset, index_shard, write_dali_index
+from ..indexed import index_dataset
 from ..io import open_url, split_scheme
 from ..io.remote_write import open_for_write
 from ..tar.index import format_dali_index
 from ..writer import ShardInfo, ShardWriter
+from .indexes import write_shard_indexes
 
 __all__ = ["Output", "TarOutput", "is_remote", "join", "read_text", "write_text"]
 
@@ -97,13 +98,14 @@ def read_text(url: str) -> str | None:
 class Output(Protocol):
     """What a task writes to (picklable): per task, output files and a manifest; per job, the final indexes."""
 
-    location: str
+    @property
+    def location(self) -> str: ...  # pragma: no cover - protocol (read-only: outputs are frozen dataclasses)
 
     def options(self) -> dict[str, Any]: ...  # pragma: no cover - protocol
 
     def manifest_url(self, task: int) -> str: ...  # pragma: no cover - protocol
 
-    def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]: ...  # pragma: no cover
+    def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]: ...  # pragma: no cover
 
     def finish(self, shards: list[ShardInfo]) -> str | None: ...  # pragma: no cover - protocol
 
@@ -147,30 +149,25 @@ class TarOutput:
     def manifest_url(self, task: int) -> str:
         return join(self.location, MANIFESTS, f"{self.prefix}-{task:06d}.json")
 
-    def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]:
+    def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]:
         """Write the samples of task ``task`` into its parts; returns them, each published and indexed."""
         pattern = self.shard_url(task, 0)[: -len(f"000.tar{self._suffix()}")] + "%03d.tar" + self._suffix()
         if not is_remote(self.location):
             os.makedirs(_local(self.location), exist_ok=True)
         indexed = self.index and not self._suffix()
         remote = is_remote(self.location)
-        # local shards are indexed by scanning their headers afterwards (the C header walk: faster than recording
-        # offsets while writing); remote ones from the offsets the writer records
+        # the indexes come from the offsets the writer records (numbers: no scan of the shards afterwards)
         with ShardWriter(pattern, maxcount=self.maxcount, maxsize=self.maxsize, compress=self.compress,
-                         record_index=indexed and remote) as sink:
+                         record_index=indexed) as sink:
             for sample in samples:
                 sink.write(sample)
-        if indexed and remote:
-            for path, entries in (sink.index_entries or {}).items():
-                dali = format_dali_index(([(f, o, n, f"{k}.{f}") for f, o, n in fields] for k, fields in entries),
-                                         path)  # fmt: skip
+        for path, record in (sink.index_records or {}).items():
+            if remote:
+                dali = format_dali_index(([(f, o, n, f"{k}.{f}") for f, o, n in fields] for k, fields in
+                                          record.entries()), path)  # fmt: skip
                 write_text(path[: -len(".tar")] + ".idx", dali)
-        elif indexed:
-            for info in sink.shard_info:
-                index_shard(info.path)
-                dali = info.path[: -len(".tar")] + ".idx"
-                write_dali_index(info.path, f"{dali}.{os.getpid()}.tmp")
-                os.replace(f"{dali}.{os.getpid()}.tmp", dali)  # all or nothing, as every other file
+            else:
+                write_shard_indexes(path, record)
         return list(sink.shard_info)
 
     def finish(self, shards: list[ShardInfo]) -> str | None:

@@ -44,7 +44,8 @@ class TaskSource(Protocol):
     """The input of one task: ``url`` names it in reports, ``describe()`` identifies it for resuming (it changes
     when the input changes), ``samples()`` yields sample dicts or :class:`Skip` records. Must be picklable."""
 
-    url: str
+    @property
+    def url(self) -> str: ...  # pragma: no cover - protocol (read-only: sources are frozen dataclasses)
 
     def describe(self) -> str: ...  # pragma: no cover - protocol
 

@@ -32,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -99,6 +100,9 @@ class TaskResult:
     skipped: tuple[Skip, ...]
     seconds: float = 0.0
     reused: bool = False
+    #: CPU seconds of the thread that ran the task, and the worker it ran on (``host:pid``)
+    cpu: float = 0.0
+    worker: str = ""
 
     def to_json(self, fingerprint: str) -> str:
         doc = {
@@ -167,7 +171,7 @@ def _inputs(task: Task, counts: _Counts) -> Iterator[dict[str, Any]]:
         yield item
 
 
-def _per_sample(task: Task, samples: Iterable[dict[str, Any]], counts: _Counts) -> Iterator[dict[str, Any]]:
+def _per_sample(task: Task, samples: Iterable[Mapping[str, Any]], counts: _Counts) -> Iterator[Mapping[str, Any]]:
     fn = task.fn
     for sample in samples:
         if fn is None:
@@ -194,22 +198,24 @@ def run_task(task: Task) -> TaskResult:
     left under a final name; the engine retries or reports it)."""
     if task.per not in ("sample", "shard"):
         raise ConfigError(f"per must be 'sample' or 'shard', got {task.per!r}")
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.thread_time()
     counts = _Counts()
-    samples: Iterable[dict[str, Any]] = _inputs(task, counts)
+    samples: Iterable[Mapping[str, Any]] = _inputs(task, counts)
     if task.per == "shard" and task.fn is not None:
         samples = task.fn(samples)
     elif task.fn is not None:
         samples = _per_sample(task, samples, counts)
 
-    def counted() -> Iterator[dict[str, Any]]:
+    def counted() -> Iterator[Mapping[str, Any]]:
         for sample in samples:
             yield sample
             counts.wrote()
 
     shards = task.output.write(task.index, counted())
     counts.flush()
-    result = TaskResult(task.index, task.source.url, tuple(shards), counts.read, counts.written,
-                        tuple(counts.skipped), time.monotonic() - start)  # fmt: skip
-    write_text(task.output.manifest_url(task.index), result.to_json(task.fingerprint()))
-    return result
+    write_text(task.output.manifest_url(task.index), TaskResult(
+        task.index, task.source.url, tuple(shards), counts.read, counts.written, tuple(counts.skipped)
+    ).to_json(task.fingerprint()))  # fmt: skip
+    return TaskResult(task.index, task.source.url, tuple(shards), counts.read, counts.written, tuple(counts.skipped),
+                      time.monotonic() - start, cpu=time.thread_time() - cpu,
+                      worker=f"{socket.gethostname()}:{os.getpid()}")  # fmt: skip

@@ -713,6 +713,8 @@ done:
     return list;
 }
 
+static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, pos, base, headers_only=False) -> (members, new_pos)\n\n"
@@ -737,6 +739,12 @@ static PyMethodDef methods[] = {
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
      "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
      "return None when a row is not of that simple form: decode the column in Python then."},
+    {"pack_members", pack_members, METH_VARARGS,
+     "pack_members(buf, pos, template, members, direct) -> offsets | None\n\n"
+     "Append regular-file members (name: bytes, data: bytes-like) to the bytearray buf as one-block ustar\n"
+     "headers filled into template (512 bytes) + data + NUL padding; returns the data offsets (pos + position).\n"
+     "Returns None, appending nothing, when a member needs the Python path (a name empty, over 100 bytes or with\n"
+     "NUL; data of direct bytes or more)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -755,4 +763,119 @@ PyMODINIT_FUNC PyInit__scan(void)
     if (str_key == NULL || str_url == NULL)
         return NULL;
     return PyModule_Create(&module);
+}
+
+/* pack_members(buf, pos, template, members, direct) -> offsets | None
+ *
+ * The writer's hot loop (TarStreamWriter.add_many in writer.py, whose pure-Python fast path writes the same
+ * bytes): for each (name, data) member, a ustar header (template with name, size and checksum filled in), the
+ * data and NULs to the next 512-byte boundary, appended to the bytearray buf. All or nothing: a member the C
+ * path does not take (see the docstring) makes it return None before anything is appended. */
+#define PACK_STACK 16
+
+static PyObject *pack_members(PyObject *self, PyObject *args)
+{
+    PyObject *buf, *members, *seq = NULL, *offsets = NULL, *result = NULL;
+    Py_ssize_t pos, direct, n, i, taken = 0, old, total = 0;
+    Py_buffer tpl = {0};
+    Py_buffer stack[PACK_STACK];
+    Py_buffer *views = stack;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "O!ny*On", &PyByteArray_Type, &buf, &pos, &tpl, &members, &direct))
+        return NULL;
+    if (tpl.len != BLOCK) {
+        PyErr_SetString(PyExc_ValueError, "template must be 512 bytes");
+        goto done;
+    }
+    seq = PySequence_Fast(members, "members must be a sequence of (name, data)");
+    if (seq == NULL)
+        goto done;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n > PACK_STACK) {
+        views = PyMem_Malloc(sizeof(Py_buffer) * (size_t)n);
+        if (views == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    for (i = 0; i < n; i++) { /* check every member and take its buffer before anything is written */
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *name;
+        Py_ssize_t len;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2)
+            goto python;
+        name = PyTuple_GET_ITEM(item, 0);
+        if (!PyBytes_Check(name))
+            goto python;
+        len = PyBytes_GET_SIZE(name);
+        if (len == 0 || len > 100 || memchr(PyBytes_AS_STRING(name), 0, (size_t)len) != NULL)
+            goto python;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &views[i], PyBUF_SIMPLE) < 0) {
+            PyErr_Clear(); /* not bytes-like: the Python path says so in its own words */
+            goto python;
+        }
+        taken++;
+        if (views[i].len >= direct) /* also keeps every size below 8**11: no PAX record */
+            goto python;
+        total += BLOCK + views[i].len + (-views[i].len & (BLOCK - 1));
+    }
+    offsets = PyList_New(n);
+    if (offsets == NULL)
+        goto done;
+    {
+        Py_ssize_t at = 0;
+        for (i = 0; i < n; i++) { /* the offsets first: once the buffer grows, nothing may fail */
+            PyObject *offset = PyLong_FromSsize_t(pos + at + BLOCK);
+            if (offset == NULL)
+                goto done;
+            PyList_SET_ITEM(offsets, i, offset);
+            at += BLOCK + views[i].len + (-views[i].len & (BLOCK - 1));
+        }
+    }
+    old = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, old + total) < 0)
+        goto done;
+    {
+        unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
+        for (i = 0; i < n; i++) {
+            PyObject *name = PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(seq, i), 0);
+            unsigned char *h = out;
+            Py_ssize_t size = views[i].len, pad = -size & (BLOCK - 1), k;
+            uint64_t v = (uint64_t)size;
+            unsigned long sum = 0;
+            memcpy(h, tpl.buf, BLOCK);
+            memcpy(h, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name));
+            for (k = 10; k >= 0; k--) { /* "%011o\0" */
+                h[124 + k] = (unsigned char)('0' + (v & 7));
+                v >>= 3;
+            }
+            h[135] = 0;
+            for (k = 0; k < BLOCK; k++) /* the checksum field holds spaces in the template */
+                sum += h[k];
+            for (k = 5; k >= 0; k--) { /* "%06o\0 " */
+                h[148 + k] = (unsigned char)('0' + (sum & 7));
+                sum >>= 3;
+            }
+            h[154] = 0;
+            h[155] = ' ';
+            memcpy(out + BLOCK, views[i].buf, (size_t)size);
+            memset(out + BLOCK + size, 0, (size_t)pad);
+            out += BLOCK + size + pad;
+        }
+    }
+    result = offsets;
+    offsets = NULL;
+    goto done;
+python:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (i = 0; i < taken; i++)
+        PyBuffer_Release(&views[i]);
+    if (views != stack)
+        PyMem_Free(views);
+    Py_XDECREF(offsets);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&tpl);
+    return result;
 }

@@ -42,6 +42,7 @@ from typing import Any, BinaryIO
 from zlib import adler32 as _adler32
 
 from ..errors import ConfigError
+from . import reader
 from .header import BLOCKSIZE, checksum
 
 __all__ = [
@@ -313,6 +314,15 @@ class TarStreamWriter:
         """
         if self.closed:
             raise ConfigError("this TarStreamWriter is closed; create a new one to write another archive")
+        pack = getattr(reader._scan, "pack_members", None) if reader.accelerated() else None
+        if pack is not None and members.__class__ is list:  # the C twin of the loop below (same bytes)
+            buf, before = self._buf, len(self._buf)
+            packed = pack(buf, self._pos, self._template, members, _DIRECT)
+            if packed is not None:
+                self._pos += len(buf) - before
+                if len(buf) >= _BUFSIZE:
+                    self.flush()
+                return packed
         offsets = []
         buf, pos = self._buf, self._pos
         base, before_size, mtime_field, after = (

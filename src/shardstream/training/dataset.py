@@ -32,8 +32,9 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..codecs import as_decoder
@@ -42,19 +43,19 @@ from ..indexed.mixsampler import MixOrder
 from ..io.cache import cache_opener
 from ..order import SHUFFLES, SampleOrder, StreamOrder
 from ..pipeline.datapipeline import IterableDatasetBase
-from ..pipeline.resumable import Resumable
 from ..pipeline.stages.batching import default_collation_fn
+from ..resume import Resumable
 from ..runtime import Placement
 from ..spec import is_spec, training_sources
 from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
 from .plan import EpochPlan
 from .sources import resolve
-from .state import FORMAT, VERSION, check_state, fingerprint, plan_from_dict, plan_to_dict
+from .state import KIND, check_state, envelope, fingerprint, plan_from_dict, plan_to_dict
 
 __all__ = ["TrainingDataset"]
 
 
-class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,valid-type]
+class TrainingDataset(Resumable, IterableDatasetBase):
     """Shuffled batches of one rank, exact epochs, mid-epoch resume (see the module docstring).
 
     :param source: shard URLs (a brace pattern or a list), a dataset index ``.json``, or an
@@ -126,12 +127,18 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         return int(sum(self._mix[1] if self._mix is not None else self.lengths))
 
     @property
-    def config(self) -> dict[str, Any]:
-        """What a saved state must agree with (see :func:`~shardstream.training.state.fingerprint`)."""
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved state must agree with, its ``"fingerprint"`` (see
+        :func:`~shardstream.training.state.fingerprint`): the settings that shape the order and the shards' lengths."""
         mix = {} if self._mix is None else {"mix": list(self._mix[1])}
         return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last, **mix,
                            window=self.window if self.shuffle in ("window", "stream") else None,
                            buffer=self.buffer if self.stream else None)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """:attr:`fingerprint` (its former name)."""
+        return self.fingerprint
 
     def order(self, epoch: int) -> SampleOrder | StreamOrder | MixOrder:
         """The epoch order (positions -> samples), independent of ranks and workers."""
@@ -148,6 +155,27 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         current = Placement.current(self._framework)
         return current.rank, current.world_size
 
+    @contextlib.contextmanager
+    def bound(self, rank: int, world_size: int) -> Iterator[TrainingDataset]:
+        """Within the ``with`` block, this dataset is rank ``rank`` of ``world_size`` (whatever the runtime says):
+        a loader binds it while its DataLoader copies it into worker processes, which may not see
+        ``torch.distributed``. A rank given to the constructor is kept.
+
+        >>> ds = TrainingDataset("train-{00..02}.tar", batch_size=4)
+        >>> with ds.bound(1, 2):
+        ...     ds.rank_and_world()
+        (1, 2)
+        >>> ds.rank_and_world()
+        (0, 1)
+        """
+        before = self._placement
+        if before is None:
+            self._placement = (int(rank), int(world_size))
+        try:
+            yield self
+        finally:
+            self._placement = before
+
     def plan(self, *, world_size: int | None = None, num_workers: int = 1) -> EpochPlan:
         """A fresh epoch's plan for ``world_size`` ranks (default: this process's) and ``num_workers`` workers
         (the same for every epoch: the epoch only changes the order, see :meth:`order`)."""
@@ -160,7 +188,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         """The epoch, plan and first batch of an iteration starting now (consumes a restored state)."""
         epoch, pending = self._epoch, self._take_pending()
         if pending is not None:
-            return self._restore(pending, rank, worker, workers, world)
+            return self.resume_point(pending, rank=rank, world_size=world, worker=worker, num_workers=workers)
         return epoch, self.plan(world_size=world, num_workers=workers), None
 
     def __iter__(self) -> PlanIterator:
@@ -180,52 +208,69 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
         """Batches the next ``iter()`` yields on this rank (all workers together)."""
         rank, world = self.rank_and_world()
         if self._pending is not None and "batches" in self._pending:
-            return self._restore(self._pending, rank, 0, 1, world)[1].remaining_batches
+            return self.resume_point(self._pending, rank=rank, world_size=world)[1].remaining_batches
         return self.plan(world_size=world).num_batches
 
     # -- reading (called by PlanIterator, in the process that reads) ------------------------------------------
-    def _reader(self, epoch: int) -> IndexedReader | StreamReader:
+    def reader(self, epoch: int) -> IndexedReader | StreamReader:
+        """What reads the samples at positions of epoch ``epoch``'s order (``reader.read(positions)``; close it)."""
         order = self.order(epoch)
         if isinstance(order, StreamOrder):
             return StreamReader(self._urls, order, rule=self._keys, opener=self._opener)
         return IndexedReader(self._indexed, order)  # type: ignore[arg-type]
 
-    def _batch(self, samples: list[Any]) -> Any:
+    def make_batch(self, samples: list[Any]) -> Any:
+        """One batch of ``samples`` as read: decoded, mapped and collated as this dataset says."""
         for finish in self._finishers:
             samples = [finish(sample) for sample in samples]
         return samples if self._collate is None else self._collate(samples)
 
     # -- state ------------------------------------------------------------------------------------------------
-    def _state(self, epoch: int, plan: EpochPlan, next_batch: int, rank: int, worker: int,
-               workers: int) -> dict[str, Any]:
-        state = {"format": FORMAT, "version": VERSION, "config": self.config, "epoch": epoch,
-                 "plan": plan_to_dict(plan)}
-        if workers == 1:
-            state["batches"] = next_batch  # the same on every rank: any rank's state restores all of them
+    def state_for(self, epoch: int, plan: EpochPlan, next_batch: int, *, rank: int = 0, worker: int = 0,
+                  num_workers: int = 1) -> dict[str, Any]:
+        """The state of the position ``next_batch`` of ``plan`` in epoch ``epoch`` (see
+        :mod:`~shardstream.training.state`): a rank state with one worker (``next_batch`` batches consumed), else
+        the state of worker ``worker`` of ``num_workers`` on rank ``rank`` (its next batch)."""
+        position: dict[str, Any] = {"plan": plan_to_dict(plan)}
+        if num_workers == 1:
+            position["batches"] = next_batch  # the same on every rank: any rank's state restores all of them
         else:
-            state.update(rank=rank, worker=worker, num_workers=workers, next=next_batch)
-        return state
+            position.update(rank=rank, worker=worker, num_workers=num_workers, next=next_batch)
+        return envelope(KIND, self.fingerprint, epoch, **position)
 
-    def _fresh_state(self, epoch: int, rank: int, world: int, worker: int = 0, workers: int = 1) -> dict[str, Any]:
-        plan = self.plan(world_size=world, num_workers=workers)
-        return self._state(epoch, plan, plan.skip + worker, rank, worker, workers)
+    def start_state(self, epoch: int, *, rank: int = 0, world_size: int = 1, worker: int = 0,
+                    num_workers: int = 1) -> dict[str, Any]:
+        """The state of the start of epoch ``epoch`` for ``world_size`` ranks and ``num_workers`` workers."""
+        plan = self.plan(world_size=world_size, num_workers=num_workers)
+        return self.state_for(epoch, plan, plan.skip + worker, rank=rank, worker=worker, num_workers=num_workers)
 
-    def _restore(self, state: Any, rank: int, worker: int, workers: int,
-                 world: int | None = None) -> tuple[int, EpochPlan, int | None]:
-        check_state(state, self.config, "this dataset")
+    def resume_point(self, state: Any, *, rank: int, world_size: int | None = None, worker: int = 0,
+                     num_workers: int = 1) -> tuple[int, EpochPlan, int | None]:
+        """Where ``state`` continues, here (checked: a :class:`~shardstream.errors.StateError` names what differs):
+        ``(epoch, plan, next_batch)``. A rank state is planned again for ``world_size`` ranks (default: the saved
+        number) and ``num_workers`` workers (``next_batch`` is then None: each worker starts at its first batch of
+        the plan); a worker state restores only in the worker, rank and numbers that saved it.
+
+        >>> ds = TrainingDataset("train-{00..02}.tar", batch_size=4, seed=0)
+        >>> state = ds.state_for(0, ds.plan(world_size=1), 1)  # one batch of 4 consumed on 1 rank
+        >>> epoch, plan, first = ds.resume_point(state, rank=0, world_size=2)  # the 8 samples left, on 2 ranks
+        >>> epoch, plan.world_size, plan.remaining_batches, first
+        (0, 2, 1, None)
+        """
+        check_state(state, self.fingerprint, "this dataset")
         epoch = int(state["epoch"])
         saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
                                contiguous=self.stream)
-        world = saved.world_size if world is None else world
+        world = saved.world_size if world_size is None else world_size
         if "batches" in state:  # a rank state: re-plan for the ranks and workers of now
             plan = saved.resume(int(state["batches"]), world_size=world, batch_size=self.batch_size,
-                                num_workers=workers)
+                                num_workers=num_workers)
             return epoch, plan, None
         saved_at = (state.get("rank"), saved.world_size, state.get("worker"), state.get("num_workers"))
-        if saved_at != (rank, world, worker, workers):
+        if saved_at != (rank, world, worker, num_workers):
             raise StateError(
                 f"this state was saved by DataLoader worker {saved_at[2]} of {saved_at[3]} on rank {saved_at[0]} of "
-                f"{saved_at[1]}; it restores only there, not in worker {worker} of {workers} on rank {rank} of "
+                f"{saved_at[1]}; it restores only there, not in worker {worker} of {num_workers} on rank {rank} of "
                 f"{world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"
             )
         return epoch, saved, int(state["next"])
@@ -241,10 +286,11 @@ class TrainingDataset(Resumable, IterableDatasetBase):  # type: ignore[misc,vali
     def _initial_state(self) -> dict[str, Any]:
         here = Placement.current(self._framework)
         rank, world = self.rank_and_world()
-        return self._fresh_state(self._epoch, rank, world, here.worker, here.num_workers)
+        return self.start_state(self._epoch, rank=rank, world_size=world, worker=here.worker,
+                                num_workers=here.num_workers)
 
     def _check_state(self, state: Any) -> None:
-        check_state(state, self.config, "this dataset")
+        check_state(state, self.fingerprint, "this dataset")
 
     def __repr__(self) -> str:
         return (f"TrainingDataset({self.num_samples} samples in {len(self.lengths)} shards, shuffle={self.shuffle!r}, "

@@ -184,7 +184,7 @@ class PlanIterator:
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
         self._done = self._started = False
-        self.progress: Any = None  # the dataset's record of this iteration (a pipeline.resumable.Progress)
+        self.progress: Any = None  # the dataset's record of this iteration (a shardstream.resume.Progress)
 
     def __iter__(self) -> PlanIterator:
         return self
@@ -199,10 +199,10 @@ class PlanIterator:
             self._finish()
             raise StopIteration
         if self._reader is None:
-            self._reader = self.dataset._reader(self.epoch)
+            self._reader = self.dataset.reader(self.epoch)
         samples = self._reader.read(self.plan.positions(self.rank, j))
         self._next = j + self.num_workers
-        return self.dataset._batch(samples)
+        return self.dataset.make_batch(samples)
 
     def _finish(self) -> None:
         self._done = True
@@ -225,14 +225,15 @@ class PlanIterator:
         """Where this iterator is: a rank state outside DataLoader workers, a worker state inside them.
         Once the epoch is over, the start of the next epoch."""
         if self._done or self._next >= self.plan.num_batches and self.num_workers == 1:
-            return self.dataset._fresh_state(self.epoch + 1, self.rank, self.plan.world_size, self.worker,
-                                             self.num_workers)
-        return self.dataset._state(self.epoch, self.plan, self._next, self.rank, self.worker, self.num_workers)
+            return self.dataset.start_state(self.epoch + 1, rank=self.rank, world_size=self.plan.world_size,
+                                            worker=self.worker, num_workers=self.num_workers)
+        return self.dataset.state_for(self.epoch, self.plan, self._next, rank=self.rank, worker=self.worker,
+                                      num_workers=self.num_workers)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (before the first batch only: torchdata restores workers that way)."""
-        epoch, plan, next_batch = self.dataset._restore(state, self.rank, self.worker, self.num_workers,
-                                                        self.plan.world_size)
+        epoch, plan, next_batch = self.dataset.resume_point(state, rank=self.rank, world_size=self.plan.world_size,
+                                                            worker=self.worker, num_workers=self.num_workers)
         if next_batch is None:
             next_batch = plan.skip + self.worker
         if self._reader is not None:

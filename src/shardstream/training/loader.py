@@ -120,21 +120,18 @@ class TrainingLoader:
         rank, world = self._rank_and_world()
         workers = max(1, self.num_workers)
         if pending is not None:
-            return self.dataset._restore(pending, rank, 0, workers, world)[1]
+            return self.dataset.resume_point(pending, rank=rank, world_size=world, num_workers=workers)[1]
         return self.dataset.plan(world_size=world, num_workers=workers)
 
     def __iter__(self) -> _Pass:
         epoch, pending = self._epoch, self._pending
         plan = self._plan(pending)
         dataset = self.dataset
-        bound, dataset._placement = dataset._placement, self._rank_and_world()  # workers may not see the ranks
-        try:
+        with dataset.bound(*self._rank_and_world()):  # workers may not see the ranks
             dataset.set_epoch(epoch)
             if pending is not None:
                 dataset.load_state_dict(pending)
             batches = iter(self._dataloader(epoch, pending is not None))  # workers take their copies now
-        finally:
-            dataset._placement = bound
         dataset.set_epoch(epoch + 1)  # the dataset's next epoch; its pending state and iterator are used up
         self._epoch = epoch + 1
         self._pending = None
@@ -160,16 +157,16 @@ class TrainingLoader:
         rank, world = self._rank_and_world()
         current = self._progress
         if current is not None and not current.finished and current.consumed < current.plan.num_batches:
-            return self.dataset._state(current.epoch, current.plan, current.consumed, rank, 0, 1)
+            return self.dataset.state_for(current.epoch, current.plan, current.consumed, rank=rank)
         if self._pending is not None:
             return dict(self._pending)
-        return self.dataset._fresh_state(self._epoch, rank, world)
+        return self.dataset.start_state(self._epoch, rank=rank, world_size=world)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue from ``state`` (refused with a
-        :class:`~shardstream.errors.ConfigError` naming the difference if it comes from another configuration)."""
+        :class:`~shardstream.errors.StateError` naming the difference if it comes from another configuration)."""
 
-        check_state(state, self.dataset.config, "this loader")
+        check_state(state, self.dataset.fingerprint, "this loader")
         if "batches" not in state:
             raise StateError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
                              "TrainingLoader.state_dict() (or the dataset's own state)")

@@ -1,8 +1,9 @@
-"""Training state dicts: plain Python values (ints, strings, lists), versioned, checked strictly on restore.
+"""Training states: plain Python values (ints, strings, lists), checked strictly on restore.
 
-A state says *where* an epoch is, never *what* was read: the dataset's configuration fingerprint, the epoch, the
-plan being served (:class:`~shardstream.training.plan.EpochPlan` as a dict) and how many of its batches are
-consumed. Two kinds exist:
+A state says *where* an epoch is, never *what* was read. It is a :mod:`shardstream.resume` envelope of kind
+``"training"``: the dataset's configuration :func:`fingerprint`, the epoch, the plan being served
+(:class:`~shardstream.training.plan.EpochPlan` as a dict) and how many of its batches are consumed. Two positions
+exist:
 
 - a **rank** state (``"batches"``: batches this rank consumed), saved by
   :class:`~shardstream.training.TrainingLoader` and by a dataset iterated without DataLoader workers; it can be
@@ -13,7 +14,7 @@ consumed. Two kinds exist:
 :func:`check_state` refuses a state from another dataset or configuration with an error naming every difference.
 
 >>> config = {"seed": 1, "shuffle": "global", "samples": 10}
->>> state = {"format": FORMAT, "version": VERSION, "config": config, "epoch": 0, "plan": {}, "batches": 0}
+>>> state = envelope(KIND, config, 0, plan={}, batches=0)
 >>> check_state(state, dict(config, seed=2), "this loader")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -22,19 +23,16 @@ shardstream.errors.StateError: cannot restore this loader: saved state has seed=
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import StateError
-from ..pipeline.resumable import check_format
+from ..resume import check_state as check_envelope, digest, envelope
 from .plan import EpochPlan
 
-__all__ = ["FORMAT", "VERSION", "check_state", "fingerprint", "plan_from_dict", "plan_to_dict"]
+__all__ = ["KIND", "check_state", "envelope", "fingerprint", "plan_from_dict", "plan_to_dict"]
 
-FORMAT = "shardstream.training"
-VERSION = 1
-_REQUIRED = ("format", "version", "config", "epoch", "plan")
+KIND = "training"
 
 
 def fingerprint(lengths: Sequence[int], **settings: Any) -> dict[str, Any]:
@@ -44,8 +42,8 @@ def fingerprint(lengths: Sequence[int], **settings: Any) -> dict[str, Any]:
     >>> fingerprint([3, 4], seed=0)["samples"], len(fingerprint([3, 4], seed=0)["lengths"])
     (7, 16)
     """
-    digest = hashlib.blake2b(repr(tuple(int(n) for n in lengths)).encode(), digest_size=8).hexdigest()
-    return {**settings, "samples": int(sum(lengths)), "shards": len(lengths), "lengths": digest}
+    return {**settings, "samples": int(sum(lengths)), "shards": len(lengths),
+            "lengths": digest(int(n) for n in lengths)}
 
 
 def plan_to_dict(plan: EpochPlan) -> dict[str, Any]:
@@ -71,19 +69,5 @@ def plan_from_dict(data: Mapping[str, Any], *, total: int, drop_last: bool, cont
 
 def check_state(state: Any, config: Mapping[str, Any], what: str) -> None:
     """Raise :class:`~shardstream.errors.StateError` unless ``state`` is a training state of this version whose
-    configuration equals ``config``; the message names every missing key and every difference."""
-    check_format(state, FORMAT, VERSION, _REQUIRED[2:], what)
-    saved = state["config"]
-    if not isinstance(saved, Mapping):
-        raise StateError(f"cannot restore {what}: the state's 'config' must be a dict")
-    problems = []
-    for key in sorted(set(saved) | set(config)):
-        if key not in saved:
-            problems.append(f"saved state lacks {key!r} (this one has {key}={config[key]!r})")
-        elif key not in config:
-            problems.append(f"saved state has {key}={saved[key]!r}, unknown here")
-        elif saved[key] != config[key]:
-            problems.append(f"saved state has {key}={saved[key]!r}, {what} has {key}={config[key]!r}")
-    if problems:
-        raise StateError(f"cannot restore {what}: {'; '.join(problems)}; it was saved with another dataset or "
-                         f"configuration")
+    fingerprint equals ``config``; the message names every missing key and every difference."""
+    check_envelope(state, KIND, config, what, keys=("plan",))

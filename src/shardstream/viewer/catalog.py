@@ -34,7 +34,7 @@ import io
 import re
 import threading
 from collections import Counter
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import PIL.Image
@@ -298,10 +298,16 @@ def _compare(value: Any, op: str, target: Any) -> bool:
     if op == "~":
         return str(target).lower() in str(value).lower()
     if isinstance(target, float) and isinstance(value, (int, float)):
-        a, b = float(value), target
-    else:
-        a, b = str(value), str(target if not isinstance(target, float) or not target.is_integer() else int(target))
-    return {"=": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op]  # type: ignore[operator]
+        return _ordered(float(value), op, target)
+    target = target if not isinstance(target, float) or not target.is_integer() else int(target)
+    return _ordered(str(value), op, str(target))
+
+
+_Ordered = TypeVar("_Ordered", str, float)
+
+
+def _ordered(a: _Ordered, op: str, b: _Ordered) -> bool:
+    return {"=": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op]
 
 
 def _histogram(sizes: np.ndarray) -> list[dict[str, int]]:

@@ -105,7 +105,7 @@ def arrays_of(value: Any) -> list[tuple[str | None, np.ndarray]] | None:
     if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
         return [(None, value.detach().cpu().numpy())]
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
-    found = [(str(k), v) for k, v in items if isinstance(v, np.ndarray)]
+    found: list[tuple[str | None, np.ndarray]] = [(str(k), v) for k, v in items if isinstance(v, np.ndarray)]
     return found if found and len(found) == len(value) else None
 
 

@@ -177,7 +177,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _static(self, name: str) -> None:
         if name not in _STATIC:
             raise HTTPProblem(404, "no such file")
-        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        body = resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
         self._send(body, _STATIC[name])
 
     def _send_json(self, value: Any, status: int = 200, extra: dict[str, str] | None = None) -> None:
@@ -233,7 +233,7 @@ class ViewerServer(http.server.ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
+        host, port = str(self.server_address[0]), self.server_address[1]
         return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/"
 
 

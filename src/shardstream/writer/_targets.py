@@ -72,16 +72,16 @@ class _Counter:
 def _compressor(kind: str, sink: _Counter, level: int | None) -> Any:
     level = _LEVELS[kind] if level is None else level
     if kind == "gz":  # mtime 0 and no file name: the gzip header is the same on every run
-        return gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=level, mtime=0)  # type: ignore
+        return gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=level, mtime=0)
     if kind == "bz2":
-        return bz2.BZ2File(sink, "wb", compresslevel=level)  # type: ignore[arg-type]
+        return bz2.BZ2File(sink, "wb", compresslevel=level)
     if kind == "xz":
         return lzma.LZMAFile(sink, "wb", preset=level)  # type: ignore[arg-type]
     try:
         import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
     except ImportError:
         raise MissingDependencyError("writing .tar.zst", "zstd", "zstandard") from None
-    return zstandard.ZstdCompressor(level=level).stream_writer(sink, closefd=False)
+    return zstandard.ZstdCompressor(level=level).stream_writer(sink, closefd=False)  # type: ignore[arg-type]
 
 
 def _open_file(fd: int) -> Any:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, cast
 
 from ..errors import ConfigError, EncodeError, WriteError
 from ..logs import log_to_stderr
 from ..tar.writer import archive_size
 from ._targets import _END_MARGIN, _compression
+from .records import EntriesView, WrittenIndex
 from .tarwriter import TarWriter
 
 __all__ = ["ShardInfo", "ShardWriter"]
@@ -125,9 +126,12 @@ class ShardWriter:
         self.shard_info: list[ShardInfo] = []
         _compression(kw.get("compress"), pattern)  # a bad compress= fails now, not at the first sample
         # a template writer: validates kw now and encodes samples before a shard is chosen (sizes decide it)
-        self._encoder = TarWriter(_NullSink(), **{**kw, "compress": False})
+        self._encoder = TarWriter(cast(BinaryIO, _NullSink()), **{**kw, "compress": False})
+        self._encode = self._encoder._encoder.encode
+        #: per finished shard path, what its TarWriter recorded as numbers (only with ``record_index=True``)
+        self.index_records: dict[str, WrittenIndex] | None = {} if kw.get("record_index") else None
         #: per finished shard path, the TarWriter's index entries (only with ``record_index=True``)
-        self.index_entries: dict[str, list] | None = {} if kw.get("record_index") else None
+        self.index_entries = None if self.index_records is None else EntriesView(self.index_records)
         self._bar: Any = None
         if progress:
             from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
@@ -158,13 +162,17 @@ class ShardWriter:
         """Write one sample, starting a new shard first if it would not fit; returns its tar bytes."""
         if self.closed:
             raise ConfigError("this ShardWriter is closed; create a new one")
-        encoded = self._encoder._encode(obj)
-        if self.tarstream is not None and self.count > 0:
-            try:
-                full = self._would_exceed(encoded.nbytes)
-            except BaseException:  # a failed sync flush: the shard is broken
-                self._lost()
-                raise
+        encoded = self._encode(obj)
+        writer = self.tarstream
+        if writer is not None and self.count > 0:
+            if writer.compress is None and self.count < self.maxcount:  # the common case, _would_exceed inlined
+                full = archive_size(writer.bytes_written + encoded.nbytes) > self.maxsize
+            else:
+                try:
+                    full = self._would_exceed(encoded.nbytes)
+                except BaseException:  # a failed sync flush: the shard is broken
+                    self._lost()
+                    raise
             if full:
                 self.finish()
         if self.tarstream is None:
@@ -252,11 +260,11 @@ class ShardWriter:
             raise
         self.tarstream = None
         path = writer.path or self.fname or writer.url
-        nbytes = writer.compressed_bytes if writer.compress else writer.bytes_written
+        nbytes = (writer.compressed_bytes or 0) if writer.compress else writer.bytes_written
         self.shards.append(path)
-        if self.index_entries is not None:
-            self.index_entries[path] = writer.index_entries or []
-        self.shard_info.append(ShardInfo(path, self.count, nbytes))  # type: ignore[arg-type]
+        if self.index_records is not None:
+            self.index_records[path] = writer.index_record or WrittenIndex()
+        self.shard_info.append(ShardInfo(path, self.count, nbytes))
         self._say("finished %s: %d samples, %.1f MB", path, self.count, nbytes / 1e6)
         if self.post is not None:
             self.post(path)

@@ -9,31 +9,18 @@ import time
 import weakref
 import zlib
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..codecs import encode_sample
 from ..config import get_settings
-from ..errors import ConfigError, EncodeError, MissingDependencyError, WriteError
+from ..errors import ConfigError, EncodeError, WriteError
 from ..io.remote_write import open_for_write
 from ..io.urls import local_path
-from ..samples import RESERVED_FIELDS
-from ..tar.header import BLOCKSIZE
-from ..tar.writer import DEFAULT_OWNER, PAX_SIZE_LIMIT, TarStreamWriter, member_size
-from ._targets import _BYTES, PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file, _publish
+from ..tar.writer import DEFAULT_OWNER, TarStreamWriter
+from ._targets import PathOrFile, _cleanup, _compression, _compressor, _Counter, _open_file, _publish
+from .encoding import Encoded, SampleEncoder
+from .records import WrittenIndex
 
 __all__ = ["TarWriter"]
-
-
-class _Encoded(NamedTuple):
-    """One sample ready to write: its key, ``(field, member name, data)`` in member order, and its tar bytes."""
-
-    key: str
-    members: list[tuple[str, bytes, Any]]
-    nbytes: int
-
-
-def _field_error(key: str, field: Any, problem: str) -> EncodeError:
-    return EncodeError(f"sample {key!r}: field {field!r} {problem}")
 
 
 class TarWriter:
@@ -109,7 +96,9 @@ class TarWriter:
         if mtime is None:  # webdataset's way of asking for the current time
             mtime = int(time.time())
         self.encoder, self.keep_meta, self.jpeg_quality = encoder, keep_meta, jpeg_quality
-        self.index_entries: list[tuple[str, list[tuple[str, int, int]]]] | None = [] if record_index else None
+        self._encoder = SampleEncoder(encoder, keep_meta, jpeg_quality)
+        #: with ``record_index=True``: what was written, as numbers (see :attr:`index_entries`)
+        self.index_record: WrittenIndex | None = WrittenIndex() if record_index else None
         self.path: str | None = None  # final path, for path targets
         self.fsync = False  # path targets: see the docstring
         self._tmp: str | None = None
@@ -117,10 +106,10 @@ class TarWriter:
         self._remote: Any = None  # the RemoteSink this writer opened (URL targets only)
         self._finalizer: Any = None
         self._previous_key: str | None = None
-        self._suffixes: dict[str, bytes] = {}  # checked field names -> b"." + UTF-8 name
         self._failed = False
         self.closed = False
 
+        stream: Any
         if isinstance(fileobj, (str, os.PathLike)):
             path = os.fspath(fileobj)
             if not isinstance(path, str):
@@ -133,13 +122,13 @@ class TarWriter:
                 stream = self._remote = open_for_write(path)  # published by close(), discarded by abort()
                 self.url = path
             elif path == "-":
-                stream: Any = sys.stdout.buffer
+                stream = sys.stdout.buffer
                 self.url = "-"
             else:
                 self.path = self.url = path
                 self.fsync = get_settings().fsync if fsync is None else bool(fsync)
                 stream = self._raw = self._open_temp(path)
-                self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp)
+                self._finalizer = weakref.finalize(self, _cleanup, self._raw, self._tmp or "")
         else:
             if not hasattr(fileobj, "write"):
                 raise ConfigError(f"TarWriter needs a path or a binary stream with .write(), got {fileobj!r}")
@@ -179,99 +168,14 @@ class TarWriter:
         err.errno = e.errno  # keep `e.errno == errno.ENOSPC` checks working
         return err
 
-    # -- encoding ----------------------------------------------------------------------------------------------
-
-    def _encode(self, sample: Mapping[str, Any]) -> _Encoded:
+    def _encode(self, sample: Mapping[str, Any]) -> Encoded:
         """Validate and encode a sample, before anything is written (a bad sample leaves the archive intact)."""
-        if sample.__class__ is not dict and not isinstance(sample, Mapping):
-            raise EncodeError(f"a sample must be a dict of fields, got {type(sample).__name__}")
-        key = sample.get("__key__")
-        if key is None:
-            raise EncodeError(
-                f"sample without '__key__' (fields {sorted(map(str, sample))}); every sample needs a unique key, "
-                "e.g. {'__key__': 'sample%06d' % index, ...}"
-            )
-        if not isinstance(key, str) or not key or "\0" in key:
-            raise EncodeError(f"__key__ must be a non-empty str without NUL, got {key!r}")
-        encoder = self.encoder
-        fields: dict[str, Any]
-        if encoder is True or encoder is False:  # fast path: bytes and str pass through, as encode_sample does
-            fields = {}
-            for name, value in sample.items():
-                if not isinstance(name, str):
-                    raise _field_error(key, name, "is not a str")
-                if name[:1] == "_":
-                    continue
-                if encoder is True and name[-2:].lower() == "gz":
-                    value = None  # encode_sample gzips under .gz: let it
-                if isinstance(value, _BYTES):
-                    fields[name] = value
-                elif isinstance(value, str):
-                    fields[name] = value.encode("utf-8")
-                else:  # something to encode: leave the whole sample to the codecs (one table for both ways)
-                    fields = self._encode_fields(sample, key)
-                    break
-        else:
-            fields = self._encode_fields(sample, key)
-        if self.keep_meta:
-            for name, value in sample.items():
-                if isinstance(name, str) and name[:1] == "_" and name not in RESERVED_FIELDS:
-                    if isinstance(value, str):
-                        value = value.encode("utf-8")
-                    elif not isinstance(value, _BYTES):
-                        problem = f"is metadata and must be str or bytes, not {type(value).__name__}"
-                        raise _field_error(key, name, problem)
-                    fields[name] = value
-        members = []
-        nbytes = 0
-        suffixes = self._suffixes
-        key_bytes = key.encode("utf-8", "surrogateescape")
-        try:
-            names = sorted(fields)
-        except TypeError:  # names of mixed types
-            raise _field_error(key, next(n for n in fields if not isinstance(n, str)), "is not a str") from None
-        for name in names:
-            suffix = suffixes.get(name)
-            if suffix is None:
-                suffix = self._check_field(key, name)
-            data = fields[name]
-            if data.__class__ is not bytes:
-                if isinstance(data, str):
-                    data = data.encode("utf-8")
-                elif isinstance(data, _BYTES):
-                    data = memoryview(data).cast("B")
-                else:
-                    raise _field_error(key, name, f"was encoded to {type(data).__name__}, not bytes")
-            member = key_bytes + suffix
-            size = len(data)
-            if len(member) <= 100 and size < PAX_SIZE_LIMIT:  # one ustar block (what member_size says, inlined)
-                nbytes += BLOCKSIZE + size + (-size % BLOCKSIZE)
-            else:
-                nbytes += member_size(member, size)
-            members.append((name, member, data))
-        return _Encoded(key, members, nbytes)
+        return self._encoder.encode(sample)
 
-    def _check_field(self, key: str, name: Any) -> bytes:
-        """Validate a field name; returns (and caches) the member name suffix ``b"." + name``."""
-        if not isinstance(name, str):
-            raise _field_error(key, name, "is not a str")
-        if not name or name[0] == "." or "/" in name or "\0" in name:
-            hint = f"; write {name.lstrip('.')!r}" if name[:1] == "." and name.lstrip(".") else ""
-            raise _field_error(key, name, f"is not a valid field name: it must be non-empty, not start with '.' "
-                               f"and contain no '/' or NUL{hint}")  # fmt: skip
-        suffix = b"." + name.encode("utf-8", "surrogateescape")
-        if len(self._suffixes) < 4096:
-            self._suffixes[name] = suffix
-        return suffix
-
-    def _encode_fields(self, sample: Mapping[str, Any], key: str) -> dict[str, Any]:
-        try:
-            encoded = encode_sample(sample, encoder=self.encoder, jpeg_quality=self.jpeg_quality)
-        except (EncodeError, MissingDependencyError):  # they already name the sample and the field
-            raise
-        except Exception as e:  # a custom encoder failed: say which sample
-            raise EncodeError(f"sample {key!r}: the encoder failed: {type(e).__name__}: {e}") from e
-        return {name: value for name, value in encoded.items() if not (isinstance(name, str) and name[:1] == "_")}
+    @property
+    def index_entries(self) -> list[tuple[str, list[tuple[str, int, int]]]] | None:
+        """With ``record_index=True``: ``(key, [(field, data_offset, size), ...])`` per sample written; else None."""
+        return None if self.index_record is None else self.index_record.entries()
 
     # -- writing -----------------------------------------------------------------------------------------------
 
@@ -284,7 +188,7 @@ class TarWriter:
         """
         return self._write_encoded(self._encode(obj))
 
-    def _write_encoded(self, encoded: _Encoded) -> int:
+    def _write_encoded(self, encoded: Encoded) -> int:
         if self.closed or self._failed:
             raise ConfigError(f"TarWriter for {self.url!r} is closed or failed; create a new one")
         if encoded.key == self._previous_key:
@@ -292,21 +196,18 @@ class TarWriter:
                 f"sample {encoded.key!r} has the same __key__ as the previous sample; readers would merge the two "
                 "into one sample: give every sample its own key"
             )
-        tar = self.tarstream
-        start = tar.bytes_written
         try:
-            offsets = tar.add_many([(member, data) for _, member, data in encoded.members])
-            if self.index_entries is not None:
-                entry = [(field, offset, len(data)) for (field, _, data), offset in zip(encoded.members, offsets, strict=True)]
-                self.index_entries.append((encoded.key, entry))
+            offsets = self.tarstream.add_many(encoded.members)
         except OSError as e:
             self._discard()
             raise self._write_error(e) from e
         except BaseException:  # e.g. KeyboardInterrupt mid-sample: the archive is broken, never publish it
             self._discard()
             raise
+        if self.index_record is not None:
+            self.index_record.add(encoded.key, encoded.fields, offsets, encoded.sizes)
         self._previous_key = encoded.key
-        return tar.bytes_written - start
+        return encoded.nbytes  # the members' headers, data and padding: what add_many appended
 
     @property
     def bytes_written(self) -> int:

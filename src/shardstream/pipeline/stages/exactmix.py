@@ -90,7 +90,7 @@ class _ExactCursor(Cursor):
             self.subs = [self._sub(i) for i in range(len(self.source.datasets))]
         return self.subs
 
-    @property  # type: ignore[override]
+    @property
     def restorable(self) -> bool:  # type: ignore[override]
         return all(sub.restorable for sub in self._open())
 

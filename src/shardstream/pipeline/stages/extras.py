@@ -196,10 +196,10 @@ class LMDBCached(PipelineStage):
                     if key != b"_":
                         yield self.pickler.loads(value)
             return
-        buffer = []
+        buffer: list[tuple[str, Any]] = []
         for i, sample in enumerate(source):
-            key = (isinstance(sample, dict) and sample.get("__key__")) or str(i)
-            buffer.append((key, sample))
+            name = (isinstance(sample, dict) and sample.get("__key__")) or str(i)
+            buffer.append((name, sample))
             if len(buffer) >= self.chunksize:
                 self.add_samples(buffer)
                 buffer = []
@@ -219,5 +219,5 @@ def _lmdb_cached(self: Any, *args: Any, **kw: Any) -> Any:
     return self.compose(LMDBCached(*args, **kw))
 
 
-FluidInterface.mcached = _mcached  # type: ignore[attr-defined]
-FluidInterface.lmdb_cached = _lmdb_cached  # type: ignore[attr-defined]
+FluidInterface.mcached = _mcached  # type: ignore[method-assign]  # a method of its own, declared in pipeline/_fluid.py
+FluidInterface.lmdb_cached = _lmdb_cached  # type: ignore[method-assign]  # as mcached

@@ -71,7 +71,7 @@ class _Plan:
         self.expected = frozenset(fields) | (frozenset(_META) if dec is not None else frozenset())
         self.answers: list[bool] = []
         # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
-        self.columnar_ok = dec is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
+        self.columnar_ok = self.decoder is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
 
     def _codec(self, field: str) -> Callable[[bytes], Any] | None:
         name = self.decoder.table_codec(field)  # type: ignore[union-attr]
@@ -91,7 +91,7 @@ class _Plan:
         """One sample through the stages' own generators: its row, ``_SKIP`` or ``_STOP``."""
         self.answers.clear()
         stream: Iterable[Any] = [sample]
-        if self.dec is not None:
+        if self.dec is not None and self.decoder is not None:  # both or neither
             stream = _map(stream, self.decoder, handler=self._watch(stage_arguments(self.dec)["handler"]))
         stream = _to_tuple(stream, *self.tup.args,
                            **dict(self.tup.kwargs, handler=self._watch(stage_arguments(self.tup)["handler"])))

@@ -17,13 +17,15 @@ key) attached. The handler skips (True) or stops the whole stream (False), or ra
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
-import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...errors import SampleFormatError, StateError
 from ...io import finish_stream, local_path, open_url
+from ...io.prefetch import Lookahead
 from ...reading import iter_samples
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
@@ -33,20 +35,13 @@ from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Cursor, Restart, require
 from ..handlers import annotate, reraise_exception
+from .next_shard import END, UpstreamAhead, opened_as, url_of, with_next
 
 __all__ = ["group_by_keys", "tar_file_expander", "tarfile_chunks", "tarfile_samples", "tarfile_to_samples", "url_opener",
            "url_of"]
 
 Handler = Callable[[BaseException], bool]
 Member = tuple[str, bytes | memoryview, int]
-_END = object()
-
-
-def url_of(item: Any) -> str:
-    """The URL of a shard-list item: ``{"url": ...}``, a string or a path."""
-    if isinstance(item, dict):
-        return os.fspath(item["url"])
-    return os.fspath(item)
 
 
 def _members(stream: Any, url: str, select_files: Callable[[str], bool] | None,
@@ -145,29 +140,51 @@ class ShardReading:
             opener: Callable[[str], Any] | None = None, local_paths: bool = False,
             partials: bool = False) -> Iterator[Any]:
         """``partials``: yield the partial last sample of a damaged shard (its error's ``partial_sample``) when the
-        handler skips the error (readers of samples, not of column batches)."""
-        for item in source:
-            url = url_of(item)
-            stream = None
-            try:
-                stream = (opener or open_url)(url)
-                yield from read(stream, url)
+        handler skips the error (readers of samples, not of column batches).
+
+        Each shard is opened telling the opener which shard comes next (:class:`~shardstream.io.prefetch.Lookahead`:
+        a remote one is opened ahead, exactly, whatever the order): the next item of ``source``, or at its end
+        what ``source.following()`` says (a cursor's one-shard source), or nothing (the list ends; a source of a
+        single shard without ``following``, read by a caller that opens shards one at a time, lets the opener
+        guess, like a bare ``open_url``). The shard opened ahead is closed when the loop ends."""
+        told = getattr(source, "following", None)
+        shared = getattr(source, "lookahead", None)
+        with contextlib.nullcontext(shared) if shared is not None else Lookahead() as ahead:
+            for count, (item, following) in enumerate(with_next(source)):
+                if following is END and told is not None:
+                    following = told()
+                known = following is not END or told is not None or count > 0
+                after = None if following is END else opened_as(following)
+                open_shard = functools.partial(ahead.open, opener or open_url, following=after, known=known)
+                yield from self._one(item, read, open_shard, opener, local_paths, partials)
                 if self.stopped:
                     return
-                finish_stream(stream)
-            except SampleFormatError:
-                raise  # the grouping already gave it to the handler, which raised it
-            except Exception as exn:
-                annotate(exn, url=url)
-                if not self.handler(exn):
-                    return
-                partial = getattr(exn, "partial_sample", None)  # the incomplete last sample of a damaged shard
-                if partial is not None and partials:
-                    local = _local_file(url, opener) if local_paths else None
-                    yield partial if local is None else {**partial, "__local_path__": local}
-            finally:
-                if stream is not None:
-                    stream.close()
+
+    def _one(self, item: Any, read: Callable[[Any, str], Iterator[Any]], open_shard: Callable[[str], Any],
+             opener: Callable[[str], Any] | None, local_paths: bool, partials: bool) -> Iterator[Any]:
+        """One shard of :meth:`run` (opened with ``open_shard``); ``self.stopped`` tells whether the loop stops."""
+        url = url_of(item)
+        stream = None
+        try:
+            stream = open_shard(url)
+            yield from read(stream, url)
+            if self.stopped:
+                return
+            finish_stream(stream)
+        except SampleFormatError:
+            raise  # the grouping already gave it to the handler, which raised it
+        except Exception as exn:
+            annotate(exn, url=url)
+            if not self.handler(exn):
+                self.stopped = True
+                return
+            partial = getattr(exn, "partial_sample", None)  # the incomplete last sample of a damaged shard
+            if partial is not None and partials:
+                local = _local_file(url, opener) if local_paths else None
+                yield partial if local is None else {**partial, "__local_path__": local}
+        finally:
+            if stream is not None:
+                stream.close()
 
 
 class ReaderCursor(Cursor):
@@ -188,6 +205,7 @@ class ReaderCursor(Cursor):
         self._shard: Any = None  # the shard list's mark before the current shard
         self._url: str | None = None
         self._count, self._stopped, self._stop = 0, False, [False]
+        self._next = UpstreamAhead(upstream, self)  # the next shard, taken ahead (its reader opens it ahead)
 
     def _open(self, item: Any) -> None:
         handler, stop = self.options.get("handler") or reraise_exception, [False]
@@ -199,7 +217,7 @@ class ReaderCursor(Cursor):
 
         self._close()
         options = dict(self.options, handler=watched)
-        self._samples = _read_shards([item], options["handler"], options.get("select_files"),
+        self._samples = _read_shards(self._next.one_shard(item), options["handler"], options.get("select_files"),
                                      options.get("rename_files"), options.get("keys"), options.get("opener"),
                                      bool(options.get("zero_copy")), True, bool(options.get("local_paths")))
         self._stop, self._url, self._count = stop, url_of(item), 0
@@ -214,9 +232,8 @@ class ReaderCursor(Cursor):
         """The next chunk (opening the next shards as needed); False at the end."""
         while not self._stopped:
             if self._samples is None:
-                mark = self.upstream.mark()
-                item = next(self.upstream, _END)
-                if item is _END:
+                mark, item = self._next.take()
+                if item is END:
                     return False
                 self._open(item)
                 self._shard = mark
@@ -255,7 +272,7 @@ class ReaderCursor(Cursor):
 
     def mark(self) -> tuple[Any, ...]:
         if self._samples is None:
-            return (self.upstream.mark(), None, 0, self._stopped)
+            return (self._next.mark(), None, 0, self._stopped)
         return (self._shard, self._url, self._count, self._stopped)
 
     def state_at(self, mark: tuple[Any, ...]) -> dict[str, Any]:
@@ -271,6 +288,7 @@ class ReaderCursor(Cursor):
                 and self.upstream.state_at(self._shard) == state["upstream"])
         if not same:
             self._close()
+            self._next.forget()
             self.upstream.load_state_dict(state["upstream"])
             self._stopped = bool(state["stopped"])
             if url is None:

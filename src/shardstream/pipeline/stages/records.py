@@ -57,7 +57,7 @@ class RecordCursor(ReaderCursor):
             return keep
 
         self._close()
-        records = _records([item], **dict(self.options, handler=watched))
+        records = _records(self._next.one_shard(item), **dict(self.options, handler=watched))
         # ReaderCursor serves chunks (lists of consecutive samples): here, one record a chunk
         self._samples, self._stop, self._url, self._count = ([r] for r in records), stop, url_of(item), 0
 

@@ -23,17 +23,18 @@ shardstream.errors.WorkerSplitError: DataLoader worker 1 of 2 received no shard:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ...errors import ConfigError, WorkerSplitError
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, PassCursor, Restart
 
-__all__ = ["as_splitter", "check_empty", "single_node_only", "split_by_node", "split_by_worker"]
+__all__ = ["as_splitter", "check_empty", "deal", "single_node_only", "split_by_node", "split_by_worker"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _nothing_for(index: int, count: int, what: str, total: int) -> WorkerSplitError:
@@ -73,6 +74,16 @@ def _nothing_at_all(total: int) -> WorkerSplitError:
 _END = object()
 
 
+def deal(items: Sequence[T], index: int, count: int) -> list[T]:
+    """The items that part ``index`` of ``count`` receives: every ``count``-th from ``index`` (the splitters' rule,
+    for code that works a split out ahead, see :mod:`~shardstream.pipeline.shares`).
+
+    >>> deal("abcde", 1, 2)
+    ['b', 'd']
+    """
+    return list(items[index::count])
+
+
 class _Split(Counted):
     """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
     the error raised when this rank or worker got nothing. Its counters join its input's position."""
@@ -98,7 +109,7 @@ class _Split(Counted):
                     self.on_uneven = None
                 raise
             self.total += 1
-            if count == 1 or (self.total - 1) % count == index:
+            if count == 1 or (self.total - 1) % count == index:  # the rule of deal()
                 self.mine += 1
                 return item
 
@@ -111,7 +122,7 @@ class _Split(Counted):
             return [] if item is _END else [item]
         items = take(n)
         if not items:
-            if self.mine == 0:
+            if self.mine == 0 and self.on_empty is not None:
                 raise self.on_empty(self.total)
             return items
         self.total += len(items)
@@ -121,7 +132,7 @@ class _Split(Counted):
     def give_back(self, n: int) -> None:
         """Undo the taking of the last ``n`` items of the latest :meth:`take`."""
         if n:
-            self.upstream.give_back(n)  # type: ignore[attr-defined]  (only after a take of several)
+            self.upstream.give_back(n)  # type: ignore[attr-defined]  # a cursor with take() has give_back()
             self.total -= n
             self.mine -= n
 
@@ -145,17 +156,20 @@ def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart 
         ctx.worker, ctx.num_workers, "worker")
     if count == 1:
         return PassCursor(upstream, iter, name)
-    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" else None
-    strict = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments.get("empty_check", True)
+    arguments = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments
+    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" and arguments.get("warn_uneven", True) else None
+    strict = arguments.get("empty_check", True)
     on_empty = (lambda total: _nothing_for(index, count, what, total)) if strict else None
     return _Split(upstream, index, count, on_empty, name, uneven)
 
 
-def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *,
+def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *, warn_uneven: bool = True,
                    ctx: Context) -> Iterator[Any]:
     """Keep this rank's share of the items (rank and world size from ``torch.distributed`` when initialised,
     else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility. A rank that gets no item
-    raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``."""
+    raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``. Items that do not split
+    evenly between the ranks are logged as a warning at the end, unless ``warn_uneven=False`` (WebDataset, which
+    checks the split before it starts: :class:`~shardstream.errors.UnevenSplitError`)."""
     raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
 
 
@@ -197,5 +211,5 @@ def as_splitter(fn: Callable[[Iterable[Any]], Iterator[Any]] | None) -> Stage | 
     """Mark a user's ``iterator -> iterator`` splitter as one, so that randomness before it (the shard
     shuffle) is shared by every rank and worker. shardstream's own splitters are returned unchanged."""
     if fn is None or (isinstance(fn, Stage) and fn.splits):
-        return fn  # type: ignore[return-value]
+        return fn
     return _custom(fn)

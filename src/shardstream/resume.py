@@ -1,0 +1,266 @@
+"""The one place for resumable state: the :class:`Resumable` base every recipe shares, and the one state format.
+
+A recipe (a :class:`~shardstream.pipeline.DataPipeline` or ``WebDataset``, a
+:class:`~shardstream.training.TrainingDataset`, an :class:`~shardstream.indexed.IndexedDataset` iterated) describes
+data; each ``iter()`` makes an iterator (a cursor: ``next``, ``state_dict``, ``load_state_dict``) that holds the
+position. :class:`Resumable` adds the four rules every recipe shares:
+
+- **pending state**: ``load_state_dict(state)`` is checked at once and consumed by the next ``iter()``;
+- **progress**: the recipe keeps a :class:`Progress` record of its latest iterator (a plain reference, no weakref
+  and no ``__del__``): ``state_dict()`` reports that iterator's position even after a ``break`` dropped it (the
+  next ``iter()``, ``set_epoch()`` or ``load_state_dict()`` lets it go, with its open shard);
+- **epochs**: ``set_epoch(n)`` chooses the next iteration's epoch and drops a pending state or a progress record
+  of another epoch; without it, each iteration moves on to the next epoch once its iterator yields an item.
+  ``set_epoch(n, source="loader")`` is a loader handing its epoch on (a restored state keeps its own epoch;
+  :attr:`~Resumable.epoch_source` tells a loader whether the user chose the epoch);
+- **pickling**: the progress record never travels (a DataLoader worker gets the recipe, not an open iterator).
+
+**The state format.** Every state is plain data (JSON-serialisable), one envelope for every kind (:func:`envelope`)::
+
+    {"format": "shardstream.state", "version": 2, "kind": "pipeline" | "training" | "indexed",
+     "fingerprint": {...what the state must agree with...}, "epoch": n, ...the kind's position...}
+
+:func:`check_state` is the one check: it refuses a state of another format, version, kind or fingerprint with a
+:class:`~shardstream.errors.StateError` that names every difference (states of the format before version 2,
+``"shardstream.pipeline"`` and ``"shardstream.training"``, are refused with a message that says so).
+
+>>> class Count(Resumable):
+...     def __iter__(self):
+...         it = iter(range(self.epoch, self.epoch + 2))
+...         return self._track(self.epoch, it)
+>>> c = Count(); list(c), c.epoch, list(c), c.epoch
+([0, 1], 1, [1, 2], 2)
+>>> state = envelope("indexed", {"rows": [0, 8, 1]}, 0, next=3)
+>>> check_state(state, "indexed", {"rows": [0, 4, 1]}, "this dataset")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+shardstream.errors.StateError: cannot restore this dataset: saved state has rows=[0, 8, 1], this dataset has rows=[0, 4, 1]...
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .errors import ConfigError, StateError
+from .runtime import framework_split
+
+__all__ = ["FORMAT", "KINDS", "Progress", "Resumable", "VERSION", "check_state", "digest", "envelope"]
+
+FORMAT = "shardstream.state"
+VERSION = 2
+KINDS = ("pipeline", "training", "indexed")
+#: the formats of version 1 (pipelines, training), refused with a message that names them
+_OLD_FORMATS = ("shardstream.pipeline", "shardstream.training")
+_ENVELOPE = ("format", "version", "kind", "fingerprint", "epoch")
+
+EPOCH_SOURCES = ("auto", "user", "loader")
+
+
+def envelope(kind: str, fingerprint: Mapping[str, Any], epoch: int, **position: Any) -> dict[str, Any]:
+    """A state of ``kind``: the envelope (format, version, kind, fingerprint, epoch) and the kind's ``position``.
+
+    >>> envelope("indexed", {"rows": [0, 3, 1]}, 1, next=2)["format"]
+    'shardstream.state'
+    """
+    if kind not in KINDS:
+        raise ConfigError(f"a state's kind is one of {KINDS}, not {kind!r}")
+    return {"format": FORMAT, "version": VERSION, "kind": kind, "fingerprint": dict(fingerprint), "epoch": int(epoch),
+            **position}
+
+
+def digest(values: Iterable[Any]) -> str:
+    """A short digest of printable values (shard lengths, names) for a fingerprint: 16 hex digits.
+
+    >>> digest([3, 4]) == digest((3, 4)) != digest([4, 3]), len(digest([3, 4]))
+    (True, 16)
+    """
+    return hashlib.blake2b(repr(tuple(values)).encode(), digest_size=8).hexdigest()
+
+
+Explain = Callable[[Any, Any, str], str]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples as lists (a state that went through a serialiser may come back with either)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _difference(key: str, saved: Any, here: Any, what: str) -> str:
+    return f"saved state has {key}={saved!r}, {what} has {key}={here!r}"
+
+
+def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str, *, keys: Sequence[str] = (),
+                explain: Mapping[str, Explain] | None = None) -> Mapping[str, Any]:
+    """``state`` if it is a state of this format and version, of ``kind``, with ``keys`` (its position) and a
+    fingerprint equal to ``fingerprint``; else a :class:`~shardstream.errors.StateError` naming every difference:
+    the version, the kind, each missing key, each fingerprint key that differs (``explain[key](saved, here, what)``
+    words one key's difference its own way). The fingerprints of states of another kind are not compared.
+
+    >>> check_state(envelope("training", {"seed": 1}, 0), "pipeline", {"seed": 2}, "this pipeline")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.StateError: cannot restore this pipeline: the state's kind is 'training', not 'pipeline'...
+    """
+    if not isinstance(state, Mapping):
+        raise StateError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
+    fmt = state.get("format")
+    if fmt in _OLD_FORMATS:
+        raise StateError(
+            f"cannot restore {what}: the state is {fmt!r} version {state.get('version')!r}, the format of shardstream "
+            f"before {FORMAT!r} version {VERSION}; old states are not restored: start the epoch again "
+            "(set_epoch(n)), or resume with the shardstream that saved it")
+    if fmt != FORMAT:
+        hint = "" if "format" in state else f"the state lacks the key 'format' ({what} saves {FORMAT!r} states)"
+        raise StateError(f"cannot restore {what}: " + (hint or f"the state is {fmt!r}, not a {FORMAT!r} state"))
+    problems = []
+    if state.get("version") != VERSION:
+        problems.append(f"the state is version {state.get('version')!r}, this shardstream reads version {VERSION}")
+    if "kind" in state and state["kind"] != kind:
+        problems.append(f"the state's kind is {state['kind']!r}, not {kind!r} (saved by another kind of dataset)")
+    missing = [key for key in (*_ENVELOPE, *keys) if key not in state]
+    if missing:
+        problems.append(f"the state lacks the key{'s' if len(missing) > 1 else ''} "
+                        f"{', '.join(repr(k) for k in missing)}")
+    saved = state.get("fingerprint")
+    if "fingerprint" in state and not isinstance(saved, Mapping):
+        problems.append("the state's 'fingerprint' must be a dict")
+    elif isinstance(saved, Mapping) and state.get("kind") == kind:
+        words = explain or {}
+        for key in sorted(set(saved) | set(fingerprint)):
+            if key not in saved:
+                problems.append(f"saved state lacks {key!r} (this one has {key}={fingerprint[key]!r})")
+            elif key not in fingerprint:
+                problems.append(f"saved state has {key}={saved[key]!r}, unknown here")
+            elif _plain(saved[key]) != _plain(fingerprint[key]):
+                words_for = words.get(key)
+                problems.append(words_for(saved[key], fingerprint[key], what) if words_for is not None
+                                else _difference(key, saved[key], fingerprint[key], what))
+    if problems:
+        raise StateError(f"cannot restore {what}: {'; '.join(problems)}; it was saved by another dataset, "
+                         "configuration or version")
+    return state
+
+
+class Progress:
+    """The record a recipe keeps of its latest iteration: the epoch served, whether the iterator has yielded (then
+    the recipe has moved on to the next epoch), and the iterator, which knows its position."""
+
+    __slots__ = ("owner", "epoch", "iterator", "started")
+
+    def __init__(self, owner: Resumable, epoch: int, iterator: Any):
+        self.owner, self.epoch, self.iterator, self.started = owner, epoch, iterator, False
+
+    def start(self) -> None:
+        """Called by the iterator before its first item: the recipe's next iteration is the following epoch."""
+        if not self.started:
+            self.started = True
+            owner = self.owner
+            if owner._epoch == self.epoch:
+                owner._epoch = self.epoch + 1
+
+
+class _Tracked:
+    """An iterator that starts its progress record at its first item (for iterators that do not do it)."""
+
+    def __init__(self, progress: Progress, it: Iterator[Any]):
+        self.progress, self.it = progress, it
+
+    def __iter__(self) -> _Tracked:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self.it)
+        self.progress.start()
+        return item
+
+
+class Resumable:
+    """Base of the resumable recipes (see the module docstring). Subclasses implement ``__iter__`` (with
+    :meth:`_begin` or :meth:`_track`), :meth:`_initial_state` and :meth:`_check_state`."""
+
+    _epoch: int = 0
+    _epoch_source: str = "auto"
+    _pending: dict[str, Any] | None = None
+    _progress: Progress | None = None
+    _framework: str | None = None  # set in a copy made for a DataLoader worker by a framework's loader
+
+    # -- epochs -------------------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration will use."""
+        return self._epoch
+
+    @property
+    def epoch_source(self) -> str:
+        """Who chose :attr:`epoch`: ``"auto"`` (counted here), ``"user"`` (``set_epoch``) or ``"loader"``."""
+        return self._epoch_source
+
+    def set_epoch(self, epoch: int, *, source: str = "user") -> None:
+        """Make the next iteration epoch ``epoch`` (orders are a function of seed and epoch). A restored state of
+        that same epoch is kept, so ``for e in range(start, n): ds.set_epoch(e)`` resumes where the state says.
+
+        ``source="loader"``: a loader hands its epoch on; a restored state keeps its own epoch.
+        """
+        if source not in EPOCH_SOURCES[1:]:
+            raise ConfigError(f"set_epoch(source=) must be 'user' or 'loader', not {source!r}")
+        self._epoch, self._epoch_source = int(epoch), source
+        if source == "loader":
+            return
+        if self._pending is not None and self._pending["epoch"] != self._epoch:
+            self._pending = None
+        if self._progress is not None and self._progress.epoch != self._epoch:
+            self._progress = None  # state_dict() now describes the start of the epoch asked for
+        self._epoch_set(self._epoch)
+
+    def _epoch_set(self, epoch: int) -> None:
+        """Hand a user's epoch on (to sources that have epochs of their own)."""
+
+    # -- iterations ---------------------------------------------------------------------------------------------
+    def _take_pending(self) -> dict[str, Any] | None:
+        """The state the iteration starting now continues from (consumed), or None."""
+        pending, self._pending = self._pending, None
+        return pending
+
+    def _begin(self, epoch: int, iterator: Any) -> Progress:
+        """Record ``iterator`` (serving ``epoch``) as the latest; it calls ``progress.start()`` at its first item."""
+        self._epoch = epoch  # the next epoch once it starts (an unused iterator changes nothing)
+        self._progress = Progress(self, epoch, iterator)
+        return self._progress
+
+    def _track(self, epoch: int, it: Iterator[Any]) -> Iterator[Any]:
+        """:meth:`_begin` for a plain iterator: wrapped so that its first item starts the record."""
+        progress = self._begin(epoch, None)
+        progress.iterator = tracked = _Tracked(progress, it)
+        return tracked
+
+    # -- states -------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where this recipe is: its latest iterator's position, a loaded state not used yet, or the start of the
+        next epoch (plain values only)."""
+        if self._progress is not None:
+            return self._progress.iterator.state_dict()
+        if self._pending is not None:
+            return dict(self._pending)
+        return self._initial_state()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state``, checked now: a state of another recipe or
+        configuration raises :class:`~shardstream.errors.StateError` naming the difference."""
+        self._check_state(state)
+        self._epoch, self._pending, self._progress = int(state["epoch"]), dict(state), None
+
+    def _initial_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_state(self, state: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_progress"] = None  # an iteration in progress (open shards) never travels
+        state["_framework"] = framework_split()  # a spawned worker cannot see who deals the data to the ranks
+        return state

@@ -1,0 +1,151 @@
+"""The next shard opened ahead (io/prefetch.py): exactly the one the pipeline's reader opens next, whatever the
+names and the order (shuffled, resampled), through the plain reading loop and the checkpointed cursor; nothing
+opened ahead at the end of a list, and the shard opened ahead closed when iteration stops early."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import multiprocessing
+import random
+import time
+
+import pytest
+from fault_servers import StubHTTP
+from remote_servers import build_shard
+
+from shardstream import WebDataset
+from shardstream.io import open_url, prefetch
+from shardstream.pipeline import tarfile_samples
+
+NAMES = ["zebra.tar", "apple.tar", "quux/mango.tar", "kiwi-2024.tar", "b.tar", "shard-000007.tar"]
+
+
+@pytest.fixture
+def one_part(monkeypatch, fast_retries):
+    """Parts bigger than the test shards: a shard is planned at once, so the next one is opened ahead at once."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "8M")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("named")
+    files = {}
+    for i, name in enumerate(NAMES):
+        path = root / f"{i}.tar"
+        build_shard(str(path), i, count=4)
+        files[name] = path.read_bytes()
+    server = StubHTTP(files)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def requests(stub):
+    stub.requests.clear()
+    return stub
+
+
+def _paths(stub) -> list[str]:
+    return [path for path, _ in stub.requests]
+
+
+def _wait_for(stub, path: str) -> None:
+    deadline = time.monotonic() + 10  # opened ahead in the background
+    while path not in _paths(stub) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("reader", ["loop", "cursor"])
+def test_the_shard_opened_ahead_is_the_next_of_a_shuffled_list(requests, one_part, seed, reader):
+    order = random.Random(seed).sample(NAMES, len(NAMES))
+    urls = [requests.url(name) for name in order]
+    it = iter(tarfile_samples(urls) if reader == "loop" else WebDataset(urls, shardshuffle=False))
+    first = next(it)
+    assert first["__url__"] == urls[0]
+    _wait_for(requests, order[1])
+    assert set(_paths(requests)) == {order[0], order[1]}  # the exact next shard, and no other
+    rest = [s["__url__"] for s in it]
+    assert sorted(set(rest), key=urls.index) == urls
+    for name in order:  # each shard opened once: the reader got the stream opened ahead
+        assert requests.full_gets(name) == 1, name
+    assert len(requests.requests) == len(order)
+
+
+def test_a_resampled_shard_list_opens_each_draw_once(requests, one_part):
+    order = ["b.tar", "b.tar", "apple.tar", "b.tar", "zebra.tar"]  # drawn with replacement
+    samples = list(tarfile_samples([requests.url(name) for name in order]))
+    assert len(samples) == 4 * len(order)
+    assert _paths(requests) == order  # in order, one request per draw, nothing else
+
+
+def test_nothing_is_opened_ahead_after_the_last_shard_of_a_list(requests, one_part):
+    order = ["shard-000007.tar", "b.tar"]
+    list(tarfile_samples([requests.url(name) for name in order]))
+    time.sleep(0.3)  # what a guess would have had time to ask for
+    assert _paths(requests) == order
+    assert not prefetch._AHEAD
+
+
+@pytest.mark.parametrize("reader", ["loop", "cursor"])
+def test_the_shard_opened_ahead_is_closed_when_iteration_stops(requests, one_part, reader):
+    urls = [requests.url(name) for name in ("apple.tar", "zebra.tar", "b.tar")]
+    it = iter(tarfile_samples(urls) if reader == "loop" else WebDataset(urls, shardshuffle=False))
+    next(it)
+    _wait_for(requests, "zebra.tar")
+    ahead = [future.result(timeout=10) for future, _ in prefetch._AHEAD.values()]
+    assert [stream.url for stream in ahead] == [urls[1]]
+    if reader == "loop":
+        it.close()
+    del it  # a cursor dropped mid-shard
+    gc.collect()
+    assert not prefetch._AHEAD and ahead[0].closed
+    assert "b.tar" not in _paths(requests)
+
+
+def test_a_bare_open_of_a_numbered_series_still_guesses(requests, one_part):
+    with open_url(requests.url("shard-000007.tar")) as f:
+        f.read()
+    _wait_for(requests, "shard-000008.tar")  # the guess (a 404 here, dropped silently)
+    assert "shard-000008.tar" in _paths(requests)
+
+
+def _read_in_child(url: str, queue) -> None:
+    with open_url(url) as f:
+        queue.put(hashlib.sha256(f.read()).hexdigest())
+
+
+def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_retries):
+    """A DataLoader worker forked after the parent read from a server never uses the parent's kept-alive
+    connections (two processes on one socket would mix their answers): the server sees new connections."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "64K")  # parts whose connections go back to the pool
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    accepted = []
+    get_request = requests.server.get_request
+
+    def counting():
+        found = get_request()
+        accepted.append(found[1])
+        return found
+
+    requests.server.get_request = counting
+    url = requests.url("zebra.tar")
+    try:
+        with open_url(url) as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        time.sleep(0.3)  # the part's thread gives its kept-alive connection back to the pool
+        before = len(accepted)
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_read_in_child, args=(url, queue))
+        child.start()
+        got = queue.get(timeout=60)
+        child.join(60)
+        assert got == want and child.exitcode == 0
+        assert len(accepted) > before  # the child connected on its own
+        with open_url(url) as f:  # and the parent's connections still serve the parent
+            assert hashlib.sha256(f.read()).hexdigest() == want
+    finally:
+        requests.server.get_request = get_request
