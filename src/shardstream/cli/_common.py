@@ -129,6 +129,20 @@ def describe(doc: str | None) -> str:
     return text.replace("``", "'").replace("'-'", "-").replace("::", ":")
 
 
+def command(sub: Any, parents: dict[str, argparse.ArgumentParser], name: str, summary: str, doc: str | None,
+            epilog: str, *, read: bool = True, **options: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser: ``summary`` in the command list, the module docstring ``doc`` as its description,
+    ``epilog`` (:func:`examples`) after the options, the common options and, with ``read``, the reading ones."""
+    uses = [parents["common"], parents["read"]] if read else [parents["common"]]
+    return sub.add_parser(name, parents=uses, help=summary, description=describe(doc), epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter, **options)
+
+
+def add_inputs(p: argparse.ArgumentParser, nargs: str = "+", what: str = "shards") -> None:
+    """The positional inputs of a command that reads datasets."""
+    p.add_argument("inputs", nargs=nargs, metavar="INPUT", help=f"{what}: paths, URLs, brace patterns, '-' (stdin)")
+
+
 def examples(*commands: str, note: str = "") -> str:
     """The ``--help`` epilog: example commands, one per line (the test suite runs them)."""
     lines = ["examples:", *(f"  $ {c}" for c in commands)]

@@ -17,7 +17,7 @@ from typing import Any
 from ..config import get_settings
 from ..errors import ConfigError
 from ..io.cache import ShardCache
-from ._common import describe, examples, human, message, parse_size, plural
+from ._common import command, examples, human, message, parse_size, plural
 
 __all__ = ["register", "run"]
 
@@ -31,10 +31,7 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "cache", parents=[parents["common"]], help="list and clear the local shard cache",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "cache", "list and clear the local shard cache", __doc__, EXAMPLES, read=False)
     p.add_argument("action", choices=("list", "clear"), help="list the cached shards, or remove them")
     p.add_argument("--cache-dir", metavar="DIR", help="the cache directory (default: SHARDSTREAM_CACHE_DIR)")
     p.add_argument("--max-size", type=parse_size, metavar="SIZE",

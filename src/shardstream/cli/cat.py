@@ -33,8 +33,9 @@ from ..errors import ConfigError
 from ..spec import spec_pipeline
 from ._common import (
     Progress,
+    add_inputs,
+    command,
     dataset_samples,
-    describe,
     examples,
     expand_inputs,
     key_rule,
@@ -77,11 +78,8 @@ def _weights(text: str) -> list[float]:
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "cat", parents=[parents["common"], parents["read"]], help="concatenate or mix datasets",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="datasets: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "cat", "concatenate or mix datasets", __doc__, EXAMPLES)
+    add_inputs(p, nargs="*", what="datasets")
     p.add_argument("--spec", metavar="FILE", help="a dataset spec (YAML/JSON) instead of INPUTs: one epoch of its mix")
     p.add_argument("--epoch", type=int, default=0, help="the epoch of --spec to write (default 0)")
     add_output_options(p)

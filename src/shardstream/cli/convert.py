@@ -18,7 +18,7 @@ from typing import Any
 
 from ..convert import convert, detect
 from ..errors import ProcessingError
-from ._common import EXIT_DATA, CommandError, describe, examples, message, parse_size, plural, positive_int
+from ._common import EXIT_DATA, CommandError, command, examples, message, parse_size, plural, positive_int
 
 __all__ = ["add_job_options", "register", "run", "summary"]
 
@@ -47,10 +47,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "convert", parents=[parents["common"]], help="convert HF/Parquet/TFRecord/CSV/JSONL/ImageFolder to shards",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "convert",
+                "convert HF/Parquet/TFRecord/CSV/JSONL/ImageFolder to shards", __doc__, EXAMPLES, read=False)
     p.add_argument("source", nargs="+", help="files, a folder, or a glob/brace pattern (SOURCE... DEST)")
     p.add_argument("--from", dest="kind", default="auto",
                    choices=("auto", "hf", "parquet", "tfrecord", "csv", "tsv", "jsonl", "imagefolder", "shards"),

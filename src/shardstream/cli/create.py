@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import Progress, describe, examples, key_rule, local_path, message, opened
+from ._common import Progress, command, examples, key_rule, local_path, message, opened
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
@@ -48,10 +48,7 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "create", parents=[parents["common"], parents["read"]], help="build a dataset from files, a recipe or JSONL",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "create", "build a dataset from files, a recipe or JSONL", __doc__, EXAMPLES)
     p.add_argument("source", help="a directory, a recipe file, a JSON Lines file (.jsonl), or '-' (stdin)")
     p.add_argument("--from", dest="kind", choices=("auto", "dir", "recipe", "jsonl"), default="auto",
                    help="what SOURCE is (default: a directory is a tree, *.jsonl/*.ndjson JSON Lines, else a recipe)")

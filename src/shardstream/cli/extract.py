@@ -20,7 +20,8 @@ from typing import Any
 
 from ._common import (
     EXIT_PROBLEMS,
-    describe,
+    add_inputs,
+    command,
     examples,
     expand_inputs,
     fields,
@@ -45,11 +46,8 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "extract", parents=[parents["common"], parents["read"]], help="unpack samples into a directory, safely",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "extract", "unpack samples into a directory, safely", __doc__, EXAMPLES)
+    add_inputs(p)
     p.add_argument("-C", "--directory", required=True, metavar="DIR", help="where to write the files (created)")
     p.add_argument("--fields", metavar="EXT,...", help="only these extensions (comma-separated)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N samples")

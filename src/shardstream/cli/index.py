@@ -21,7 +21,7 @@ from ..errors import OpenError, SampleFormatError, StaleIndexError
 from ..indexed import ShardIndex, index_dataset, index_shard, open_source, sidecar_path, write_dali_index
 from ..indexed.shardindex import rule_spec
 from ..samples import KeyRule
-from ._common import describe, examples, expand_inputs, key_rule, local_path, message, plural, progress
+from ._common import command, examples, expand_inputs, key_rule, local_path, message, plural, progress
 
 __all__ = ["dali_path", "index_problems", "register", "run"]
 
@@ -34,10 +34,7 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "index", parents=[parents["common"], parents["read"]], help="build shard indexes and DALI .idx files",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "index", "build shard indexes and DALI .idx files", __doc__, EXAMPLES)
     p.add_argument("inputs", nargs="+", metavar="SHARD", help="local, uncompressed shards (paths or file: URLs)")
     p.add_argument("--dataset", metavar="PATH", help="also write the dataset index (JSON) to PATH")
     p.add_argument("--dali", action="store_true", help="also write DALI index files (NAME.idx beside NAME.tar)")

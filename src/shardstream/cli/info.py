@@ -24,7 +24,17 @@ import json
 import sys
 from typing import Any
 
-from ._common import describe, examples, expand_inputs, fields, human, key_rule, progress, shard_samples
+from ._common import (
+    add_inputs,
+    command,
+    examples,
+    expand_inputs,
+    fields,
+    human,
+    key_rule,
+    progress,
+    shard_samples,
+)
 
 __all__ = ["Summary", "field_value", "register", "run_info", "run_ls"]
 
@@ -46,11 +56,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
         ("ls", run_ls, "list the samples of a dataset and their fields", LS_EXAMPLES),
         ("info", run_info, "count samples, extensions and sizes", INFO_EXAMPLES),
     ):
-        p = sub.add_parser(
-            name, parents=[parents["common"], parents["read"]], help=doc, description=describe(__doc__),
-            epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+        p = command(sub, parents, name, doc, __doc__, epilog)
+        add_inputs(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "ls":
             p.add_argument("--fields", metavar="NAME,...",

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..process import ShellCommand, map_dataset
-from ._common import CommandError, describe, examples, expand_inputs
+from ._common import CommandError, command, examples, expand_inputs
 from .convert import add_job_options, finish, job_kwargs
 
 __all__ = ["load_function", "register", "run"]
@@ -33,10 +33,7 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "map", parents=[parents["common"], parents["read"]], help="apply a function or command to every sample",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "map", "apply a function or command to every sample", __doc__, EXAMPLES)
     p.add_argument("source", nargs="+", help="input shards (brace patterns are expanded), then DEST")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--function", "-f", metavar="MODULE:NAME", help="a Python function to apply")

@@ -28,8 +28,9 @@ from typing import Any
 from ._bucketsort import Sorter
 from ._common import (
     Progress,
+    add_inputs,
+    command,
     dataset_samples,
-    describe,
     examples,
     expand_inputs,
     key_rule,
@@ -55,11 +56,8 @@ _SPAN = 1 << 64
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "shuffle", parents=[parents["common"], parents["read"]], help="rewrite a dataset in a seeded shuffled order",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "shuffle", "rewrite a dataset in a seeded shuffled order", __doc__, EXAMPLES)
+    add_inputs(p)
     add_output_options(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same input and seed, same bytes")
     p.add_argument("--memory", type=parse_size, default=parse_size("1G"), metavar="SIZE",

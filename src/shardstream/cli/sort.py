@@ -33,8 +33,9 @@ from ..writer import TarWriter
 from ._common import (
     CommandError,
     Progress,
+    add_inputs,
+    command,
     dataset_samples,
-    describe,
     examples,
     expand_inputs,
     key_rule,
@@ -57,11 +58,8 @@ Value = tuple[int, float, str]
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "sort", parents=[parents["common"], parents["read"]], help="rewrite a dataset sorted by key or field value",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "sort", "rewrite a dataset sorted by key or field value", __doc__, EXAMPLES)
+    add_inputs(p)
     add_output_options(p)
     p.add_argument("--by", default="key", metavar="key|FIELD|FIELD:PATH",
                    help="sort by the key (default), a field's text, or a value in a JSON field (json:a.b)")

@@ -25,8 +25,9 @@ from ..errors import ConfigError
 from ._common import (
     CommandError,
     Progress,
+    add_inputs,
+    command,
     dataset_samples,
-    describe,
     examples,
     expand_inputs,
     key_rule,
@@ -64,12 +65,9 @@ _MAX_OPEN = 1000
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "split", aliases=["reshard"], parents=[parents["common"], parents["read"]],
-        help="rewrite a dataset into N shards or shards of a given count/size",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "split",
+                "rewrite a dataset into N shards or shards of a given count/size", __doc__, EXAMPLES, aliases=["reshard"])
+    add_inputs(p)
     add_output_options(p)
     p.add_argument("-n", "--shards", type=positive_int, metavar="N",
                    help="exactly N shards: sample i goes to shard i mod N (one pass, works on streams)")

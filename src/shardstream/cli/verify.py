@@ -39,7 +39,8 @@ from ..samples import KeyRule, group_samples
 from ..tar import TruncatedTarWarning, iter_tar
 from ._common import (
     EXIT_PROBLEMS,
-    describe,
+    add_inputs,
+    command,
     examples,
     expand_inputs,
     fields,
@@ -95,11 +96,8 @@ class ShardReport:
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "verify", parents=[parents["common"], parents["read"]], help="check a dataset; exit 1 on problems",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="shards: paths, URLs, brace patterns, '-' (stdin)")
+    p = command(sub, parents, "verify", "check a dataset; exit 1 on problems", __doc__, EXAMPLES)
+    add_inputs(p)
     p.add_argument("--no-decode", action="store_true", help="check the tar and sample structure only")
     p.add_argument("--allow-unsafe", action="store_true", help="also decode unsafe fields (.pyd, .pickle: unpickling)")
     p.add_argument("--no-index", action="store_true", help="do not check the indexes beside the shards")

@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..viewer import ViewerData, ViewerServer, self_test
 from ..viewer.transform import TransformedView, load_function
-from ._common import describe, examples, key_rule, message, plural
+from ._common import command, examples, key_rule, message, plural
 
 __all__ = ["register", "run"]
 
@@ -51,10 +51,7 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "view", parents=[parents["common"], parents["read"]], help="thumb through a dataset in a web browser",
-        description=describe(__doc__), epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command(sub, parents, "view", "thumb through a dataset in a web browser", __doc__, EXAMPLES)
     p.add_argument("inputs", nargs="+", metavar="DATASET",
                    help="shards, URLs, brace patterns, globs, a directory, or a dataset index (.json)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
