@@ -154,6 +154,7 @@ def iter_samples(
     on_error = handler or _reraise
     stats = stats if stats is not None else SampleStats()
     mapped = compress.map_tar(stream) if zero_copy else None
+    members: Iterator[tuple[str, bytes | memoryview, int]]
     if mapped is not None:
         members = reader.iter_members_mapped(mapped, url, accelerate=accelerate)
         grouped = _group(members, url, key_rule.split, on_error, stats)

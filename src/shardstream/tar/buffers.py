@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, Protocol
 
 from ..config import get_settings
 
@@ -52,7 +52,7 @@ class StreamBuffer:
 
     __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
 
-    def __init__(self, stream: BinaryIO, bufsize: int):
+    def __init__(self, stream: IO[bytes], bufsize: int):
         self._read = stream.read
         self._bufsize = bufsize
         self._file = stream if _is_plain_file(stream) else None
@@ -140,7 +140,7 @@ class MappedBuffer:
         return None
 
 
-def map_file(stream: BinaryIO) -> mmap.mmap | None:
+def map_file(stream: IO[bytes]) -> mmap.mmap | None:
     """The whole file behind ``stream`` mapped read-only, or None when it cannot be: not a plain regular file
     (a pipe, socket, decompressor, HTTP body...), not at its start, or empty; or when maps are turned off
     (``SHARDSTREAM_MMAP=0``: the file is then read as a stream, so ``zero_copy`` gives ``bytes``).
@@ -162,7 +162,7 @@ def map_file(stream: BinaryIO) -> mmap.mmap | None:
         return None
 
 
-def _is_plain_file(stream: BinaryIO) -> bool:
+def _is_plain_file(stream: IO[bytes]) -> bool:
     """A regular file opened for reading (not a pipe, socket or decompressor): cheap to seek back in."""
     if not isinstance(stream, (io.BufferedReader, io.FileIO)):
         return False

@@ -23,7 +23,7 @@ import io
 import lzma
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from ..errors import MissingDependencyError, TarFormatError
 from .buffers import map_file
@@ -58,7 +58,7 @@ def compression(head: bytes) -> str | None:
 class _Source(io.RawIOBase):
     """The stream with its sniffed first bytes put back; remembers whether the stream itself raised."""
 
-    def __init__(self, head: bytes, stream: BinaryIO):
+    def __init__(self, head: bytes, stream: IO[bytes]):
         self._head, self._stream = head, stream
         self.failed = False
         self.consumed = 0
@@ -145,7 +145,8 @@ class _Salvaging(io.RawIOBase):
     """
 
     def __init__(self, inner: Any, kind: str, source: _Source):
-        self._inner, self._kind, self._source, self._error = inner, kind, source, None
+        self._inner, self._kind, self._source = inner, kind, source
+        self._error: BaseException | None = None
         self._step = getattr(inner, "read1", None) or inner.read
         self.url = "<stream>"
 
@@ -191,7 +192,7 @@ class _Salvaging(io.RawIOBase):
         super().close()
 
 
-def _sniff(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
+def _sniff(stream: IO[bytes]) -> tuple[bytes, IO[bytes]]:
     """The first bytes of ``stream`` and a stream that still starts with them."""
     peek = getattr(stream, "peek", None)
     if peek is not None:
@@ -213,14 +214,14 @@ def _sniff(stream: BinaryIO) -> tuple[bytes, BinaryIO]:
     return head, _Source(head, stream)  # type: ignore[return-value]
 
 
-def _seekable(stream: BinaryIO) -> bool:
+def _seekable(stream: IO[bytes]) -> bool:
     try:
         return bool(stream.seekable())
     except (AttributeError, OSError, ValueError):
         return False
 
 
-def open_tar_stream(stream: BinaryIO) -> BinaryIO:
+def open_tar_stream(stream: IO[bytes]) -> IO[bytes]:
     """A stream of the uncompressed tar: decompressing for gzip, bz2, xz, zstd; else ``stream`` as it is.
 
     The stream only needs ``read`` (pipes and sockets work). ``.tar.zst`` needs the optional ``zstandard``
@@ -233,7 +234,7 @@ def open_tar_stream(stream: BinaryIO) -> BinaryIO:
     return _open(stream)[0]
 
 
-def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
+def _open(stream: IO[bytes]) -> tuple[IO[bytes], str | None, _Source]:
     """The tar stream, the compression found, and the compressed source (to tell its own errors apart)."""
     head, readable = _sniff(stream)
     kind = compression(head)
@@ -245,13 +246,13 @@ def _open(stream: BinaryIO) -> tuple[BinaryIO, str | None, _Source]:
     elif kind == "bz2":
         inner = bz2.BZ2File(source, "rb")
     elif kind == "xz":
-        inner = lzma.LZMAFile(source, "rb")
+        inner = lzma.LZMAFile(cast("IO[bytes]", source), "rb")  # a raw stream: read and readinto are all it uses
     else:
         inner = _ZstdReader(source)
     return _Salvaging(inner, kind, source), kind, source  # type: ignore[return-value]
 
 
-def map_tar(stream: BinaryIO) -> Any:
+def map_tar(stream: IO[bytes]) -> Any:
     """The uncompressed tar file behind ``stream`` mapped read-only (an ``mmap``, for
     :func:`~shardstream.tar.reader.iter_members_mapped`), or None when the shard cannot be read in place: a
     compressed file, or a stream that is not a plain regular file at its start (see
@@ -278,7 +279,7 @@ def _decompression_errors() -> tuple[type[BaseException], ...]:
 
 
 def iter_tar(
-    stream: BinaryIO, url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
+    stream: IO[bytes], url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
 ) -> Iterator[Member]:
     """:func:`~shardstream.tar.reader.iter_members` over :func:`open_tar_stream`: ``stream`` may be compressed.
 
@@ -294,7 +295,7 @@ def iter_tar(
     return read_tar(stream, url, lambda tar: iter_members(tar, url, bufsize=bufsize, accelerate=accelerate))
 
 
-def read_tar(stream: BinaryIO, url: str, read: Callable[[BinaryIO], Iterator[T]]) -> Iterator[T]:
+def read_tar(stream: IO[bytes], url: str, read: Callable[[IO[bytes]], Iterator[T]]) -> Iterator[T]:
     """``read(tar_stream)`` over the uncompressed tar of ``stream`` (:func:`open_tar_stream`), its decompression
     errors raised as :class:`~shardstream.errors.TarFormatError` naming ``url`` (what :func:`iter_tar` does for
     :func:`~shardstream.tar.iter_members`; :func:`shardstream.samples.iter_samples` reads through it too).

@@ -30,7 +30,7 @@ from __future__ import annotations
 import mmap
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from ..config import get_settings
 from ..errors import ConfigError, TarFormatError, add_context
@@ -93,7 +93,7 @@ def accelerated() -> bool:
 
 
 def iter_members(
-    stream: BinaryIO, url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
+    stream: IO[bytes], url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
 ) -> Iterator[Member]:
     """Yield ``(name, data, data_offset)`` for each regular file of a tar stream, in archive order.
 

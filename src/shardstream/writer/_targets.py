@@ -8,11 +8,19 @@ import io
 import lzma
 import os
 import warnings
-from typing import Any, BinaryIO, Union
+from typing import Any, Protocol, Union
 
 from ..errors import ConfigError, MissingDependencyError
 
-PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+
+class Writable(Protocol):
+    """What a writer can write to besides a path: any object with ``write(bytes)`` (a file, a socket file, a
+    counting sink)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+PathOrFile = Union[str, "os.PathLike[str]", Writable]
 _BYTES = (bytes, bytearray, memoryview)
 # Compression inferred from a path's ending (only when ``compress`` is None).
 _SUFFIXES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, NamedTuple, cast
+from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import ConfigError, EncodeError, WriteError
 from ..logs import log_to_stderr
@@ -126,7 +126,7 @@ class ShardWriter:
         self.shard_info: list[ShardInfo] = []
         _compression(kw.get("compress"), pattern)  # a bad compress= fails now, not at the first sample
         # a template writer: validates kw now and encodes samples before a shard is chosen (sizes decide it)
-        self._encoder = TarWriter(cast(BinaryIO, _NullSink()), **{**kw, "compress": False})
+        self._encoder = TarWriter(_NullSink(), **{**kw, "compress": False})
         self._encode = self._encoder._encoder.encode
         #: per finished shard path, what its TarWriter recorded as numbers (only with ``record_index=True``)
         self.index_records: dict[str, WrittenIndex] | None = {} if kw.get("record_index") else None

@@ -1,0 +1,27 @@
+# Types of the optional C accelerator (_scan.c); the docstrings in its method table say what each returns.
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from typing_extensions import Buffer
+
+def scan(
+    buf: Buffer, pos: int, base: int, headers_only: bool = ..., /
+) -> tuple[list[tuple[str, Any, int]], int]: ...
+def scan_samples(
+    buf: Buffer,
+    pos: int,
+    url: str,
+    seen: set[str],
+    current: dict[str, Any] | None,
+    current_key: str | None,
+    split: Callable[[str], tuple[str, str]],
+    columns: dict[str, list[Any]] | None = ...,
+    batch_size: int = ...,
+    /,
+) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None, str | None, int]: ...
+def slice_column(
+    buf: Buffer, offsets: Buffer, sizes: Buffer, start: int, stop: int, mode: int, /
+) -> list[Any] | None: ...
+def pack_members(
+    buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /
+) -> list[int] | None: ...
