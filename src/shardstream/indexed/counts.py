@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import ShardstreamError
 from ..io import open_url
+from ..io.trust import runs_command
 from ..io.urls import local_path, split_scheme
 from .shardindex import _PREFIX, MAGIC, sidecar_path
 
@@ -62,7 +63,7 @@ def sidecar_samples(url: str) -> int:
     url = os.fspath(url)
     index = sidecar_path(url)
     path = local_path(url)
-    if path is None and split_scheme(url)[0] in ("pipe", ""):
+    if path is None and (runs_command(url) or not split_scheme(url)[0]):
         raise _unknown(url, "it is read through a command or a stream, which is never run just to count it")
     try:
         stream = open(sidecar_path(path), "rb") if path is not None else open_url(index)
