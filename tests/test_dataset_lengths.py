@@ -51,6 +51,19 @@ def test_a_stale_sidecar_gives_no_length(shards):
         len(wds.WebDataset(shards))
 
 
+def test_a_command_is_never_run_to_count_a_shard(shards, tmp_path, monkeypatch):
+    """A pipe: shard has its sidecar next to the file the command reads, but counting never runs the command (nor
+    a URL that the rewrite rules turn into one)."""
+    marker = tmp_path / "ran"
+    url = f"pipe:touch {marker} && cat {shards[0]}"
+    with pytest.raises(TypeError, match="read through a command"):
+        len(wds.WebDataset([url]))
+    monkeypatch.setenv("SHARDSTREAM_URL_REWRITES", "counted:=pipe:")
+    with pytest.raises(TypeError, match="read through a command"):
+        len(wds.WebDataset(["counted:true"]))
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("build, reason", [
     (lambda s: wds.WebDataset(s, select_files=lambda name: True), "select_files"),
     (lambda s: wds.WebDataset(s, resampled=True), "resampled"),
