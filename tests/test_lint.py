@@ -57,12 +57,15 @@ def late_imports(path: pathlib.Path) -> list[tuple[int, str, str]]:
 
 
 def test_late_imports_are_third_party_and_say_why():
-    """PLC0415 is waived line by line, only for another package, and with a reason: ``# noqa: PLC0415 - why``."""
+    """PLC0415 is waived line by line, only for another package, and with a reason: ``# noqa: PLC0415 - why``.
+    The one exception is the top of the house: a CLI command may defer a heavy part of the package that one of its
+    options needs (start-up time of every other command), with its reason."""
     bad = []
     for path in sorted(SRC.rglob("*.py")):
         for line, module, text in late_imports(path):
             where = f"{path.relative_to(SRC)}:{line}"
-            if module.startswith((".", "shardstream")):
+            in_cli = path.relative_to(SRC).parts[0] == "cli"
+            if module.startswith((".", "shardstream")) and not (in_cli and "PLC0415 - " in text):
                 bad.append(f"{where} imports the package's own {module} late: import it at the top")
             elif "PLC0415 - " not in text:
                 bad.append(f"{where} imports {module} late without `# noqa: PLC0415 - <why>`")

@@ -178,3 +178,14 @@ def test_remote_urls_go_through_shardstream_io(inputs, http_server, capsys):
     assert main(["verify", "-q", f"{http_server}/ab.tar"]) == 0
     assert main(["verify", "-q", f"{http_server}/missing.tar"]) == 1
     assert "404" in capsys.readouterr().out
+
+
+def test_commands_that_read_and_write_shards_do_not_import_torch(inputs):
+    """torch takes seconds to import: the CLI pulls it in only where a pipeline is built (``cat --spec``)."""
+    probe = ("import sys, runpy; sys.argv = ['shardstream', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('shardstream', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('torch' in sys.modules, file=sys.stderr)")
+    for args in ("--help", "info dataset.tar", "cat dataset.tar -o copy.tar"):
+        r = shell(f"{sys.executable} -c \"{probe}\" {args}", inputs)
+        assert r.stderr.decode().strip().splitlines()[-1] == "False", (args, r.stderr.decode())

@@ -30,7 +30,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..spec import spec_pipeline
 from ._common import (
     Progress,
     add_inputs,
@@ -115,6 +114,8 @@ def _spec_samples(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
     if args.inputs or args.mix:
         raise ConfigError("--spec replaces INPUTs and --mix: the spec says what to mix")
+    from ..spec import spec_pipeline  # noqa: PLC0415 - the spec builder pulls in torch (~2 s): only --spec needs it
+
     mixed = spec_pipeline(args.spec, seed=args.seed)
     mixed.set_epoch(args.epoch)
     return iter(mixed)
