@@ -118,26 +118,18 @@ def test_a_pipeline_with_the_dataset_as_its_source_resumes(index):
 def test_torchdata_stateful_dataloader_without_workers(index):
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
-    def loader():  # the dataset iterated (an IterableDataset around it): StatefulDataLoader saves its iterator
-        return stateful.StatefulDataLoader(DataPipeline(IndexedDataset(index)), batch_size=None, num_workers=0,
-                                           collate_fn=lambda s: s["__key__"])
+    def resumes(dataset):
+        def loader():
+            return stateful.StatefulDataLoader(dataset(), batch_size=None, num_workers=0,
+                                               collate_fn=lambda s: s["__key__"])
 
-    first = loader()
-    it = iter(first)
-    head = [next(it) for _ in range(5)]
-    state = first.state_dict()
-    second = loader()
-    second.load_state_dict(state)
-    assert head + list(second) == keys(IndexedDataset(index))
+        first = loader()
+        it = iter(first)
+        head = [next(it) for _ in range(5)]
+        state = first.state_dict()
+        second = loader()
+        second.load_state_dict(state)
+        assert head + list(second) == keys(IndexedDataset(index))
 
-    def mapped():  # map-style: the loader's sampler keeps the position, the dataset's state comes along unharmed
-        return stateful.StatefulDataLoader(IndexedDataset(index), batch_size=None, num_workers=0,
-                                           collate_fn=lambda s: s["__key__"])
-
-    first = mapped()
-    it = iter(first)
-    head = [next(it) for _ in range(5)]
-    state = first.state_dict()
-    second = mapped()
-    second.load_state_dict(state)
-    assert head + list(second) == keys(IndexedDataset(index))
+    resumes(lambda: DataPipeline(IndexedDataset(index)))  # iterable: StatefulDataLoader saves the iterator's state
+    resumes(lambda: IndexedDataset(index))  # map-style: the sampler keeps the position, the dataset's state unharmed
