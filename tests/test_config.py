@@ -59,6 +59,23 @@ def test_get_settings_reads_the_process_environment(monkeypatch):
     assert get_settings().http_retries == 9
 
 
+def test_get_settings_follows_every_change_of_the_environment(monkeypatch):
+    """Settings read once are reused only while the environment is the same: any set, change or removal (of any
+    variable: ``WDS_*`` values are settings too) is seen by the next call."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_RETRIES", "9")
+    first = get_settings()
+    assert get_settings() is first  # unchanged environment: not read again
+    monkeypatch.setenv("SHARDSTREAM_HTTP_RETRIES", "3")
+    assert get_settings().http_retries == 3
+    monkeypatch.setenv("WDS_BUCKET", "b1")
+    assert ("BUCKET", "b1") in get_settings().url_vars
+    monkeypatch.setenv("WDS_BUCKET", "b2")
+    assert ("BUCKET", "b2") in get_settings().url_vars
+    monkeypatch.delenv("SHARDSTREAM_HTTP_RETRIES")
+    monkeypatch.delenv("WDS_BUCKET")
+    assert get_settings().http_retries == Settings().http_retries and ("BUCKET", "b2") not in get_settings().url_vars
+
+
 def test_no_other_module_reads_the_environment():
     offenders = []
     for path in SRC.rglob("*.py"):
