@@ -65,6 +65,21 @@ def distributed_rank() -> tuple[int, int]:
     return rank, world
 
 
+def replica(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)`` for a sampler: the values given, the missing ones from :func:`distributed_rank`.
+
+    >>> replica(4, 1)
+    (4, 1)
+    """
+    if num_replicas is None or rank is None:
+        found_rank, found_world = distributed_rank()
+        rank = found_rank if rank is None else rank
+        num_replicas = found_world if num_replicas is None else num_replicas
+    if num_replicas < 1 or not 0 <= rank < num_replicas:
+        raise ConfigError(f"need 0 <= rank < num_replicas, got rank={rank}, num_replicas={num_replicas}")
+    return num_replicas, rank
+
+
 def worker_info() -> tuple[int, int, int | None]:
     """``(worker, num_workers, loader_seed)`` inside a DataLoader worker, else ``(0, 1, None)``.
 

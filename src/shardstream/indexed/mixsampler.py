@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..pipeline.placement import distributed_rank
 from ..pipeline.schedule import Schedule
+from ..runtime import replica
 
 __all__ = ["ExactMixSampler", "MixOrder"]
 
@@ -99,13 +99,7 @@ class ExactMixSampler:
         if len(counts) != len(self.sizes) or any(n <= 0 for n, c in zip(self.sizes, counts, strict=False) if c):
             raise ConfigError(f"ExactMixSampler: one count per source, and a source with a count needs samples "
                               f"(sizes {self.sizes}, counts {list(counts)})")
-        if num_replicas is None or rank is None:
-
-            found_rank, found_world = distributed_rank()
-            rank = found_rank if rank is None else rank
-            num_replicas = found_world if num_replicas is None else num_replicas
-        if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ConfigError(f"need 0 <= rank < num_replicas, got rank={rank}, num_replicas={num_replicas}")
+        num_replicas, rank = replica(num_replicas, rank)
         self.counts, self.seed, self.rank, self.num_replicas = [int(c) for c in counts], seed, rank, num_replicas
         self.offsets = [int(x) for x in np.cumsum([0, *self.sizes[:-1]])]
         self.epoch: int = 0

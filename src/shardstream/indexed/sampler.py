@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError, WorkerSplitError
 from ..order import SampleOrder
-from ..runtime import distributed_rank
+from ..runtime import replica
 
 __all__ = ["DistributedLocalitySampler", "LocalitySampler"]
 
@@ -109,12 +109,7 @@ class DistributedLocalitySampler(LocalitySampler):
     def __init__(self, data: Any, num_replicas: int | None = None, rank: int | None = None, *, window: int = 8,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):  # fmt: skip
         super().__init__(data, window=window, shuffle=shuffle, seed=seed)
-        if num_replicas is None or rank is None:
-            found_rank, found_world = distributed_rank()
-            rank = found_rank if rank is None else rank
-            num_replicas = found_world if num_replicas is None else num_replicas
-        if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ConfigError(f"need 0 <= rank < num_replicas, got rank={rank}, num_replicas={num_replicas}")
+        num_replicas, rank = replica(num_replicas, rank)
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, bool(drop_last)
         total = sum(self.lengths)
         self.per_rank = total // num_replicas if drop_last else -(-total // num_replicas)

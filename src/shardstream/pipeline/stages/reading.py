@@ -207,7 +207,8 @@ class ReaderCursor(Cursor):
         self._count, self._stopped, self._stop = 0, False, [False]
         self._next = UpstreamAhead(upstream, self)  # the next shard, taken ahead (its reader opens it ahead)
 
-    def _open(self, item: Any) -> None:
+    def _watched(self) -> tuple[Callable[[BaseException], bool], list[bool]]:
+        """The options' handler, and a flag it sets when the handler ends the shard (for a reader of one shard)."""
         handler, stop = self.options.get("handler") or reraise_exception, [False]
 
         def watched(exn: BaseException) -> bool:
@@ -215,6 +216,10 @@ class ReaderCursor(Cursor):
             stop[0] = stop[0] or not keep
             return keep
 
+        return watched, stop
+
+    def _open(self, item: Any) -> None:
+        watched, stop = self._watched()
         self._close()
         options = dict(self.options, handler=watched)
         self._samples = _read_shards(self._next.one_shard(item), options["handler"], options.get("select_files"),

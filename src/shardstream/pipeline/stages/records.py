@@ -49,13 +49,7 @@ class RecordCursor(ReaderCursor):
     the records read from it) and restore (reopen, skip those records)."""
 
     def _open(self, item: Any) -> None:
-        handler, stop = self.options.get("handler") or reraise_exception, [False]
-
-        def watched(exn: BaseException) -> bool:
-            keep = handler(exn)
-            stop[0] = stop[0] or not keep
-            return keep
-
+        watched, stop = self._watched()
         self._close()
         records = _records(self._next.one_shard(item), **dict(self.options, handler=watched))
         # ReaderCursor serves chunks (lists of consecutive samples): here, one record a chunk
