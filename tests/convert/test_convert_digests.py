@@ -100,3 +100,30 @@ def test_conversion_bytes_are_pinned(tmp_path, case):
     if os.environ.get("SHARDSTREAM_PRINT_DIGESTS"):
         print(f"\n{case!r}: ({result.samples}, {len(result.skipped)}, {got!r}),")
     assert (result.samples, len(result.skipped), got) == EXPECTED[case]
+
+
+def test_table_sources_hand_uniform_rows_over_as_one_batch(tmp_path):
+    """The batch path is taken where the rows allow it, and gives the samples the row-by-row path gives."""
+    from shardstream.convert.tables import CsvSource
+    from shardstream.writer import SampleBatch
+
+    src = _make(tmp_path, "jsonl")
+    source = CsvSource(src, jsonl=True, first=0)
+    items = list(source.batches())
+    assert [type(item) for item in items] == [SampleBatch]
+    def as_bytes(sample: dict) -> dict:  # the batch leaves str for the writer to encode (as UTF-8)
+        return {k: v.encode() if isinstance(v, str) and k != "__key__" else v for k, v in sample.items()}
+
+    assert list(map(as_bytes, items[0].samples())) == list(map(as_bytes, source.samples()))
+    assert items[0].fields == ("caption.txt", "label.cls") and len(items[0].keys) == 3000
+
+
+def test_table_sources_fall_back_to_rows_where_columns_differ(tmp_path):
+    from shardstream.convert.tables import CsvSource
+    from shardstream.process import Skip
+
+    src = _make(tmp_path, "jsonl-mixed")
+    source = CsvSource(src, jsonl=True)
+    items = list(source.batches())
+    assert all(isinstance(item, (dict, Skip)) for item in items)
+    assert items == list(source.samples())
