@@ -15,9 +15,11 @@ conversion, process pools and clusters started inside it. Rows:
 
 - shardstream: ``convert(src, dst, engine="local", workers=1 | 2)``; ``engine="dask", workers=2`` (a
   ``LocalCluster``, its start included); indexes (sidecar, DALI, dataset.json) are written too, except in the
-  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's); shards are
-  flushed to disk before they are renamed (``SHARDSTREAM_FSYNC``, on by default), except in the ``no fsync`` row
-  (the peers do not flush);
+  ``no index`` row (``index=False``: the peers write no per-sample index but their own format's). Like the
+  peers, which never flush their files to disk, these rows run with ``SHARDSTREAM_FSYNC=0``: like with like.
+  The library's default flushes each shard to disk before its rename (a power loss never leaves a short shard
+  under its final name); the ``x2 fsync (default)`` row shows what that costs (on the small set, 2 KiB of tar
+  per sample: ~400 MB reach the disk);
 - litdata: ``optimize(fn, inputs, output_dir, num_workers=2, chunk_bytes="64MB")``;
 - Streaming: a ``MDSWriter`` loop (one process, as its documentation shows);
 - webdataset 1.0.2: a ``ShardWriter`` loop (one process).
@@ -50,7 +52,7 @@ CONTENDERS = {  # row -> (venv or None for this interpreter, function name)
     "shardstream local x2": (None, "shardstream_local2"),
     "shardstream dask x2": (None, "shardstream_dask2"),
     "shardstream x2 no index": (None, "shardstream_noindex2"),
-    "shardstream x2 no fsync": (None, "shardstream_local2"),
+    "shardstream x2 fsync (default)": (None, "shardstream_local2"),
     "litdata optimize x2": (".venv-peers-litdata", "litdata2"),
     "Streaming MDSWriter": (".venv-peers-streaming", "mds"),
     "webdataset ShardWriter": (".venv-peers-webdataset", "webdataset"),
@@ -272,9 +274,10 @@ def child(name: str, kind: str, src: str, out: str) -> None:
 # -- driver -------------------------------------------------------------------------------------------------------
 
 
-#: rows run with more environment: shards are flushed to disk before they are renamed (SHARDSTREAM_FSYNC, on by
-#: default), which the peers do not do; this row shows what that costs
-ROW_ENV = {"shardstream x2 no fsync": {"SHARDSTREAM_FSYNC": "0"}}
+#: the environment of the shardstream rows: no flush to disk before the rename, as the peers (see the docstring),
+#: except the row that shows the library's default
+ROW_ENV = {"shardstream x2 fsync (default)": {"SHARDSTREAM_FSYNC": "1"}}
+NO_FSYNC = {"SHARDSTREAM_FSYNC": "0"}
 SPLITS: dict[tuple[str, str], dict] = {}  # (row, kind) -> the CPU split of its last run (shardstream rows)
 
 
@@ -284,7 +287,8 @@ def run(row: str, kind: str, src: str) -> tuple[tuple[float, float] | None, str]
     if not os.path.exists(python):
         return None, f"{venv} is missing (benchmarks/peers/setup.sh)"
     shutil.rmtree(OUT, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else "", **ROW_ENV.get(row, {})}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") if venv is None else "",
+           **(NO_FSYNC if venv is None else {}), **ROW_ENV.get(row, {})}  # fmt: skip
     done = subprocess.run([python, __file__, "--child", name, kind, src, str(OUT)], capture_output=True, env=env,
                           cwd=str(DATA))  # fmt: skip
     shutil.rmtree(OUT, ignore_errors=True)
@@ -309,6 +313,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    began = time.perf_counter()
     megabytes = 1024 if args.large else args.jpeg_mb
     sources = {"jpeg": lambda: make_jpegs(megabytes), "small": lambda: make_small(args.small)}
     labels = {"jpeg": f"{megabytes} MB of JPEGs + labels (ImageFolder)",
@@ -326,9 +331,9 @@ def main() -> None:
                     continue
                 best = table[row].get(kind)
                 table[row][kind] = got if best is None else (min(best[0], got[0]), min(best[1], got[1]))
-                print(f"  {labels[kind]:<42} {row:<24} {got[0]:.2f} s wall, {got[1]:.2f} s CPU", file=sys.stderr)
+                print(f"  {labels[kind]:<42} {row:<30} {got[0]:.2f} s wall, {got[1]:.2f} s CPU", file=sys.stderr)
     ref = "shardstream local x2"
-    print(f"\n{'contender':<24}" + "".join(f"{k + ' wall':>14}{'x':>7}{'CPU':>9}{'x':>7}" for k in args.sets))
+    print(f"\n{'contender':<30}" + "".join(f"{k + ' wall':>14}{'x':>7}{'CPU':>9}{'x':>7}" for k in args.sets))
     for row in rows:
         cells = ""
         for kind in args.sets:
@@ -336,7 +341,7 @@ def main() -> None:
             for i in (0, 1):
                 cells += f"{'n/a' if value is None else f'{value[i]:.2f} s':>{14 if i == 0 else 9}}"
                 cells += f"{'' if value is None or base is None else f'{value[i] / base[i]:.2f}':>7}"
-        print(f"{row:<24}{cells}")
+        print(f"{row:<30}{cells}")
     one = table.get("shardstream local x1", {})
     two = table.get(ref, {})
     for kind in args.sets:
@@ -353,8 +358,10 @@ def main() -> None:
           "processes of the contender (on a shared machine wall times drift, CPU seconds much less)")
     for kind in args.sets:
         print(f"{kind}: {labels[kind]}")
+    print("shardstream rows: SHARDSTREAM_FSYNC=0 (the peers never flush to disk) except 'x2 fsync (default)'")
     for note in notes:
         print(note)
+    print(f"benchmark run: {time.perf_counter() - began:.0f} s")
 
 
 if __name__ == "__main__":

@@ -658,3 +658,120 @@ def test_the_encoders_fast_path_gives_what_the_general_path_gives():
             got = fast.encode(sample)
             assert got.key == expected.key and got.fields == expected.fields and got.nbytes == expected.nbytes
             assert [(m, bytes(d)) for m, d in got.members] == [(m, bytes(d)) for m, d in expected.members]
+
+
+# -- write_batch: samples by column, the same shards as write() -------------------------------------------------
+
+
+def _batches(seed: int) -> list:
+    from shardstream.writer import SampleBatch
+
+    r = random.Random(seed)
+    out, number = [], 0
+    for size in (1, 7, 300, 40, 1):
+        keys = [f"k{number + i:05d}" + ("é" if i % 5 == 0 else "") for i in range(size)]
+        number += size
+        text = ["x" * r.randrange(0, 1500) for _ in keys]
+        blobs = [bytes([i % 256]) * r.choice((0, 1, 511, 512, 513, 4000, 300_000)) for i in range(size)]
+        out.append(SampleBatch(keys, ("txt", "bin"), [text, blobs]))
+    out.append(SampleBatch([f"z{i}" for i in range(50)], ("cls",), [[b"%d" % i for i in range(50)]]))
+    return out
+
+
+def _shard_bytes(sink: ShardWriter) -> list:
+    return [(os.path.basename(p), open(p, "rb").read()) for p in sink.shards]
+
+
+@pytest.mark.parametrize("maxcount, maxsize", [(100000, 3e9), (64, 3e9), (100000, 200_000.5), (3, 9000),
+                                               (100000, 25 * RECORDSIZE), (17, 1_000_000)])  # fmt: skip
+def test_write_batch_writes_what_write_writes(tmp_path, maxcount, maxsize):
+    batches = _batches(maxcount)
+    got = {}
+    for how in ("batch", "sample"):
+        (tmp_path / how).mkdir()
+        with ShardWriter(str(tmp_path / how / "s-%04d.tar"), maxcount=maxcount, maxsize=maxsize,
+                         record_index=True) as sink:  # fmt: skip
+            sink.write({"__key__": "first", "txt": "a sample before the batches"})
+            for batch in batches:
+                if how == "batch":
+                    sink.write_batch(batch)
+                else:
+                    for sample in batch.samples():
+                        sink.write(sample)
+        got[how] = (_shard_bytes(sink), sink.shard_info, sink.index_entries and dict(sink.index_entries), sink.total)
+    batch, sample = got["batch"], got["sample"]
+    assert batch[0] == sample[0]
+    assert len(batch[0]) > 1 or (maxcount, maxsize) == (100000, 3e9)
+    assert [(os.path.basename(s.path), s.samples, s.bytes) for s in batch[1]] == [
+        (os.path.basename(s.path), s.samples, s.bytes) for s in sample[1]]
+    assert list(batch[2].values()) == list(sample[2].values()) and batch[3] == sample[3] == 400
+
+
+def test_write_batch_refuses_a_repeated_key_where_write_does(tmp_path):
+    from shardstream.writer import SampleBatch
+
+    for keys in (["a", "b", "b", "c"], ["last", "x"]):
+        results = []
+        for how in ("batch", "sample"):
+            path = tmp_path / f"{how}-%d.tar"
+            sink = ShardWriter(str(path), maxcount=2)
+            sink.write({"__key__": "last", "txt": "x"})
+            batch = SampleBatch(keys, ("txt",), [["v"] * len(keys)])
+            with pytest.raises(EncodeError, match="same __key__ as the previous sample"):
+                if how == "batch":
+                    sink.write_batch(batch)
+                else:
+                    for sample in batch.samples():
+                        sink.write(sample)
+            sink.close()
+            results.append((sink.total, [open(p, "rb").read() for p in sink.shards]))
+        assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("fields, column, error", [
+    (("txt.gz",), ["hello"], None),  # the codecs gzip under .gz: the per-sample path
+    (("_meta", "txt"), [b"m", b"t"], None),  # metadata fields are dropped: the per-sample path
+    (("a/b",), [b"x"], "not a valid field name"),
+    (("cls",), [3], None),  # not bytes or str: encoded by the table, sample by sample
+])  # fmt: skip
+def test_write_batch_falls_back_to_write(tmp_path, fields, column, error):
+    from shardstream.writer import SampleBatch
+
+    columns = [[value] * 2 for value in column] if len(fields) == len(column) else [column * 2]
+    batch = SampleBatch(["k1", "k2"], fields, columns)
+    outs = []
+    for how in ("batch", "sample"):
+        sink = ShardWriter(str(tmp_path / f"{how}-%d.tar"))
+        if error:
+            with pytest.raises(EncodeError, match=error):
+                sink.write_batch(batch) if how == "batch" else [sink.write(s) for s in batch.samples()]
+            sink.abort()
+            continue
+        with sink:
+            sink.write_batch(batch) if how == "batch" else [sink.write(s) for s in batch.samples()]
+        outs.append(open(sink.shards[0], "rb").read())
+    assert error or outs[0] == outs[1]
+
+
+def test_write_batch_compressed_shards_match(tmp_path):
+    outs = []
+    for how in ("batch", "sample"):
+        with ShardWriter(str(tmp_path / f"{how}-%d.tar.gz"), maxsize=60_000) as sink:
+            for batch in _batches(1)[:3]:
+                sink.write_batch(batch) if how == "batch" else [sink.write(s) for s in batch.samples()]
+        outs.append([open(p, "rb").read() for p in sink.shards])
+    assert outs[0] == outs[1] and len(outs[0]) > 2
+
+
+def test_write_batch_cuts_shards_at_every_size_limit_where_write_does(tmp_path):
+    from shardstream.writer import SampleBatch
+
+    sizes = [(i * 389) % 1100 for i in range(60)]
+    batch = SampleBatch([f"s{i:03d}" for i in range(60)], ("bin",), [[b"b" * n for n in sizes]])
+    for maxsize in range(9000, 31000, 256):
+        counts = []
+        for how in ("batch", "sample"):
+            with ShardWriter(str(tmp_path / f"{how}-{maxsize}-%d.tar"), maxsize=maxsize) as sink:
+                sink.write_batch(batch) if how == "batch" else [sink.write(s) for s in batch.samples()]
+            counts.append([(info.samples, info.bytes) for info in sink.shard_info])
+        assert counts[0] == counts[1], maxsize

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..codecs import CODECS
 
-__all__ = ["column_field", "safe_key", "sniff_extension"]
+__all__ = ["column_field", "column_values", "safe_key", "sniff_extension"]
 
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpg"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\x89PNG", "png"), (b"GIF87a", "gif"),
@@ -120,3 +120,26 @@ def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = 
     if isinstance(value, (bool, int)) and not hasattr(value, "shape"):
         return _name(column, "cls", rename), str(int(value)).encode("ascii")
     return _name(column, "json", rename), _json(value)
+
+
+def column_values(column: str, values: list[Any], rename: Mapping[str, str] | None = None) -> tuple[str, list[Any]] | None:
+    """The field name and data that :func:`column_field` gives every value of a column, when they all give the
+    same name (str values are left for the writer to encode as UTF-8); else None (convert value by value).
+
+    >>> column_values("label", [3, True]), column_values("caption", ["a", None])
+    (('label.cls', [b'3', b'1']), None)
+    """
+    kinds = set(map(type, values))
+    if not kinds:
+        return None
+    if kinds == {str}:
+        return _name(column, "txt", rename), values  # the writer encodes str as UTF-8, as column_field does
+    if kinds <= {int, bool}:
+        return _name(column, "cls", rename), [b"%d" % value for value in values]
+    if kinds == {float}:
+        return _name(column, "json", rename), list(map(_json, values))
+    if kinds == {bytes}:
+        extensions = set(map(sniff_extension, values))
+        if len(extensions) == 1:
+            return _name(column, extensions.pop(), rename), values
+    return None

@@ -22,12 +22,15 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import compress, repeat
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, RecordFormatError
 from ..io import open_url
 from ..process import Skip
-from .fields import column_field, safe_key
+from ..writer import SampleBatch
+from .fields import column_field, column_values, safe_key
 
 __all__ = ["ArrowSource", "CsvSource", "ParquetSource", "csv_chunks", "default_path_columns", "row_sample"]
 
@@ -107,6 +110,36 @@ def _key(row: Mapping[str, Any], key: str | None, stem: str, number: int) -> str
     return safe_key(value if value.__class__ is str else str(value))
 
 
+def _keys(rows: list[dict[str, Any]], key: str | None, stem: str, first: int) -> list[str]:
+    """:func:`_key` of each row (numbered from ``first``), with a shortcut for str keys that need no change."""
+    values = list(map(methodcaller("get", key or "__key__"), rows))
+    if set(map(type, values)) == {str} and "" not in values:
+        joined = "".join(values)
+        if "." not in joined and "/" not in joined and "\\" not in joined and "\0" not in joined:
+            return values  # safe_key would return each as it is
+    return [_key(row, key, stem, number) for number, row in enumerate(rows, first)]
+
+
+def _batch(rows: list[dict[str, Any]], keys: list[str], rename: Mapping[str, str] | None,
+           paths: Iterable[str] = ()) -> SampleBatch | None:
+    """``rows`` as one :class:`SampleBatch` (the samples :func:`row_sample` makes of them), or None when the rows
+    differ in their columns or in the fields their values give, or name files (then row by row)."""
+    names = rows[0].keys()
+    columns = [column for column in names if column != "__key__"]
+    if not columns or not all(map(names.__eq__, map(dict.keys, rows))) or any(c in paths for c in columns):
+        return None
+    fields, values = [], []
+    for column in columns:
+        got = column_values(column, list(map(itemgetter(column), rows)), rename)
+        if got is None:
+            return None
+        fields.append(got[0])
+        values.append(got[1])
+    if len(set(fields)) != len(fields):
+        return None
+    return SampleBatch(keys, tuple(fields), values)
+
+
 @dataclasses.dataclass(frozen=True)
 class ParquetSource:
     """Rows ``start`` to ``stop`` of a Parquet file (any URL the library reads)."""
@@ -122,6 +155,13 @@ class ParquetSource:
         return f"parquet {self.url} [{self.start}:{self.stop}] key={self.key} rename={self.rename}"
 
     def samples(self) -> Iterator[Item]:
+        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
+
+    def batches(self) -> Iterator[SampleBatch | Item]:
+        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
+        yield from self._items(True)
+
+    def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
         pa = _pyarrow()
         stream = open_url(self.url)
         try:
@@ -130,15 +170,17 @@ class ParquetSource:
             except pa.ArrowInvalid as e:
                 raise RecordFormatError(f"not a Parquet file: {e}", url=self.url) from e
             yield from _table_rows(reader.iter_batches(batch_size=self.batch_rows), self.url, self.start,
-                                   self.stop, self.key, dict(self.rename))  # fmt: skip
+                                   self.stop, self.key, dict(self.rename), batched=batched)  # fmt: skip
         finally:
             stream.close()
 
 
 def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, key: str | None,
-                rename: Mapping[str, str], first: int | None = None) -> Iterator[Item]:
-    """Rows ``start:stop`` as samples; keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is
-    given (a dataset of several files numbered as one)."""
+                rename: Mapping[str, str], first: int | None = None, *,
+                batched: bool = False) -> Iterator[SampleBatch | Item]:
+    """Rows ``start:stop`` as samples (``batched``: a :class:`SampleBatch` per record batch where it can be);
+    keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is given (a dataset of several files
+    numbered as one)."""
     stem, number = _stem(url), 0
     for batch in batches:
         if stop is not None and number >= stop:
@@ -146,11 +188,17 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
         if number + batch.num_rows <= start:
             number += batch.num_rows
             continue
-        for row in batch.to_pylist():
-            if start <= number and (stop is None or number < stop):
-                named = _key(row, key, stem, number) if first is None else _key(row, key, "", first + number)
-                yield row_sample(row, named, rename=rename)
-            number += 1
+        rows = batch.to_pylist()
+        lo, hi = max(start - number, 0), len(rows) if stop is None else min(stop - number, len(rows))
+        rows = rows[lo:hi] if lo or hi < len(rows) else rows
+        named = _keys(rows, key, stem, number + lo) if first is None else _keys(rows, key, "", first + number + lo)
+        number += batch.num_rows
+        whole = _batch(rows, named, rename) if batched and rows else None
+        if whole is not None:
+            yield whole
+            continue
+        for row, name in zip(rows, named, strict=True):
+            yield row_sample(row, name, rename=rename)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +216,13 @@ class ArrowSource:
         return f"arrow {self.url} size={size} key={self.key} rename={self.rename} first={self.first}"
 
     def samples(self) -> Iterator[Item]:
+        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
+
+    def batches(self) -> Iterator[SampleBatch | Item]:
+        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
+        yield from self._items(True)
+
+    def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
         pa = _pyarrow()
         import pyarrow.ipc  # noqa: PLC0415 - optional: shardstream[parquet]
 
@@ -179,7 +234,8 @@ class ArrowSource:
                 batches: Iterable[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
             else:
                 batches = reader
-            yield from _table_rows(batches, self.url, 0, None, self.key, dict(self.rename), self.first)
+            yield from _table_rows(batches, self.url, 0, None, self.key, dict(self.rename), self.first,
+                                   batched=batched)  # fmt: skip
 
 
 def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tuple[int, int, int]]:
@@ -208,6 +264,25 @@ def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tu
     if rows > first or not chunks:
         chunks.append((start, offset, first))
     return chunks
+
+
+def _json_objects(text: str) -> list[dict[str, Any]] | None:
+    """The records of JSON Lines ``text`` when every non-blank line is one JSON object (what :func:`_json_rows`
+    reads then), parsed at once with no per-line Python; None otherwise (and for ``\\r`` line ends)."""
+    if "\r" in text:
+        return None
+    lines = text.split("\n")
+    stripped = list(map(str.strip, lines))
+    if "" in stripped:
+        lines = list(compress(lines, stripped))
+        stripped = list(filter(None, stripped))
+    if not all(map(str.startswith, stripped, repeat("{"))) or not all(map(str.endswith, stripped, repeat("}"))):
+        return None
+    try:
+        rows = json.loads("[" + ",".join(lines) + "]")
+    except json.JSONDecodeError:
+        return None
+    return rows if len(rows) == len(lines) and set(map(type, rows)) <= {dict} else None
 
 
 def _json_rows(url: str, first: int, lines: list[str]) -> Iterator[dict[str, Any]]:
@@ -259,7 +334,13 @@ class CsvSource:
         with open(self.url, "rb") as f:
             f.seek(self.start)
             data = f.read() if self.stop is None else f.read(self.stop - self.start)
-        text = io.StringIO(data.decode("utf-8"), newline=None if self.jsonl else "")
+        decoded = data.decode("utf-8")
+        if self.jsonl:
+            rows = _json_objects(decoded)
+            if rows is not None:
+                yield from rows
+                return
+        text = io.StringIO(decoded, newline=None if self.jsonl else "")
         if self.jsonl:
             yield from _json_rows(self.url, self.first, [line for line in text if line.strip()])
             return
@@ -271,16 +352,35 @@ class CsvSource:
                 yield dict(zip(header or [], values, strict=False))
 
     def samples(self) -> Iterator[Item]:
+        yield from self._items(self._rows(), None)
+
+    def batches(self) -> Iterator[SampleBatch | Item]:
+        """The records as one :class:`SampleBatch` where they allow (same columns, no path column...), else
+        sample by sample."""
+        rows = list(self._rows())
+        if not rows:
+            return
+        rename = dict(self.rename)
+        paths = default_path_columns(rows[0]) if self.paths is None else self.paths
+        keys = _keys(rows, self.key, _stem(self.url), self.first)
+        batch = _batch(rows, keys, rename, paths)
+        if batch is not None:
+            yield batch
+        else:
+            yield from self._items(rows, keys)
+
+    def _items(self, rows: Iterable[dict[str, Any]], keys: list[str] | None) -> Iterator[Item]:
         stem, base = _stem(self.url), os.path.dirname(os.path.abspath(self.url))
         rename = dict(self.rename)
         number = self.first
         known: dict[tuple[str, ...], tuple[str, ...]] = {}  # the path columns of each set of columns
-        for row in self._rows():
+        for row in rows:
             paths = self.paths
             if paths is None:
                 columns = tuple(row)
                 paths = known.get(columns)
                 if paths is None:
                     paths = known[columns] = default_path_columns(columns)
-            yield row_sample(row, _key(row, self.key, stem, number), paths=paths, base=base, rename=rename)
+            named = _key(row, self.key, stem, number) if keys is None else keys[number - self.first]
+            yield row_sample(row, named, paths=paths, base=base, rename=rename)
             number += 1

@@ -179,11 +179,17 @@ class DaskEngine(Engine):
     """Tasks on a Dask distributed cluster: ``address`` of a running scheduler (``"tcp://10.0.0.1:8786"``), an
     existing ``client``, or neither: a ``LocalCluster`` of ``workers`` processes (one thread each) started for
     the job and stopped after it. A worker lost mid-task is handled by Dask (the task is rerun elsewhere);
-    task errors are retried by the job. Needs ``pip install 'shardstream[dask]'``."""
+    task errors are retried by the job. Needs ``pip install 'shardstream[dask]'``.
+
+    ``start_method`` is how that ``LocalCluster`` starts its worker processes (Dask's
+    ``distributed.worker.multiprocessing-method``): ``"fork"`` by default where the platform has it, as the
+    ``"local"`` engine's pool does on Linux (about 0.3 s instead of 2-3 s for two workers that import Dask and
+    shardstream again); ``"spawn"`` or ``"forkserver"`` for libraries that do not survive a fork."""
 
     name = "dask"
 
-    def __init__(self, address: str | None = None, *, client: Any = None, workers: int | None = None):
+    def __init__(self, address: str | None = None, *, client: Any = None, workers: int | None = None,
+                 start_method: str | None = None):  # fmt: skip
         try:
             import distributed  # noqa: F401, PLC0415 - optional: shardstream[dask]
         except ImportError:
@@ -195,14 +201,22 @@ class DaskEngine(Engine):
         self.workers = workers or 2
         self._queue: Any = None
         self._queue_name = f"shardstream-progress-{uuid.uuid4().hex}"
+        methods = multiprocessing.get_all_start_methods()
+        self.start_method = start_method or ("fork" if "fork" in methods else None)
+        if self.start_method is not None and self.start_method not in methods:
+            raise ConfigError(f"start_method must be one of {methods}, got {start_method!r}")
 
     def start(self) -> None:
         from distributed import Client, LocalCluster, Queue  # noqa: PLC0415 - optional: shardstream[dask]
 
         if self.client is None:
             if self.address is None:
-                cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0")  # fmt: skip
+                import dask  # noqa: PLC0415 - optional: shardstream[dask]
+
+                method = self.start_method or dask.config.get("distributed.worker.multiprocessing-method")
+                with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+                    cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0")  # fmt: skip
                 self._own.append(cluster)
                 self.client = Client(cluster)
             else:

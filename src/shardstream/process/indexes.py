@@ -46,6 +46,9 @@ def _extensions(record: WrittenIndex) -> dict[tuple[str, ...], tuple[str, ...]] 
     keys = record.keys
     if len(set(keys)) != len(keys):
         return None
+    joined = "".join(keys)
+    if "." not in joined and [joined] == joined.split(maxsplit=1):  # no dot, no whitespace: every key is fine
+        return exts
     for key in keys:  # the rule must split KEY.FIELD at the dot the writer put there (and DALI needs no spaces)
         if split(key + ".x")[0] != key or len(key.split()) != 1:
             return None
@@ -58,6 +61,13 @@ def _dali_text(record: WrittenIndex, exts: dict[tuple[str, ...], tuple[str, ...]
     def escaped(text: str) -> str:
         return text.replace("{", "{{").replace("}", "}}")
 
+    if len(exts) == 1:  # one set of fields: each line from columns (key, then offset and size per field)
+        ((names, got),) = exts.items()
+        n, offsets, sizes = len(names), record.offsets, record.sizes
+        line = " ".join(f"{escaped(e)} {{{2 * j + 1}}} {{{2 * j + 2}}} {{0}}.{escaped(name)}"
+                        for j, (e, name) in enumerate(zip(got, names, strict=True))) + "\n"  # fmt: skip
+        columns = [column for j in range(n) for column in (offsets[j::n], sizes[j::n])]
+        return f"{DALI_VERSION} {len(record.keys)}\n" + "".join(map(line.format, record.keys, *columns))
     templates = {names: " ".join(f"{escaped(e)} {{}} {{}} {{k}}.{escaped(n)}" for e, n in zip(got, names, strict=True))
                  + "\n" for names, got in exts.items()}  # fmt: skip
     offsets, sizes, at = record.offsets, record.sizes, 0
@@ -88,8 +98,11 @@ def write_shard_indexes(path: str, record: WrittenIndex) -> tuple[str, str]:
     ids_of = {names: [ext_ids.setdefault(e, len(ext_ids)) for e in exts[names]]  # numbered as first met
               for names in dict.fromkeys(fields)}  # fmt: skip
     ids, starts, key_ends = array(_U32), array(_U32, [0]), array(_U32, [0])
-    for names in fields:
-        ids.extend(ids_of[names])
+    if len(ids_of) == 1:  # one set of fields: its ids, sample after sample
+        ids.extend(next(iter(ids_of.values())) * len(fields))
+    else:
+        for names in fields:
+            ids.extend(ids_of[names])
     starts.extend(accumulate(map(len, fields)))
     blob = "".join(keys).encode("utf-8", "surrogateescape")
     lengths = map(len, keys) if len(blob) == sum(map(len, keys)) else (len(k.encode("utf-8", "surrogateescape"))

@@ -30,7 +30,7 @@ from ..indexed import index_dataset
 from ..io import open_url, split_scheme
 from ..io.remote_write import open_for_write
 from ..tar.index import format_dali_index
-from ..writer import ShardInfo, ShardWriter
+from ..writer import SampleBatch, ShardInfo, ShardWriter
 from .indexes import write_shard_indexes
 
 __all__ = ["Output", "TarOutput", "is_remote", "join", "read_text", "write_text"]
@@ -149,8 +149,12 @@ class TarOutput:
     def manifest_url(self, task: int) -> str:
         return join(self.location, MANIFESTS, f"{self.prefix}-{task:06d}.json")
 
+    #: :meth:`write` takes :class:`~shardstream.writer.SampleBatch` items among the samples
+    batches = True
+
     def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]:
-        """Write the samples of task ``task`` into its parts; returns them, each published and indexed."""
+        """Write the samples of task ``task`` into its parts (sample dicts, or :class:`SampleBatch` columns);
+        returns them, each published and indexed."""
         pattern = self.shard_url(task, 0)[: -len(f"000.tar{self._suffix()}")] + "%03d.tar" + self._suffix()
         if not is_remote(self.location):
             os.makedirs(_local(self.location), exist_ok=True)
@@ -160,7 +164,10 @@ class TarOutput:
         with ShardWriter(pattern, maxcount=self.maxcount, maxsize=self.maxsize, compress=self.compress,
                          record_index=indexed) as sink:
             for sample in samples:
-                sink.write(sample)
+                if sample.__class__ is SampleBatch:  # columns from a table source (see TaskSource.batches)
+                    sink.write_batch(sample)
+                else:
+                    sink.write(sample)
         for path, record in (sink.index_records or {}).items():
             if remote:
                 dali = format_dali_index(([(f, o, n, f"{k}.{f}") for f, o, n in fields] for k, fields in

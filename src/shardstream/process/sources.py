@@ -4,6 +4,10 @@ A source describes its input (``url``, ``describe()``) and yields sample dicts f
 What it cannot turn into a sample it yields as a :class:`Skip` (the key, or a position, and the reason): the
 task writes no sample for it and reports it in the job's result, so nothing is dropped silently.
 
+A source may also have ``batches()``: the same records, as :class:`~shardstream.writer.SampleBatch` columns
+(and sample dicts and Skips where a run of rows cannot be one), in the same order. A task without a function
+reads those, and its writer packs many samples at a time; the shards are the same, byte for byte.
+
 Converters (:mod:`shardstream.convert`) define sources for other formats; :class:`ShardSource` reads one
 WebDataset shard (any URL the library reads), members as ``bytes``, grouped by the key rule.
 

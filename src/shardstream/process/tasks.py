@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConfigError, add_context
-from ..writer import ShardInfo
+from ..writer import SampleBatch, ShardInfo
 from .outputs import Output, is_remote, read_text, write_text
 from .sources import Skip, TaskSource
 
@@ -150,10 +150,10 @@ class _Counts:
         self.skipped: list[Skip] = []
         self.last = time.monotonic()
 
-    def wrote(self) -> None:
-        self.written += 1
-        self.unreported += 1
-        if self.unreported & 255 == 0 and _reporter is not None and time.monotonic() - self.last > 0.5:
+    def wrote(self, samples: int = 1) -> None:
+        self.written += samples
+        self.unreported += samples
+        if (samples > 1 or self.unreported & 255 == 0) and _reporter is not None and time.monotonic() - self.last > 0.5:
             self.flush()
 
     def flush(self) -> None:
@@ -162,12 +162,16 @@ class _Counts:
         self.unreported, self.last = 0, time.monotonic()
 
 
-def _inputs(task: Task, counts: _Counts) -> Iterator[dict[str, Any]]:
-    for item in task.source.samples():
-        if isinstance(item, Skip):
+def _inputs(task: Task, counts: _Counts, batches: bool = False) -> Iterator[Any]:
+    """The source's samples (or, with ``batches``, its :class:`SampleBatch` columns and samples); Skips counted."""
+    for item in task.source.batches() if batches else task.source.samples():  # type: ignore[attr-defined]
+        if item.__class__ is SampleBatch:
+            counts.read += len(item.keys)
+        elif isinstance(item, Skip):
             counts.skipped.append(item)
             continue
-        counts.read += 1
+        else:
+            counts.read += 1
         yield item
 
 
@@ -200,7 +204,9 @@ def run_task(task: Task) -> TaskResult:
         raise ConfigError(f"per must be 'sample' or 'shard', got {task.per!r}")
     start, cpu = time.monotonic(), time.thread_time()
     counts = _Counts()
-    samples: Iterable[Mapping[str, Any]] = _inputs(task, counts)
+    # without a function, a table source hands its rows over by column, and the writer packs many at a time
+    batches = task.fn is None and hasattr(task.source, "batches") and getattr(task.output, "batches", False)
+    samples: Iterable[Mapping[str, Any]] = _inputs(task, counts, batches)
     if task.per == "shard" and task.fn is not None:
         samples = task.fn(samples)
     elif task.fn is not None:
@@ -209,7 +215,7 @@ def run_task(task: Task) -> TaskResult:
     def counted() -> Iterator[Mapping[str, Any]]:
         for sample in samples:
             yield sample
-            counts.wrote()
+            counts.wrote(len(sample.keys) if sample.__class__ is SampleBatch else 1)
 
     shards = task.output.write(task.index, counted())
     counts.flush()

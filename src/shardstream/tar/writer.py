@@ -45,15 +45,8 @@ from ..errors import ConfigError
 from . import reader
 from .header import BLOCKSIZE, checksum
 
-__all__ = [
-    "DEFAULT_OWNER",
-    "PAX_SIZE_LIMIT",
-    "RECORDSIZE",
-    "TarStreamWriter",
-    "archive_size",
-    "member_header",
-    "member_size",
-]
+__all__ = ["DEFAULT_OWNER", "PAX_SIZE_LIMIT", "RECORDSIZE", "TarStreamWriter", "archive_size", "member_header",
+           "member_size"]  # fmt: skip
 
 #: The archive is padded to a multiple of this many bytes on close (GNU tar's and ``tarfile``'s record size).
 RECORDSIZE = 20 * BLOCKSIZE
@@ -325,9 +318,7 @@ class TarStreamWriter:
                 return packed
         offsets = []
         buf, pos = self._buf, self._pos
-        base, before_size, mtime_field, after = (
-            self._base_checksum, self._before_size, self._mtime_field, self._after_checksum
-        )  # fmt: skip
+        base, before_size, mtime_field, after = self._base_checksum, self._before_size, self._mtime_field, self._after_checksum
         for name, data in members:
             raw = name if name.__class__ is bytes and name and b"\0" not in name else _encode_name(name)
             if data.__class__ is not bytes:

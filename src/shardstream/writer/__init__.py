@@ -25,6 +25,7 @@ add what a dataset build needs:
 ['sample000000.cls', 'sample000000.txt', 'sample000001.cls', 'sample000001.txt']
 """
 
+from .batches import SampleBatch
 from .encoders import (  # webdataset's writer-module helpers (`webdataset.writer.make_handlers`...)
     add_handlers,
     bytestr,
@@ -46,7 +47,7 @@ from .shardwriter import ShardInfo, ShardWriter
 from .tarwriter import TarWriter
 
 __all__ = [
-    "ShardInfo", "ShardWriter", "TarWriter", "add_handlers", "bytestr", "cbor_dumps", "default_handlers",
+    "SampleBatch", "ShardInfo", "ShardWriter", "TarWriter", "add_handlers", "bytestr", "cbor_dumps", "default_handlers",
     "encode_based_on_extension", "encode_based_on_extension1", "gopen", "imageencoder", "make_encoder",
     "make_handlers", "mp_dumps", "numpy_dumps", "numpy_npz_dumps", "tenbin_dumps", "torch_dumps",
 ]

@@ -38,6 +38,13 @@ class WrittenIndex:
         self.offsets.extend(offsets)
         self.sizes.extend(sizes)
 
+    def add_many(self, keys: list[str], fields: tuple[str, ...], offsets: Sequence[int], sizes: Sequence[int]) -> None:
+        """Record samples that all have the fields ``fields`` (offsets and sizes member after member)."""
+        self.keys += keys
+        self.fields += [fields] * len(keys)
+        self.offsets.extend(offsets)
+        self.sizes.extend(sizes)
+
     def __len__(self) -> int:
         return len(self.keys)
 

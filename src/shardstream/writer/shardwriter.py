@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
+from itertools import accumulate
 from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import ConfigError, EncodeError, WriteError
 from ..logs import log_to_stderr
-from ..tar.writer import archive_size
+from ..tar.header import BLOCKSIZE
+from ..tar.writer import RECORDSIZE, archive_size
 from ._targets import _END_MARGIN, _compression
+from .batches import SampleBatch, pack_batch
 from .records import EntriesView, WrittenIndex
 from .tarwriter import TarWriter
 
 __all__ = ["ShardInfo", "ShardWriter"]
 
 logger = logging.getLogger(__name__)
+_PACK_BYTES = 1 << 19  # write_batch packs at most this many bytes per call (one sample may be more): a
+# buffer of a few MiB, made anew after each write, cost 4x the system time of writing the shard (page faults)
 
 
 class ShardInfo(NamedTuple):
@@ -124,7 +130,7 @@ class ShardWriter:
         self.tarstream: TarWriter | None = None
         self.shards: list[str] = []
         self.shard_info: list[ShardInfo] = []
-        _compression(kw.get("compress"), pattern)  # a bad compress= fails now, not at the first sample
+        self._plain = _compression(kw.get("compress"), pattern) is None  # a bad compress= fails now
         # a template writer: validates kw now and encodes samples before a shard is chosen (sizes decide it)
         self._encoder = TarWriter(_NullSink(), **{**kw, "compress": False})
         self._encode = self._encoder._encoder.encode
@@ -192,6 +198,57 @@ class ShardWriter:
         if self._bar is not None:
             self._bar.update(1)
         return written
+
+    def write_batch(self, batch: SampleBatch) -> int:
+        """Write the samples of a :class:`~shardstream.writer.batches.SampleBatch` (columns of bytes or str); the
+        shards are those :meth:`write` makes of each sample, byte for byte, with less work per sample. Returns
+        the tar bytes written.
+
+        >>> from shardstream.writer.batches import SampleBatch
+        >>> with ShardWriter("cols-%03d.tar", maxcount=2) as sink:
+        ...     _ = sink.write_batch(SampleBatch(["a", "b", "c"], ("txt",), [["x", "y", "z"]]))
+        >>> sink.shards, sink.total
+        (['cols-000.tar', 'cols-001.tar'], 3)
+        """
+        if self.closed:
+            raise ConfigError("this ShardWriter is closed; create a new one")
+        encoder = self._encoder
+        packed = pack_batch(batch, encoder=encoder.encoder, keep_meta=encoder.keep_meta) if self._plain else None
+        if packed is None:
+            return sum(self.write(sample) for sample in batch.samples())
+        keys, fields, members, sizes, nbytes = packed
+        width, n, start = len(fields), len(keys), 0
+        ends = list(accumulate(nbytes))  # ends[i]: bytes of samples 0..i
+        fit = int(self.maxsize) // RECORDSIZE * RECORDSIZE - 2 * BLOCKSIZE  # archive_size(x) <= maxsize: x <= fit
+        while start < n:
+            if self.tarstream is None:
+                self._open()
+            writer = self.tarstream
+            assert writer is not None
+            done = ends[start - 1] if start else 0
+            # the samples that fit this shard (write()'s test, sample after sample, on the running sums)
+            stop = bisect_right(ends, fit - writer.bytes_written + done, start, min(n, start + self.maxcount - self.count))
+            if stop == start:
+                if self.count > 0:
+                    self.finish()
+                    continue
+                stop = start + 1  # a sample bigger than maxsize: a shard of its own, as write() does
+            stop = min(stop, max(start + 1, bisect_right(ends, done + _PACK_BYTES, start, stop)))
+            try:
+                writer._write_packed(keys[start:stop], fields, members[start * width : stop * width],
+                                     sizes[start * width : stop * width])  # fmt: skip
+            except EncodeError:  # a key equal to the previous sample's, refused before anything was written
+                raise
+            except BaseException:
+                self._lost()
+                raise
+            self.count += stop - start
+            self.total += stop - start
+            self.size = writer.bytes_written
+            if self._bar is not None:
+                self._bar.update(stop - start)
+            start = stop
+        return ends[-1]
 
     def _open(self) -> None:
         self.fname = _shard_name(self.pattern, self.shard)

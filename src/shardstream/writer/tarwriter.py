@@ -189,25 +189,36 @@ class TarWriter:
         return self._write_encoded(self._encode(obj))
 
     def _write_encoded(self, encoded: Encoded) -> int:
+        offsets = self._add(encoded.key, encoded.members)
+        if self.index_record is not None:
+            self.index_record.add(encoded.key, encoded.fields, offsets, encoded.sizes)
+        self._previous_key = encoded.key
+        return encoded.nbytes  # the members' headers, data and padding: what add_many appended
+
+    def _write_packed(self, keys: list[str], fields: tuple[str, ...], members: list, sizes: list[int]) -> None:
+        """Append samples packed by :func:`~shardstream.writer.batches.pack_batch` (keys checked there; the
+        first against the previous sample's here), all in one call."""
+        offsets = self._add(keys[0], members)
+        if self.index_record is not None:
+            self.index_record.add_many(keys, fields, offsets, sizes)
+        self._previous_key = keys[-1]
+
+    def _add(self, first_key: str, members: list) -> list[int]:
         if self.closed or self._failed:
             raise ConfigError(f"TarWriter for {self.url!r} is closed or failed; create a new one")
-        if encoded.key == self._previous_key:
+        if first_key == self._previous_key:
             raise EncodeError(
-                f"sample {encoded.key!r} has the same __key__ as the previous sample; readers would merge the two "
+                f"sample {first_key!r} has the same __key__ as the previous sample; readers would merge the two "
                 "into one sample: give every sample its own key"
             )
         try:
-            offsets = self.tarstream.add_many(encoded.members)
+            return self.tarstream.add_many(members)
         except OSError as e:
             self._discard()
             raise self._write_error(e) from e
         except BaseException:  # e.g. KeyboardInterrupt mid-sample: the archive is broken, never publish it
             self._discard()
             raise
-        if self.index_record is not None:
-            self.index_record.add(encoded.key, encoded.fields, offsets, encoded.sizes)
-        self._previous_key = encoded.key
-        return encoded.nbytes  # the members' headers, data and padding: what add_many appended
 
     @property
     def bytes_written(self) -> int:
