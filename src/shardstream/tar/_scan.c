@@ -713,6 +713,220 @@ done:
     return list;
 }
 
+/* gather_samples(tables, numbers, rows) -> list[dict] | int | None
+ *
+ * The random-access reader's batch (IndexedDataset.__getitems__ in indexed/dataset.py, whose per-sample path
+ * OpenShard.sample gives the same dicts): sample i of the batch is row rows[i] of shard numbers[i], read out
+ * of that shard's buffer at the offsets of its index, as {"__key__": key, "__url__": url, ext: bytes, ...}
+ * (members in archive order). tables maps shard numbers to tuples
+ * (buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions): the shard's memory
+ * map, its URL, its first row, the index arrays (8-byte offsets and sizes, 4-byte starts, key ends and
+ * extension numbers, the keys end to end) and the extension strings. numbers and rows are 8-byte integers.
+ * Returns, having made nothing, the number of the first shard of the batch that tables lacks (an int: the
+ * caller adds it and calls again), or None when a table or a row does not fit (other item sizes, a row, member
+ * or key outside its arrays or buffer): the caller then reads the batch sample by sample. */
+#define GATHER_BUFFERS 7
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(GATHER_NO_PREFETCH)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+typedef struct {
+    long long number, first;
+    Py_buffer b[GATHER_BUFFERS]; /* data, offsets, sizes, starts, key_ends, key_bytes, ext_ids */
+    int held;                    /* how many of b are held */
+    PyObject *url, *exts;        /* borrowed from the table tuple (tables holds it for the call) */
+} gather_table;
+
+static int gather_open(gather_table *t, long long number, PyObject *table)
+{
+    static const Py_ssize_t items[GATHER_BUFFERS] = {1, 8, 8, 4, 4, 1, 4};
+    static const int slots[GATHER_BUFFERS] = {0, 3, 4, 5, 6, 7, 8};
+    int k;
+
+    t->number = number;
+    if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 10)
+        return 0;
+    t->first = PyLong_AsLongLong(PyTuple_GET_ITEM(table, 2));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    t->url = PyTuple_GET_ITEM(table, 1);
+    t->exts = PyTuple_GET_ITEM(table, 9);
+    if (!PyUnicode_Check(t->url) || !PyTuple_Check(t->exts))
+        return 0;
+    for (k = 0; k < GATHER_BUFFERS; k++) {
+        Py_buffer *b = &t->b[k];
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(table, slots[k]), b, items[k] == 1 ? PyBUF_SIMPLE : PyBUF_ND) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        t->held++;
+        if (b->itemsize != items[k] || (items[k] > 1 && b->len % items[k]))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *gather_samples(PyObject *self, PyObject *args)
+{
+    PyObject *tables, *numobj, *rowobj, *list = NULL;
+    Py_buffer nums = {0}, rows = {0};
+    gather_table *t = NULL;
+    Py_ssize_t count = 0, n, i, last = 0;
+    Py_ssize_t *which = NULL; /* per sample: its table */
+    long long *local = NULL;  /* per sample: its row in its shard */
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &tables, &numobj, &rowobj))
+        return NULL;
+    if (PyObject_GetBuffer(numobj, &nums, PyBUF_ND) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(rowobj, &rows, PyBUF_ND) < 0) {
+        PyBuffer_Release(&nums);
+        return NULL;
+    }
+    if (nums.itemsize != 8 || rows.itemsize != 8 || nums.len != rows.len) {
+        PyErr_SetString(PyExc_ValueError, "gather_samples: numbers and rows must be equal-length buffers of 8-byte "
+                                          "integers");
+        goto done;
+    }
+    n = nums.len / 8;
+    which = PyMem_Malloc((size_t)(n + 1) * sizeof *which);
+    local = PyMem_Malloc((size_t)(n + 1) * sizeof *local);
+    t = PyMem_Calloc((size_t)n + 1, sizeof *t); /* at most one table per sample */
+    if (t == NULL || which == NULL || local == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* The batch is read in passes over all of its samples, each prefetching what the next one reads (index
+     * entries, then member entries, then the data): the cache misses of a random batch overlap instead of
+     * following one another. Pass 1: each sample's table (taken from tables at its first use) and row. */
+    for (i = 0; i < n; i++) {
+        long long want = ((const long long *)nums.buf)[i], row;
+        gather_table *s;
+        if (count == 0 || t[last].number != want) {
+            Py_ssize_t j;
+            for (j = 0; j < count && t[j].number != want; j++)
+                ;
+            if (j == count) {
+                PyObject *key = PyLong_FromLongLong(want), *table;
+                Py_ssize_t samples, members;
+                if (key == NULL)
+                    goto done;
+                table = PyDict_GetItemWithError(tables, key);
+                Py_DECREF(key);
+                if (table == NULL) {
+                    if (PyErr_Occurred())
+                        goto done;
+                    list = PyLong_FromLongLong(want); /* missing: the caller adds it and calls again */
+                    goto done;
+                }
+                s = &t[count++];
+                if (!gather_open(s, want, table))
+                    goto none;
+                samples = s->b[3].len / 4 - 1;
+                members = s->b[1].len / 8;
+                if (samples < 0 || s->b[4].len / 4 != samples + 1 || s->b[2].len / 8 != members ||
+                    s->b[6].len / 4 != members)
+                    goto none;
+            }
+            last = j;
+        }
+        s = &t[last];
+        row = ((const long long *)rows.buf)[i] - s->first;
+        if (row < 0 || row >= s->b[3].len / 4 - 1)
+            goto none;
+        which[i] = last;
+        local[i] = row;
+        PREFETCH((const uint32_t *)s->b[3].buf + row);
+        PREFETCH((const uint32_t *)s->b[4].buf + row);
+    }
+    for (i = 0; i < n; i++) {
+        gather_table *s = &t[which[i]];
+        const uint32_t *starts = (const uint32_t *)s->b[3].buf, *key_ends = (const uint32_t *)s->b[4].buf;
+        long long row = local[i];
+        uint32_t m = starts[row];
+        if (m > starts[row + 1] || starts[row + 1] > (uint64_t)(s->b[1].len / 8) || key_ends[row] > key_ends[row + 1] ||
+            key_ends[row + 1] > (uint64_t)s->b[5].len)
+            goto none;
+        PREFETCH((const uint64_t *)s->b[1].buf + m);
+        PREFETCH((const uint64_t *)s->b[2].buf + m);
+        PREFETCH((const uint32_t *)s->b[6].buf + m);
+        PREFETCH((const char *)s->b[5].buf + key_ends[row]);
+    }
+    for (i = 0; i < n; i++) {
+        gather_table *s = &t[which[i]];
+        const uint32_t *starts = (const uint32_t *)s->b[3].buf, *ext_ids = (const uint32_t *)s->b[6].buf;
+        const uint64_t *offsets = (const uint64_t *)s->b[1].buf, *sizes = (const uint64_t *)s->b[2].buf;
+        const char *data = (const char *)s->b[0].buf;
+        uint64_t len = (uint64_t)s->b[0].len, m;
+        for (m = starts[local[i]]; m < starts[local[i] + 1]; m++) {
+            uint64_t o = offsets[m], z = sizes[m], k;
+            if (ext_ids[m] >= (uint64_t)PyTuple_GET_SIZE(s->exts) || o > len || z > len - o)
+                goto none;
+            for (k = 0; k < z && k < 512; k += 64)
+                PREFETCH(data + o + k);
+        }
+    }
+    list = PyList_New(n);
+    if (list == NULL)
+        goto done;
+    for (i = 0; i < n; i++) {
+        gather_table *s = &t[which[i]];
+        const uint32_t *starts = (const uint32_t *)s->b[3].buf, *key_ends = (const uint32_t *)s->b[4].buf;
+        const uint32_t *ext_ids = (const uint32_t *)s->b[6].buf;
+        const uint64_t *offsets = (const uint64_t *)s->b[1].buf, *sizes = (const uint64_t *)s->b[2].buf;
+        const char *data = (const char *)s->b[0].buf, *keys = (const char *)s->b[5].buf;
+        long long row = local[i];
+        uint32_t m;
+        PyObject *sample = PyDict_New(), *value;
+
+        if (sample == NULL)
+            goto fail;
+        PyList_SET_ITEM(list, i, sample);
+        value = PyUnicode_DecodeUTF8(keys + key_ends[row], (Py_ssize_t)(key_ends[row + 1] - key_ends[row]),
+                                     "surrogateescape");
+        if (value == NULL || PyDict_SetItem(sample, str_key, value) < 0) {
+            Py_XDECREF(value);
+            goto fail;
+        }
+        Py_DECREF(value);
+        if (PyDict_SetItem(sample, str_url, s->url) < 0)
+            goto fail;
+        for (m = starts[row]; m < starts[row + 1]; m++) {
+            value = PyBytes_FromStringAndSize(data + offsets[m], (Py_ssize_t)sizes[m]);
+            if (value == NULL || PyDict_SetItem(sample, PyTuple_GET_ITEM(s->exts, ext_ids[m]), value) < 0) {
+                Py_XDECREF(value);
+                goto fail;
+            }
+            Py_DECREF(value);
+        }
+    }
+    goto done;
+none:
+    Py_CLEAR(list);
+    Py_INCREF(Py_None);
+    list = Py_None;
+    goto done;
+fail:
+    Py_CLEAR(list);
+done:
+    if (t != NULL) {
+        for (i = 0; i < count; i++)
+            while (t[i].held > 0)
+                PyBuffer_Release(&t[i].b[--t[i].held]);
+        PyMem_Free(t);
+    }
+    PyMem_Free(which);
+    PyMem_Free(local);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&nums);
+    return list;
+}
+
 static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
 
 static PyMethodDef methods[] = {
@@ -739,6 +953,13 @@ static PyMethodDef methods[] = {
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
      "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
      "return None when a row is not of that simple form: decode the column in Python then."},
+    {"gather_samples", gather_samples, METH_VARARGS,
+     "gather_samples(tables, numbers, rows) -> list[dict] | int | None\n\n"
+     "Sample i is row rows[i] of shard numbers[i] (8-byte integer buffers), read at the offsets of the shard's\n"
+     "index as {'__key__': key, '__url__': url, ext: bytes, ...}; tables maps shard numbers to\n"
+     "(buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions). Returns the number\n"
+     "of a shard that tables lacks (add it, call again), or None when a table or row does not fit: read the\n"
+     "samples one by one then."},
     {"pack_members", pack_members, METH_VARARGS,
      "pack_members(buf, pos, template, members, direct) -> offsets | None\n\n"
      "Append regular-file members (name: bytes, data: bytes-like) to the bytearray buf as one-block ustar\n"

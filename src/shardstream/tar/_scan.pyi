@@ -25,3 +25,6 @@ def slice_column(
 def pack_members(
     buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /
 ) -> list[int] | None: ...
+def gather_samples(
+    tables: dict[int, tuple[Any, ...]], numbers: Buffer, rows: Buffer, /
+) -> list[dict[str, Any]] | int | None: ...

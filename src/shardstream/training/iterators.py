@@ -40,7 +40,7 @@ class IndexedReader:
         self._first, self._ids = 0, np.zeros(0, dtype=np.int64)  # the cached block: ids of _first, _first + 1...
 
     def read(self, positions: np.ndarray) -> list[Any]:
-        return self.dataset.__getitems__(self.ids(positions).tolist())
+        return self.dataset.__getitems__(self.ids(positions))
 
     def ids(self, positions: np.ndarray) -> np.ndarray:
         """``order.ids(positions)``, from the cached block when the positions lie in it."""
