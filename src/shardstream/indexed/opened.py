@@ -5,7 +5,7 @@
 - :class:`Handles`: the loaded indexes and the open shards of a process (an LRU, see
   :class:`~shardstream.indexed.source.OpenShards`), never pickled.
 - :func:`gather_rows`: a batch of rows (an integer array) read in one call of the C extension
-  (``shardstream.tar._scan.gather_samples``): the batch's shards are looked up once each, and the sample dicts
+  (``shardstream.tar._scan.gather_samples``): the shards are found in C, and the sample dicts
   are made in C, the same dicts :meth:`OpenShard.sample` makes (keys decoded as UTF-8 with
   ``surrogateescape``, fields ``bytes`` copied out of the memory map, members in archive order). Where it does
   not apply it says so (None) and the caller reads sample by sample.
@@ -95,15 +95,14 @@ def gather_rows(indices: np.ndarray, rows: range, ends: np.ndarray, shard: Calla
     if not indices.size:
         return []
     if rows.start == 0 and rows.step == 1:  # out-of-range positions find no shard (or none of its rows) in C
-        where = indices.astype(np.int64, copy=False)
+        where = np.ascontiguousarray(indices, dtype=np.int64)
     else:
         if int(indices.min()) < 0 or int(indices.max()) >= len(rows):
             return None
         where = rows.start + indices.astype(np.int64) * rows.step
-    numbers = np.searchsorted(ends, where, side="right")
     tables, count = handles.tables, len(ends)
     for _ in range(handles.open.limit // 2):  # each round opens the first shard of the batch not open yet
-        out = gather(tables, numbers, where)
+        out = gather(tables, ends, where)
         if type(out) is not int:
             return out
         if out >= count:  # a position past the end

@@ -713,18 +713,20 @@ done:
     return list;
 }
 
-/* gather_samples(tables, numbers, rows) -> list[dict] | int | None
+/* gather_samples(tables, ends, rows) -> list[dict] | int | None
  *
  * The random-access reader's batch (IndexedDataset.__getitems__ in indexed/dataset.py, whose per-sample path
- * OpenShard.sample gives the same dicts): sample i of the batch is row rows[i] of shard numbers[i], read out
- * of that shard's buffer at the offsets of its index, as {"__key__": key, "__url__": url, ext: bytes, ...}
- * (members in archive order). tables maps shard numbers to tuples
+ * OpenShard.sample gives the same dicts): sample i of the batch is dataset row rows[i], in the shard whose
+ * rows end before ends[shard] (ends: every shard's, increasing), read out of that shard's buffer at the
+ * offsets of its index, as {"__key__": key, "__url__": url, ext: bytes, ...} (members in archive order).
+ * tables maps shard numbers to tuples
  * (buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions): the shard's memory
  * map, its URL, its first row, the index arrays (8-byte offsets and sizes, 4-byte starts, key ends and
- * extension numbers, the keys end to end) and the extension strings. numbers and rows are 8-byte integers.
+ * extension numbers, the keys end to end) and the extension strings. ends and rows are 8-byte integers.
  * Returns, having made nothing, the number of the first shard of the batch that tables lacks (an int: the
- * caller adds it and calls again), or None when a table or a row does not fit (other item sizes, a row, member
- * or key outside its arrays or buffer): the caller then reads the batch sample by sample. */
+ * caller adds it and calls again), or None when a table or a row does not fit (a row outside the dataset,
+ * other item sizes, a member or key outside its arrays or buffer): the caller then reads the batch sample by
+ * sample. */
 #define GATHER_BUFFERS 7
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(GATHER_NO_PREFETCH)
 #define PREFETCH(p) __builtin_prefetch(p)
@@ -772,28 +774,27 @@ static int gather_open(gather_table *t, long long number, PyObject *table)
 
 static PyObject *gather_samples(PyObject *self, PyObject *args)
 {
-    PyObject *tables, *numobj, *rowobj, *list = NULL;
-    Py_buffer nums = {0}, rows = {0};
+    PyObject *tables, *endobj, *rowobj, *list = NULL;
+    Py_buffer nums = {0}, rows = {0}; /* nums: the shards' ends */
     gather_table *t = NULL;
     Py_ssize_t count = 0, n, i, last = 0;
     Py_ssize_t *which = NULL; /* per sample: its table */
     long long *local = NULL;  /* per sample: its row in its shard */
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &tables, &numobj, &rowobj))
+    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &tables, &endobj, &rowobj))
         return NULL;
-    if (PyObject_GetBuffer(numobj, &nums, PyBUF_ND) < 0)
+    if (PyObject_GetBuffer(endobj, &nums, PyBUF_ND) < 0)
         return NULL;
     if (PyObject_GetBuffer(rowobj, &rows, PyBUF_ND) < 0) {
         PyBuffer_Release(&nums);
         return NULL;
     }
-    if (nums.itemsize != 8 || rows.itemsize != 8 || nums.len != rows.len) {
-        PyErr_SetString(PyExc_ValueError, "gather_samples: numbers and rows must be equal-length buffers of 8-byte "
-                                          "integers");
+    if (nums.itemsize != 8 || rows.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "gather_samples: ends and rows must be buffers of 8-byte integers");
         goto done;
     }
-    n = nums.len / 8;
+    n = rows.len / 8;
     which = PyMem_Malloc((size_t)(n + 1) * sizeof *which);
     local = PyMem_Malloc((size_t)(n + 1) * sizeof *local);
     t = PyMem_Calloc((size_t)n + 1, sizeof *t); /* at most one table per sample */
@@ -805,8 +806,22 @@ static PyObject *gather_samples(PyObject *self, PyObject *args)
      * entries, then member entries, then the data): the cache misses of a random batch overlap instead of
      * following one another. Pass 1: each sample's table (taken from tables at its first use) and row. */
     for (i = 0; i < n; i++) {
-        long long want = ((const long long *)nums.buf)[i], row;
+        const long long *ends = (const long long *)nums.buf, at = ((const long long *)rows.buf)[i];
+        Py_ssize_t lo = 0, hi = nums.len / 8;
+        long long want, row;
         gather_table *s;
+        if (count > 0 && at < ends[t[last].number] && (t[last].number == 0 || at >= ends[t[last].number - 1]))
+            lo = hi = t[last].number; /* the shard of the sample before */
+        while (lo < hi) { /* the first shard whose end is past the row (bisect_right) */
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (ends[mid] <= at)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (at < 0 || lo >= nums.len / 8)
+            goto none;
+        want = lo;
         if (count == 0 || t[last].number != want) {
             Py_ssize_t j;
             for (j = 0; j < count && t[j].number != want; j++)
@@ -836,7 +851,7 @@ static PyObject *gather_samples(PyObject *self, PyObject *args)
             last = j;
         }
         s = &t[last];
-        row = ((const long long *)rows.buf)[i] - s->first;
+        row = at - s->first;
         if (row < 0 || row >= s->b[3].len / 4 - 1)
             goto none;
         which[i] = last;
@@ -954,9 +969,9 @@ static PyMethodDef methods[] = {
      "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
      "return None when a row is not of that simple form: decode the column in Python then."},
     {"gather_samples", gather_samples, METH_VARARGS,
-     "gather_samples(tables, numbers, rows) -> list[dict] | int | None\n\n"
-     "Sample i is row rows[i] of shard numbers[i] (8-byte integer buffers), read at the offsets of the shard's\n"
-     "index as {'__key__': key, '__url__': url, ext: bytes, ...}; tables maps shard numbers to\n"
+     "gather_samples(tables, ends, rows) -> list[dict] | int | None\n\n"
+     "Sample i is dataset row rows[i], in the shard whose rows end before ends[shard] (8-byte integer buffers),\n"
+     "read at the offsets of the shard's index as {'__key__': key, '__url__': url, ext: bytes, ...}; tables maps shard numbers to\n"
      "(buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions). Returns the number\n"
      "of a shard that tables lacks (add it, call again), or None when a table or row does not fit: read the\n"
      "samples one by one then."},

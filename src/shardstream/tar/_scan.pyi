@@ -26,5 +26,5 @@ def pack_members(
     buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /
 ) -> list[int] | None: ...
 def gather_samples(
-    tables: dict[int, tuple[Any, ...]], numbers: Buffer, rows: Buffer, /
+    tables: dict[int, tuple[Any, ...]], ends: Buffer, rows: Buffer, /
 ) -> list[dict[str, Any]] | int | None: ...

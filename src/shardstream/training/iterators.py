@@ -42,6 +42,13 @@ class IndexedReader:
     def read(self, positions: np.ndarray) -> list[Any]:
         return self.dataset.__getitems__(self.ids(positions))
 
+    def read_range(self, span: range) -> list[Any]:
+        """``read`` of the positions ``span`` (a non-empty range): a slice of the cached block when it holds them."""
+        first, ids = self._first, self._ids
+        if not (first <= span.start and span[-1] < first + len(ids)):
+            return self.read(np.arange(span.start, span.stop, span.step, dtype=np.int64))
+        return self.dataset.__getitems__(ids[span.start - first : span.stop - first : span.step])
+
     def ids(self, positions: np.ndarray) -> np.ndarray:
         """``order.ids(positions)``, from the cached block when the positions lie in it."""
         if positions.size == 0:
@@ -97,6 +104,17 @@ class StreamReader:
         self._open: collections.OrderedDict[int, _Open] = collections.OrderedDict()
         self._block = -1
         self._samples: list[Any] = []  # the current block, in serving order
+
+    def read_range(self, span: range) -> list[Any]:
+        """``read`` of the positions ``span`` (a non-empty range): a slice of the block when it holds them."""
+        size = self.order.buffer
+        block = span.start // size
+        if block != span[-1] // size:
+            return self.read(np.arange(span.start, span.stop, span.step, dtype=np.int64))
+        if block != self._block:
+            self._load(block)
+        at = block * size
+        return self._samples[span.start - at : span.stop - at : span.step]
 
     def read(self, positions: np.ndarray) -> list[Any]:
         size = self.order.buffer
@@ -200,7 +218,9 @@ class PlanIterator:
             raise StopIteration
         if self._reader is None:
             self._reader = self.dataset.reader(self.epoch)
-        samples = self._reader.read(self.plan.positions(self.rank, j))
+        span = self.plan.position_range(self.rank, j)  # one run of the order (nearly every batch): a slice
+        reader = self._reader
+        samples = reader.read(self.plan.positions(self.rank, j)) if span is None else reader.read_range(span)
         self._next = j + self.num_workers
         return self.dataset.make_batch(samples)
 
