@@ -83,17 +83,19 @@ class Handles:
 
 
 def gather_rows(indices: np.ndarray, rows: range, ends: np.ndarray, shard: Callable[[int], OpenShard],
-                handles: Handles) -> list[dict] | None:
+                handles: Handles, columns: bool = False) -> Any:
     """The samples at ``indices`` (an integer array of positions in ``rows``, the dataset's view) read in one C
     call; ``ends`` are the shards' cumulative sample counts, ``shard(number)`` opens a shard in ``handles``, whose
     ``tables`` the call reads. None where the call does not apply (no extension, a source that is not a memory
     map, ``zero_copy``, a position out of range, a batch of more shards than half the open limit): the
-    per-sample path then gives the samples, or the error."""
+    per-sample path then gives the samples, or the error. ``columns``: the batch as the default collation
+    (:func:`~shardstream.pipeline.default_collation_fn`) makes it of those samples, ``{field: [value, ...]}``,
+    where every sample has the first one's fields in the same order (else None)."""
     gather = sample_gatherer()
     if gather is None or indices.ndim != 1 or indices.dtype.kind not in "iu":
         return None
     if not indices.size:
-        return []
+        return None if columns else []
     if rows.start == 0 and rows.step == 1:  # out-of-range positions find no shard (or none of its rows) in C
         where = np.ascontiguousarray(indices, dtype=np.int64)
     else:
@@ -102,7 +104,7 @@ def gather_rows(indices: np.ndarray, rows: range, ends: np.ndarray, shard: Calla
         where = rows.start + indices.astype(np.int64) * rows.step
     tables, count = handles.tables, len(ends)
     for _ in range(handles.open.limit // 2):  # each round opens the first shard of the batch not open yet
-        out = gather(tables, ends, where)
+        out = gather(tables, ends, where, columns)
         if type(out) is not int:
             return out
         if out >= count:  # a position past the end

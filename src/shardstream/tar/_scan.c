@@ -713,7 +713,7 @@ done:
     return list;
 }
 
-/* gather_samples(tables, ends, rows) -> list[dict] | int | None
+/* gather_samples(tables, ends, rows, columns=False) -> list[dict] | dict[str, list] | int | None
  *
  * The random-access reader's batch (IndexedDataset.__getitems__ in indexed/dataset.py, whose per-sample path
  * OpenShard.sample gives the same dicts): sample i of the batch is dataset row rows[i], in the shard whose
@@ -726,7 +726,8 @@ done:
  * Returns, having made nothing, the number of the first shard of the batch that tables lacks (an int: the
  * caller adds it and calls again), or None when a table or a row does not fit (a row outside the dataset,
  * other item sizes, a member or key outside its arrays or buffer): the caller then reads the batch sample by
- * sample. */
+ * sample. With columns, the batch as the default collation makes it of those dicts (see gather_columns), or None.
+ */
 #define GATHER_BUFFERS 7
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(GATHER_NO_PREFETCH)
 #define PREFETCH(p) __builtin_prefetch(p)
@@ -772,6 +773,85 @@ static int gather_open(gather_table *t, long long number, PyObject *table)
     return 1;
 }
 
+/* gather_samples' columns: the batch as {"__key__": [...], "__url__": [...], ext: [...], ...} when every sample
+ * has the fields of the first one in the same order, none twice and none named like the two above (else None,
+ * making nothing). */
+static PyObject *gather_columns(gather_table *t, const Py_ssize_t *which, const long long *local, Py_ssize_t n)
+{
+    PyObject *out = NULL, *names[64], *cols[66];
+    Py_ssize_t nf, i, j;
+    gather_table *s = &t[which[0]];
+    const uint32_t *starts = (const uint32_t *)s->b[3].buf, *ext_ids = (const uint32_t *)s->b[6].buf;
+
+    nf = (Py_ssize_t)(starts[local[0] + 1] - starts[local[0]]);
+    if (nf > 64)
+        goto none;
+    for (j = 0; j < nf; j++) {
+        names[j] = PyTuple_GET_ITEM(s->exts, ext_ids[starts[local[0]] + j]);
+        if (!PyUnicode_Check(names[j]) || PyUnicode_Compare(names[j], str_key) == 0 ||
+            PyUnicode_Compare(names[j], str_url) == 0)
+            goto none;
+        for (i = 0; i < j; i++)
+            if (PyUnicode_Compare(names[i], names[j]) == 0)
+                goto none;
+    }
+    for (i = 1; i < n; i++) { /* the same fields everywhere */
+        gather_table *u = &t[which[i]];
+        const uint32_t *st = (const uint32_t *)u->b[3].buf, *ids = (const uint32_t *)u->b[6].buf;
+        if ((Py_ssize_t)(st[local[i] + 1] - st[local[i]]) != nf)
+            goto none;
+        for (j = 0; j < nf; j++) {
+            PyObject *name = PyTuple_GET_ITEM(u->exts, ids[st[local[i]] + j]);
+            if (name != names[j] && (!PyUnicode_Check(name) || PyUnicode_Compare(name, names[j]) != 0))
+                goto none;
+        }
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    for (j = 0; j < nf + 2; j++) {
+        cols[j] = PyList_New(n);
+        if (cols[j] == NULL || PyDict_SetItem(out, j == 0 ? str_key : j == 1 ? str_url : names[j - 2], cols[j]) < 0) {
+            Py_XDECREF(cols[j]);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(cols[j]); /* out holds it */
+    }
+    for (i = 0; i < n; i++) {
+        gather_table *u = &t[which[i]];
+        const uint32_t *st = (const uint32_t *)u->b[3].buf, *key_ends = (const uint32_t *)u->b[4].buf;
+        const uint64_t *offsets = (const uint64_t *)u->b[1].buf, *sizes = (const uint64_t *)u->b[2].buf;
+        const char *data = (const char *)u->b[0].buf, *keys = (const char *)u->b[5].buf;
+        long long row = local[i];
+        PyObject *value = PyUnicode_DecodeUTF8(keys + key_ends[row], (Py_ssize_t)(key_ends[row + 1] - key_ends[row]),
+                                               "surrogateescape");
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(cols[0], i, value);
+        Py_INCREF(u->url);
+        PyList_SET_ITEM(cols[1], i, u->url);
+        for (j = 0; j < nf; j++) {
+            uint32_t m = st[row] + (uint32_t)j;
+            value = PyBytes_FromStringAndSize(data + offsets[m], (Py_ssize_t)sizes[m]);
+            if (value == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(cols[j + 2], i, value);
+        }
+    }
+    return out;
+none:
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *gather_samples(PyObject *self, PyObject *args)
 {
     PyObject *tables, *endobj, *rowobj, *list = NULL;
@@ -780,9 +860,10 @@ static PyObject *gather_samples(PyObject *self, PyObject *args)
     Py_ssize_t count = 0, n, i, last = 0;
     Py_ssize_t *which = NULL; /* per sample: its table */
     long long *local = NULL;  /* per sample: its row in its shard */
+    int columns = 0;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &tables, &endobj, &rowobj))
+    if (!PyArg_ParseTuple(args, "O!OO|p", &PyDict_Type, &tables, &endobj, &rowobj, &columns))
         return NULL;
     if (PyObject_GetBuffer(endobj, &nums, PyBUF_ND) < 0)
         return NULL;
@@ -886,6 +967,10 @@ static PyObject *gather_samples(PyObject *self, PyObject *args)
                 PREFETCH(data + o + k);
         }
     }
+    if (columns) {
+        list = n > 0 ? gather_columns(t, which, local, n) : (Py_INCREF(Py_None), Py_None);
+        goto done;
+    }
     list = PyList_New(n);
     if (list == NULL)
         goto done;
@@ -969,12 +1054,13 @@ static PyMethodDef methods[] = {
      "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
      "return None when a row is not of that simple form: decode the column in Python then."},
     {"gather_samples", gather_samples, METH_VARARGS,
-     "gather_samples(tables, ends, rows) -> list[dict] | int | None\n\n"
+     "gather_samples(tables, ends, rows, columns=False) -> list[dict] | dict[str, list] | int | None\n\n"
      "Sample i is dataset row rows[i], in the shard whose rows end before ends[shard] (8-byte integer buffers),\n"
      "read at the offsets of the shard's index as {'__key__': key, '__url__': url, ext: bytes, ...}; tables maps shard numbers to\n"
      "(buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions). Returns the number\n"
      "of a shard that tables lacks (add it, call again), or None when a table or row does not fit: read the\n"
-     "samples one by one then."},
+     "samples one by one then. columns: the batch as {field: [value, ...]} (None unless every sample has the\n"
+     "first one's fields in the same order)."},
     {"pack_members", pack_members, METH_VARARGS,
      "pack_members(buf, pos, template, members, direct) -> offsets | None\n\n"
      "Append regular-file members (name: bytes, data: bytes-like) to the bytearray buf as one-block ustar\n"

@@ -43,11 +43,20 @@ class IndexedReader:
         return self.dataset.__getitems__(self.ids(positions))
 
     def read_range(self, span: range) -> list[Any]:
-        """``read`` of the positions ``span`` (a non-empty range): a slice of the cached block when it holds them."""
+        """``read`` of the positions ``span`` (a non-empty range)."""
+        return self.dataset.__getitems__(self._span_ids(span))
+
+    def read_columns(self, span: range) -> dict[str, list] | None:
+        """The samples of ``span`` as the default collation makes them, when the dataset makes them at once
+        (:meth:`~shardstream.indexed.IndexedDataset.collated`); else None."""
+        return self.dataset.collated(self._span_ids(span))
+
+    def _span_ids(self, span: range) -> np.ndarray:
+        """``ids(positions of span)``: a slice of the cached block when it holds them."""
         first, ids = self._first, self._ids
         if not (first <= span.start and span[-1] < first + len(ids)):
-            return self.read(np.arange(span.start, span.stop, span.step, dtype=np.int64))
-        return self.dataset.__getitems__(ids[span.start - first : span.stop - first : span.step])
+            return self.ids(np.arange(span.start, span.stop, span.step, dtype=np.int64))
+        return ids[span.start - first : span.stop - first : span.step]
 
     def ids(self, positions: np.ndarray) -> np.ndarray:
         """``order.ids(positions)``, from the cached block when the positions lie in it."""
@@ -201,6 +210,7 @@ class PlanIterator:
         self.rank, self.worker, self.num_workers = rank, worker, num_workers
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
+        self._columns = False  # the reader makes the batches' columns (see TrainingDataset.collates_raw)
         self._done = self._started = False
         self.progress: Any = None  # the dataset's record of this iteration (a shardstream.resume.Progress)
 
@@ -216,10 +226,16 @@ class PlanIterator:
         if j >= self.plan.num_batches:
             self._finish()
             raise StopIteration
-        if self._reader is None:
-            self._reader = self.dataset.reader(self.epoch)
-        span = self.plan.position_range(self.rank, j)  # one run of the order (nearly every batch): a slice
         reader = self._reader
+        if reader is None:
+            reader = self._reader = self.dataset.reader(self.epoch)
+            self._columns = self.dataset.collates_raw and isinstance(reader, IndexedReader)
+        span = self.plan.position_range(self.rank, j)  # one run of the order (nearly every batch): a slice
+        if span is not None and self._columns:  # raw samples, default collation: the columns at once
+            batch = reader.read_columns(span)
+            if batch is not None:
+                self._next = j + self.num_workers
+                return batch
         samples = reader.read(self.plan.positions(self.rank, j)) if span is None else reader.read_range(span)
         self._next = j + self.num_workers
         return self.dataset.make_batch(samples)
