@@ -1027,6 +1027,68 @@ done:
     return list;
 }
 
+/* permute_positions(n, rounds, positions, out) -> None
+ *
+ * order/permute.py's Permutation in C, the same bijection bit for bit: out[i] = perm(positions[i]) for a keyed
+ * Feistel network of len(rounds) / 5 rounds over the power of two above n, with cycle walking (a value >= n is
+ * encrypted again). rounds holds per round (right bits, right mask, left mask, left bits, key) as uint64;
+ * positions (int64, each in 0..n-1: checked by the caller) and out (int64, writable) have the same length. */
+static uint64_t splitmix_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static PyObject *permute_positions(PyObject *self, PyObject *args)
+{
+    unsigned long long n;
+    PyObject *roundobj, *posobj, *outobj, *result = NULL;
+    Py_buffer rounds = {0}, pos = {0}, out = {0};
+    Py_ssize_t i, k, nr;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KOOO", &n, &roundobj, &posobj, &outobj))
+        return NULL;
+    if (PyObject_GetBuffer(roundobj, &rounds, PyBUF_ND) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(posobj, &pos, PyBUF_ND) < 0)
+        goto done;
+    if (PyObject_GetBuffer(outobj, &out, PyBUF_ND | PyBUF_WRITABLE) < 0)
+        goto done;
+    if (rounds.itemsize != 8 || rounds.len % 40 || pos.itemsize != 8 || out.itemsize != 8 || pos.len != out.len) {
+        PyErr_SetString(PyExc_ValueError, "permute_positions: rounds of 5 uint64, positions and out of equal "
+                                          "length, 8-byte items");
+        goto done;
+    }
+    nr = rounds.len / 40;
+    {
+        const uint64_t *r = (const uint64_t *)rounds.buf;
+        const uint64_t *p = (const uint64_t *)pos.buf;
+        uint64_t *o = (uint64_t *)out.buf;
+        for (i = 0; i < pos.len / 8; i++) {
+            uint64_t x = p[i];
+            do {
+                for (k = 0; k < nr; k++) {
+                    const uint64_t *q = r + 5 * k; /* right bits, right mask, left mask, left bits, key */
+                    uint64_t left = x >> q[0], right = x & q[1];
+                    x = (right << q[3]) | (left ^ (splitmix_mix(right ^ q[4]) & q[2]));
+                }
+            } while (x >= n && n > 0);
+            o[i] = x;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    if (out.obj != NULL)
+        PyBuffer_Release(&out);
+    if (pos.obj != NULL)
+        PyBuffer_Release(&pos);
+    PyBuffer_Release(&rounds);
+    return result;
+}
+
 static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
 
 static PyMethodDef methods[] = {
@@ -1061,6 +1123,10 @@ static PyMethodDef methods[] = {
      "of a shard that tables lacks (add it, call again), or None when a table or row does not fit: read the\n"
      "samples one by one then. columns: the batch as {field: [value, ...]} (None unless every sample has the\n"
      "first one's fields in the same order)."},
+    {"permute_positions", permute_positions, METH_VARARGS,
+     "permute_positions(n, rounds, positions, out) -> None\n\n"
+     "order.Permutation's keyed Feistel bijection of range(n) in C: out[i] = perm(positions[i]) (int64 buffers;\n"
+     "rounds: uint64 (right bits, right mask, left mask, left bits, key) per round; positions checked by the caller)."},
     {"pack_members", pack_members, METH_VARARGS,
      "pack_members(buf, pos, template, members, direct) -> offsets | None\n\n"
      "Append regular-file members (name: bytes, data: bytes-like) to the bytearray buf as one-block ustar\n"

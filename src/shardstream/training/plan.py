@@ -97,12 +97,12 @@ class EpochPlan:
     def _starts(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum([hi - lo for lo, hi in self.origin], dtype=np.int64)])  # type: ignore[union-attr]
 
-    @property
+    @functools.cached_property
     def work(self) -> int:
         """Positions to serve before padding or dropping."""
         return int(self._starts[-1])
 
-    @property
+    @functools.cached_property
     def length(self) -> int:
         """Positions served by all ranks together (``work`` padded up or cut down)."""
         n, b, r = self.world_size, self.batch_size, self.work
