@@ -142,23 +142,42 @@ class StreamReader:
         return out
 
     def _load(self, block: int) -> None:
+        """Read block ``block``: each run of a group takes from each of its shards the samples it needs, at once
+        (its streams opened in the order the run first reads them); the block's samples, interleaved as the
+        labels say and served in the block's order, are then picked in one pass."""
         self._samples = []  # release the previous block before reading the next one
-        order, samples = self.order, []
+        order, taken, where = self.order, [], []
         lo, hi = block * order.buffer, min((block + 1) * order.buffer, order.total)
+        at = 0  # the run's first position in the block
         for group, before, labels in order.runs(lo, hi):
             shards = order.group_shards(group).tolist()
-            counts = before.tolist()
-            streams: list[_Open | None] = [None] * len(shards)
-            for label in labels.tolist():  # this loop runs once per sample: keep it flat
-                stream = streams[label]
-                if stream is None:
-                    stream = streams[label] = self._seek(shards[label], counts[label])
-                if stream.at >= len(stream.chunk) and not stream.more():
-                    self._ended(shards[label], stream)
-                samples.append(stream.chunk[stream.at])
-                stream.at += 1
-        served = order.block_order(block).tolist()
-        self._block, self._samples = block, [samples[k] for k in served]
+            counts, need = before.tolist(), np.bincount(labels, minlength=len(shards)).tolist()
+            present, first = np.unique(labels, return_index=True)
+            opened = {label: self._seek(shards[label], counts[label]) for label in present[np.argsort(first)].tolist()}
+            for label in sorted(opened):
+                taken.extend(self._take(opened[label], need[label], shards[label]))
+            where.append(at + np.argsort(labels, kind="stable"))  # the block positions of taken, in its order
+            at += len(labels)
+        pick = np.empty(at, dtype=np.int64)  # block position -> index in taken
+        if at:
+            pick[np.concatenate(where)] = np.arange(at, dtype=np.int64)
+        served = pick[order.block_order(block)].tolist()
+        self._block, self._samples = block, [taken[k] for k in served]
+
+    def _take(self, stream: _Open, count: int, shard: int) -> list[Any]:
+        """The next ``count`` samples of ``stream`` (of ``shard``)."""
+        out: list[Any] = []
+        while count > 0:
+            left = len(stream.chunk) - stream.at
+            if left <= 0:
+                if not stream.more():
+                    self._ended(shard, stream)
+                continue
+            n = min(left, count)
+            out.extend(stream.chunk[stream.at : stream.at + n])
+            stream.at += n
+            count -= n
+        return out
 
     def _seek(self, shard: int, index: int) -> _Open:
         """The open stream of ``shard`` at sample ``index``: read on from where it is, or reopen it and skip."""
