@@ -88,7 +88,8 @@ def _entry(shard: str, rule: Any) -> tuple[ShardEntry, ShardIndex, Any]:
     if local_path(shard) is None:  # remote: its sidecar must exist next to it
         index = ShardIndex.load(shard)
         return ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint), index, None
-    for where in (sidecar_path(shard), _private_index_path(shard)):
+    for private in (False, True):  # the private path only when the sidecar does not do (it makes a folder)
+        where = _private_index_path(shard) if private else sidecar_path(shard)
         checked: list = []
         fresh = _fresh_index(shard, where, rule, checked)
         if fresh is not None:
