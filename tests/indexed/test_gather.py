@@ -136,7 +136,8 @@ def test_collated_steps_aside_when_the_fields_differ(tmp_path):
     assert list(ds[0]) == ["__key__", "__url__", "txt", "cls"] and list(ds[1])[2:] == ["cls", "txt"]
     assert ds.collated(np.array([0, 1])) is None  # other order
     assert ds.collated(np.array([0, 2])) is None  # fewer fields
-    assert ds.collated(np.array([1, 1]))["txt"] == [b"y", b"y"]
+    if native.sample_gatherer() is not None:
+        assert ds.collated(np.array([1, 1]))["txt"] == [b"y", b"y"]
     assert ds.__getitems__(np.array([2, 1, 0])) == [ds[2], ds[1], ds[0]]
     assert [list(s) for s in ds.__getitems__(np.array([1, 0]))] == [list(ds[1]), list(ds[0])]
 

@@ -739,7 +739,7 @@ typedef struct {
     long long number, first;
     Py_buffer b[GATHER_BUFFERS]; /* data, offsets, sizes, starts, key_ends, key_bytes, ext_ids */
     int held;                    /* how many of b are held */
-    PyObject *url, *exts;        /* borrowed from the table tuple (tables holds it for the call) */
+    PyObject *table, *url, *exts; /* the table tuple (held for the call) and two of its items */
 } gather_table;
 
 static int gather_open(gather_table *t, long long number, PyObject *table)
@@ -751,6 +751,8 @@ static int gather_open(gather_table *t, long long number, PyObject *table)
     t->number = number;
     if (!PyTuple_Check(table) || PyTuple_GET_SIZE(table) != 10)
         return 0;
+    Py_INCREF(table);
+    t->table = table;
     t->first = PyLong_AsLongLong(PyTuple_GET_ITEM(table, 2));
     if (PyErr_Occurred()) {
         PyErr_Clear();
@@ -1015,9 +1017,11 @@ fail:
     Py_CLEAR(list);
 done:
     if (t != NULL) {
-        for (i = 0; i < count; i++)
+        for (i = 0; i < count; i++) {
             while (t[i].held > 0)
                 PyBuffer_Release(&t[i].b[--t[i].held]);
+            Py_XDECREF(t[i].table);
+        }
         PyMem_Free(t);
     }
     PyMem_Free(which);
