@@ -96,8 +96,8 @@ def gather_rows(indices: np.ndarray, rows: range, ends: np.ndarray, shard: Calla
         return None
     if not indices.size:
         return None if columns else []
-    if rows.start == 0 and rows.step == 1:  # out-of-range positions find no shard (or none of its rows) in C
-        where = np.ascontiguousarray(indices, dtype=np.int64)
+    if rows.start == 0 and rows.step == 1 and len(ends) and rows.stop == ends[-1]:  # the whole dataset: positions
+        where = np.ascontiguousarray(indices, dtype=np.int64)  # out of range find no shard (or none of its rows) in C
     else:
         if int(indices.min()) < 0 or int(indices.max()) >= len(rows):
             return None
