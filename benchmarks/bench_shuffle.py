@@ -6,11 +6,15 @@
    :mod:`shardstream.training.quality`). webdataset 1.0.2's defaults run when it is importable (``.venv-bench``).
 2. Throughput, samples/s, one process, page cache warm: plain sequential reading next to the default training
    configuration (a global permutation read by random access) and the bounded variants; small (~250 B) and
-   8 KiB samples, fields as bytes (no decoding: the reading itself is compared).
+   8 KiB samples, fields as bytes (no decoding: the reading itself is compared), batches of ``--batch`` (100:
+   the issue-17 row), as lists of samples (``collate=None``) and as the default collation (the default API).
+   ``--cpu`` measures samples per CPU-second of this process (for A/B runs on a busy machine) instead of wall
+   time; ``--throughput`` runs only this part.
 3. Resume: the time from ``load_state_dict`` to the first batch, for a state saved at 10% and at 90% of an epoch
    (``TrainingLoader``, no workers), next to what replaying the epoch up to that point would cost.
 
-    .venv-bench/bin/python benchmarks/bench_shuffle.py [--small 200000] [--medium 40000]
+    .venv-bench/bin/python benchmarks/bench_shuffle.py [--small 200000] [--medium 40000] [--batch 100] [--cpu]
+        [--throughput]
 """
 
 from __future__ import annotations
@@ -86,10 +90,22 @@ def print_quality(rows: list[tuple[str, float, float, str]]) -> None:
         print(f"{name:{width}}  {diversity:9.3f}  {rho:10.3f}  {memory}")
 
 
+CPU = False  # --cpu: samples per CPU-second of this process instead of per second
+BATCH = 100
+
+
 def rate(make: Callable[[], Iterable], batched: bool) -> float:
     def run() -> int:
-        return sum(len(b) for b in make()) if batched else sum(1 for _ in make())
+        return sum(len(b["__key__"] if isinstance(b, dict) else b) for b in make()) if batched \
+            else sum(1 for _ in make())
 
+    if CPU:
+        best = float("inf")
+        for _ in range(2):
+            start = time.process_time()
+            count = run()
+            best = min(best, time.process_time() - start)
+        return count / best
     seconds, count = timed(run, 2)
     return count / seconds
 
@@ -98,14 +114,16 @@ def throughput_rows(name: str, urls: list[str]) -> list[tuple[str, float, str]]:
     import shardstream as ss
 
     warm(urls)
-    TrainingDataset(urls, batch_size=256)  # builds the sidecars once (a header scan), outside the timings
+    TrainingDataset(urls, batch_size=BATCH)  # builds the sidecars once (a header scan), outside the timings
 
-    def training(**kw: object) -> Callable[[], Iterable]:
-        return lambda: TrainingDataset(urls, batch_size=256, collate=None, **kw)  # type: ignore[arg-type]
+    def training(collate: bool = False, **kw: object) -> Callable[[], Iterable]:
+        more = {} if collate else {"collate": None}
+        return lambda: TrainingDataset(urls, batch_size=BATCH, **more, **kw)  # type: ignore[arg-type]
 
     rows = [(f"{name}: sequential, WebDataset(urls)", rate(lambda: ss.WebDataset(urls), False), "s/s"),
             (f"{name}: sequential, shuffle='none'", rate(training(shuffle="none"), True), "s/s"),
-            (f"{name}: default, shuffle='global'", rate(training(), True), "s/s"),
+            (f"{name}: default, shuffle='global' (lists)", rate(training(), True), "s/s"),
+            (f"{name}: default, shuffle='global' (collated)", rate(training(collate=True), True), "s/s"),
             (f"{name}: shuffle='window', window=8", rate(training(shuffle="window"), True), "s/s"),
             (f"{name}: shuffle='stream' (8 streams, 1000)", rate(training(shuffle="stream"), True), "s/s")]
     if have("webdataset"):
@@ -146,16 +164,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=200_000, help="samples of the ~250 B dataset")
     parser.add_argument("--medium", type=int, default=40_000, help="samples of the 8 KiB dataset")
+    parser.add_argument("--batch", type=int, default=100, help="samples per batch of the throughput rows")
+    parser.add_argument("--cpu", action="store_true", help="samples per CPU-second instead of per second")
+    parser.add_argument("--throughput", action="store_true", help="only the throughput rows")
     args = parser.parse_args()
+    global CPU, BATCH
+    CPU, BATCH = args.cpu, args.batch
     warnings.filterwarnings("ignore", message="set WebDataset")  # webdataset 1.0.2 on shardshuffle=True
 
-    print_quality(quality_rows(sorted_shards()))
-    print()
+    if not args.throughput:
+        print_quality(quality_rows(sorted_shards()))
+        print()
     small, medium = small_shards(args.small, 10_000), big_shards(args.medium, 8192, 10_000)
+    unit = "samples per CPU-second" if CPU else "samples/s"
     rows = throughput_rows("250 B", small)
-    print(table("throughput, samples/s (one process, page cache warm, fields as bytes)", rows, rows[0][0]))
+    print(table(f"throughput, {unit} (one process, page cache warm, fields as bytes, batches of {BATCH})", rows,
+                rows[0][0]))
     rows = throughput_rows("8 KiB", medium)
-    print(table("throughput, samples/s (8 KiB samples)", rows, rows[0][0]))
+    print(table(f"throughput, {unit} (8 KiB samples)", rows, rows[0][0]))
+    if args.throughput:
+        return
     print()
     print(f"## resume: load_state_dict -> first batch, seconds ({args.small} samples of 250 B, batches of 256)")
     print(f"{'':14}  {'at 10%':>8}  {'at 90%':>8}  {'replaying 90% instead':>22}")

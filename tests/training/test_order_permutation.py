@@ -123,3 +123,21 @@ def test_the_stream_reader_serves_the_orders_samples_at_any_positions(shards, wi
         assert reader.read(np.array([58, 0, 57], dtype=np.int64))[1]["__key__"] == f"s{expected[0]:05d}"
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 1000, 65_537, 2**40 + 3])
+def test_the_c_permutation_is_the_numpy_one(n, monkeypatch):
+    from shardstream.tar import native, reader
+
+    if native.position_permuter() is None:
+        pytest.skip("no C extension")
+    positions = np.arange(n) if n <= 1000 else np.unique(np.random.default_rng(n).integers(0, n, 4000))
+    for key in (0, 7, 2**63 + 5):
+        perm = Permutation(n, key)
+        fast = perm(positions)
+        monkeypatch.setattr(reader, "USE_ACCELERATOR", False)
+        slow = perm(positions)
+        monkeypatch.setattr(reader, "USE_ACCELERATOR", True)
+        assert fast.dtype == slow.dtype == np.int64 and fast.tolist() == slow.tolist()
+    with pytest.raises(IndexError):
+        Permutation(n, 1)([n])

@@ -34,62 +34,28 @@ Iterating (``for sample in ds``) gives the samples in order and is resumable lik
 
 from __future__ import annotations
 
+import functools
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
+
 from ..codecs import Decoder, as_decoder
 from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
+from .opened import Handles, OpenShard, gather_rows
 from .rows import RowIteration
 from .shardindex import ShardIndex, rule_spec, sidecar_path
-from .source import ByteSource, OpenShards, open_source
+from .source import open_source
 
 __all__ = ["IndexedDataset"]
 
 Stage = Callable[[dict], Any]
-
-
-class OpenShard:
-    """One shard opened in this process: its index, its source (``source.buffer`` is its memory map, when it has
-    one), its URL, and where it starts in the dataset (``first``). ``sample(i)`` reads its ``i``-th sample, fields
-    undecoded (``memoryview`` objects with ``zero_copy``). ``layout`` is free for readers that cache a description
-    of the shard (the column reader of :mod:`~shardstream.indexed.columns` does)."""
-
-    __slots__ = ("first", "index", "source", "read", "url", "zero_copy", "layout")
-
-    def __init__(self, first: int, index: ShardIndex, source: ByteSource, zero_copy: bool, url: str):
-        self.first, self.index, self.source, self.url, self.zero_copy = first, index, source, url, zero_copy
-        self.read = source.view if zero_copy else source.read
-        self.layout: Any = False
-
-    def sample(self, i: int) -> dict:
-        """Sample ``i`` of this shard (a shard-local number), its fields as bytes or views."""
-        index, read = self.index, self.read
-        exts, ids, offsets, sizes = index.extensions, index.ext_ids, index.offsets, index.sizes
-        sample: dict[str, Any] = {"__key__": index.key(i), "__url__": self.url}
-        for m in range(index.starts[i], index.starts[i + 1]):
-            sample[exts[ids[m]]] = read(offsets[m], sizes[m])
-        return sample
-
-
-class _Handles:
-    """What a process has open: loaded indexes and sources, by shard number (never pickled)."""
-
-    __slots__ = ("pid", "indexes", "open", "verified")
-
-    def __init__(self, indexes: dict[int, ShardIndex] | None = None):
-        self.pid = os.getpid()
-        self.indexes: dict[int, ShardIndex] = indexes or {}
-        self.open: OpenShards[OpenShard] = OpenShards(close=lambda shard: shard.source.close())  # bounded: an LRU
-        self.verified: dict[int, object] = {}  # shard -> file identity checked against its index (reopen: no hash)
-
-    def close(self) -> None:
-        self.open.clear()
 
 
 def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[int, ShardIndex], str | None]:
@@ -143,7 +109,7 @@ class IndexedDataset(RowIteration):
         self._origin = origin
         self._stages = tuple(s for s in (as_decoder(decode), transform) if s is not None)
         self._zero_copy, self._verify = bool(zero_copy), bool(verify)
-        self._handles = _Handles(loaded)
+        self._handles = Handles(loaded)
 
     # -- map-style access -----------------------------------------------------------------------------------
 
@@ -161,14 +127,22 @@ class IndexedDataset(RowIteration):
             raise TypeError(f"dataset indices must be integers or slices, not {type(i).__name__}") from None
         return self._finish(self._sample(row))
 
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         """``[self[i] for i in indices]`` (integers), with the shard lookups of a batch done once per shard; torch's
-        ``DataLoader`` calls it for a whole batch.
+        ``DataLoader`` calls it for a whole batch. A batch of raw samples (no decoder or transform, fields as bytes)
+        of memory-mapped shards is read in one call of the C extension (see :mod:`~shardstream.indexed.opened`).
 
         >>> ds = IndexedDataset("train.json")
         >>> ds.__getitems__([4, 0, -1]) == [ds[4], ds[0], ds[-1]]
         True
         """
+        if not self._stages and not self._zero_copy and isinstance(indices, (np.ndarray, list)):  # one C call
+            array = indices if isinstance(indices, np.ndarray) else np.asarray(indices)
+            gathered = gather_rows(array, self._rows, self._ends_array, self._shard, self._here())
+            if gathered is not None:
+                return gathered
+        if isinstance(indices, np.ndarray):
+            indices = indices.tolist()
         rows, ends, stages = self._rows, self._ends, self._stages
         shards: dict[int, OpenShard] = {}  # this batch's shards: one LRU lookup each
         limit, out = self._handles.open.limit // 2, []
@@ -188,6 +162,24 @@ class IndexedDataset(RowIteration):
             sample = shard.sample(row - shard.first)
             out.append(self._finish(sample) if stages else sample)
         return out
+
+    @functools.cached_property
+    def _ends_array(self) -> np.ndarray:
+        return np.asarray(self._ends, dtype=np.int64)
+
+    def collated(self, indices: np.ndarray) -> dict[str, list] | None:
+        """``default_collation_fn(self.__getitems__(indices))`` made in one C call without the sample dicts,
+        where it applies: raw samples (no decoder or transform, fields as bytes) of memory-mapped shards, every
+        sample with the first one's fields in the same order; else None (collate the samples then).
+
+        >>> import numpy as np
+        >>> IndexedDataset("train.json").collated(np.array([4, 0]))["cls"] in ([b"4", b"0"], None)
+        True
+        """
+        if self._stages or self._zero_copy or not isinstance(indices, np.ndarray):
+            return None
+        return gather_rows(indices, self._rows, self._ends_array, self._shard, self._here(), columns=True)
+
     def sample_at(self, position: int) -> Any:
         """``self[position]`` for ``0 <= position < len(self)``, without the checks."""
         sample = self._sample(self._rows[position])
@@ -322,10 +314,14 @@ class IndexedDataset(RowIteration):
         return shard.sample(row - shard.first)
 
     def _shard(self, number: int) -> OpenShard:
+        return self._here().open.get(number) or self._open(number)
+
+    def _here(self) -> Handles:
+        """This process's handles (a forked worker never shares the parent's maps and file offsets)."""
         handles = self._handles
-        if handles.pid != os.getpid():  # a forked worker: never share the parent's maps and file offsets
-            handles = self._handles = _Handles()
-        return handles.open.get(number) or self._open(number)
+        if handles.pid != os.getpid():
+            handles = self._handles = Handles()
+        return handles
 
     def _index(self, number: int) -> ShardIndex:
         index = self._handles.indexes.get(number)
@@ -362,6 +358,20 @@ class IndexedDataset(RowIteration):
         shard = self._handles.open[number] = OpenShard(first, index, source, self._zero_copy, entry.url)
         return shard
 
+    def adopt(self, number: int, index: ShardIndex, identity: Any = None) -> None:
+        """Use ``index``, just loaded, as the index of shard ``number`` in this process; ``identity`` (a byte
+        source's ``identity``), when given, is the shard file it was just checked against: opening that same file
+        skips the check (another file is checked). Saves loading and checking a shard twice.
+
+        >>> ds = IndexedDataset(["train-000.tar"])
+        >>> ds.adopt(0, ShardIndex.load("train-000.tar")); ds[0]["__key__"]
+        's00'
+        """
+        handles = self._here()
+        handles.indexes[number] = index
+        if identity is not None:
+            handles.verified[number] = identity
+
     def close(self) -> None:
         """Close the memory maps open in this process (they reopen on the next access)."""
         self._handles.close()
@@ -379,7 +389,7 @@ class IndexedDataset(RowIteration):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._handles = _Handles()
+        self._handles = Handles()
 
     def __repr__(self) -> str:
         where = self._origin or f"{len(self._shards)} shards"

@@ -217,7 +217,8 @@ class OpenShards(Generic[V]):
 
     Adding one more drops the least recently used: its map or descriptor is released with the last reference
     to it (at once, unless a zero-copy view or a column scan still uses it). :meth:`clear` closes every shard
-    with ``close(value)``.
+    with ``close(value)``. ``drop(number)``, when given, is told of every shard dropped or closed (a cache of
+    what the open shards hold forgets it).
 
     >>> closed = []
     >>> shards = OpenShards(2, close=closed.append)
@@ -231,11 +232,12 @@ class OpenShards(Generic[V]):
     ['a', 'c']
     """
 
-    __slots__ = ("limit", "_close", "_items")
+    __slots__ = ("limit", "_close", "_drop", "_items")
 
-    def __init__(self, limit: int | None = None, *, close: Callable[[V], Any]):
+    def __init__(self, limit: int | None = None, *, close: Callable[[V], Any],
+                 drop: Callable[[int], Any] | None = None):
         self.limit = open_limit() if limit is None else max(1, int(limit))
-        self._close = close
+        self._close, self._drop = close, drop
         self._items: OrderedDict[int, V] = OrderedDict()
 
     def get(self, number: int) -> V | None:
@@ -248,7 +250,9 @@ class OpenShards(Generic[V]):
         self._items[number] = item
         self._items.move_to_end(number)
         while len(self._items) > self.limit:
-            self._items.popitem(last=False)
+            dropped, _ = self._items.popitem(last=False)
+            if self._drop is not None:
+                self._drop(dropped)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -261,8 +265,10 @@ class OpenShards(Generic[V]):
 
     def clear(self) -> None:
         """Close every open shard."""
-        items, self._items = list(self._items.values()), OrderedDict()
-        for item in items:
+        items, self._items = list(self._items.items()), OrderedDict()
+        for number, item in items:
+            if self._drop is not None:
+                self._drop(number)
             self._close(item)
 
 

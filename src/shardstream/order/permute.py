@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime import derive_key
+from ..tar.native import position_permuter
 
 __all__ = ["Permutation", "derive_key"]
 
@@ -57,7 +58,7 @@ class Permutation:
     ([0], [])
     """
 
-    __slots__ = ("n", "key", "_rounds")
+    __slots__ = ("n", "key", "_rounds", "_table")
 
     def __init__(self, n: int, key: int):
         if n < 0 or n > 1 << 62:
@@ -71,6 +72,7 @@ class Permutation:
             self._rounds.append((np.uint64(right), np.uint64((1 << right) - 1), np.uint64((1 << left) - 1),
                                  np.uint64(left), np.uint64(k)))
             left, right = right, left
+        self._table = np.array(self._rounds, dtype=np.uint64)  # the rounds for the C twin (one row each)
 
     def __call__(self, positions: Iterable[int] | np.ndarray) -> np.ndarray:
         """The samples at ``positions`` (each in ``range(n)``)."""
@@ -82,6 +84,11 @@ class Permutation:
             if where.min() < 0 or where.max() >= self.n:
                 raise IndexError(f"positions must lie in range({self.n}), got {where.min()}..{where.max()}")
             return where.copy()
+        permute = position_permuter()
+        if permute is not None:  # the same values, computed in C
+            out = np.empty(where.shape, dtype=np.int64)
+            permute(self.n, self._table, np.ascontiguousarray(where, dtype=np.int64), out)
+            return out
         out = self._encrypt(where.astype(np.uint64))
         outside = np.flatnonzero(out >= np.uint64(self.n))
         while outside.size:  # cycle walking: at most a few rounds, the domain is < 4n

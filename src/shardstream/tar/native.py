@@ -9,6 +9,9 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
 - :func:`member_scan`: the C header walk for an ``accelerate=`` argument, or None.
 - :func:`sample_grouper`: the C walk that also groups members into samples (``scan_samples``), or None.
 - :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
+- :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
+- :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
+  None.
 
 >>> accelerated() == (member_scan(None) is not None)
 True
@@ -24,7 +27,7 @@ from typing import Any
 from . import reader
 from .reader import accelerated, member_scan
 
-__all__ = ["accelerated", "column_slicer", "member_scan", "sample_grouper"]
+__all__ = ["accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
 
 
 def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
@@ -49,3 +52,23 @@ def column_slicer() -> Callable[..., Any] | None:
     """
     return getattr(reader._scan, "slice_column", None) if accelerated() else None
 
+
+
+def sample_gatherer() -> Callable[..., Any] | None:
+    """The C ``gather_samples(tables, numbers, rows)`` (a batch of sample dicts read from indexed shards) when the
+    accelerator is on and the extension has it; else None.
+
+    >>> sample_gatherer() is None or callable(sample_gatherer())
+    True
+    """
+    return getattr(reader._scan, "gather_samples", None) if accelerated() else None
+
+
+def position_permuter() -> Callable[..., Any] | None:
+    """The C ``permute_positions(n, rounds, positions, out)`` (:class:`~shardstream.order.Permutation`'s bijection)
+    when the accelerator is on and the extension has it; else None.
+
+    >>> position_permuter() is None or callable(position_permuter())
+    True
+    """
+    return getattr(reader._scan, "permute_positions", None) if accelerated() else None

@@ -219,6 +219,12 @@ class TrainingDataset(Resumable, IterableDatasetBase):
             return StreamReader(self._urls, order, rule=self._keys, opener=self._opener)
         return IndexedReader(self._indexed, order)  # type: ignore[arg-type]
 
+    @property
+    def collates_raw(self) -> bool:
+        """Whether batches are the default collation of the samples as read (no decoder, map or other collate):
+        an indexed reader then makes them column by column (the same batches, without the sample dicts)."""
+        return not self._finishers and self._collate is default_collation_fn
+
     def make_batch(self, samples: list[Any]) -> Any:
         """One batch of ``samples`` as read: decoded, mapped and collated as this dataset says."""
         for finish in self._finishers:

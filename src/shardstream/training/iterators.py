@@ -40,7 +40,23 @@ class IndexedReader:
         self._first, self._ids = 0, np.zeros(0, dtype=np.int64)  # the cached block: ids of _first, _first + 1...
 
     def read(self, positions: np.ndarray) -> list[Any]:
-        return self.dataset.__getitems__(self.ids(positions).tolist())
+        return self.dataset.__getitems__(self.ids(positions))
+
+    def read_range(self, span: range) -> list[Any]:
+        """``read`` of the positions ``span`` (a non-empty range)."""
+        return self.dataset.__getitems__(self._span_ids(span))
+
+    def read_columns(self, span: range) -> dict[str, list] | None:
+        """The samples of ``span`` as the default collation makes them, when the dataset makes them at once
+        (:meth:`~shardstream.indexed.IndexedDataset.collated`); else None."""
+        return self.dataset.collated(self._span_ids(span))
+
+    def _span_ids(self, span: range) -> np.ndarray:
+        """``ids(positions of span)``: a slice of the cached block when it holds them."""
+        first, ids = self._first, self._ids
+        if not (first <= span.start and span[-1] < first + len(ids)):
+            return self.ids(np.arange(span.start, span.stop, span.step, dtype=np.int64))
+        return ids[span.start - first : span.stop - first : span.step]
 
     def ids(self, positions: np.ndarray) -> np.ndarray:
         """``order.ids(positions)``, from the cached block when the positions lie in it."""
@@ -98,6 +114,17 @@ class StreamReader:
         self._block = -1
         self._samples: list[Any] = []  # the current block, in serving order
 
+    def read_range(self, span: range) -> list[Any]:
+        """``read`` of the positions ``span`` (a non-empty range): a slice of the block when it holds them."""
+        size = self.order.buffer
+        block = span.start // size
+        if block != span[-1] // size:
+            return self.read(np.arange(span.start, span.stop, span.step, dtype=np.int64))
+        if block != self._block:
+            self._load(block)
+        at = block * size
+        return self._samples[span.start - at : span.stop - at : span.step]
+
     def read(self, positions: np.ndarray) -> list[Any]:
         size = self.order.buffer
         if positions.size and int(positions.min()) // size == int(positions.max()) // size:  # inside one block
@@ -115,23 +142,42 @@ class StreamReader:
         return out
 
     def _load(self, block: int) -> None:
+        """Read block ``block``: each run of a group takes from each of its shards the samples it needs, at once
+        (its streams opened in the order the run first reads them); the block's samples, interleaved as the
+        labels say and served in the block's order, are then picked in one pass."""
         self._samples = []  # release the previous block before reading the next one
-        order, samples = self.order, []
+        order, taken, where = self.order, [], []
         lo, hi = block * order.buffer, min((block + 1) * order.buffer, order.total)
+        at = 0  # the run's first position in the block
         for group, before, labels in order.runs(lo, hi):
             shards = order.group_shards(group).tolist()
-            counts = before.tolist()
-            streams: list[_Open | None] = [None] * len(shards)
-            for label in labels.tolist():  # this loop runs once per sample: keep it flat
-                stream = streams[label]
-                if stream is None:
-                    stream = streams[label] = self._seek(shards[label], counts[label])
-                if stream.at >= len(stream.chunk) and not stream.more():
-                    self._ended(shards[label], stream)
-                samples.append(stream.chunk[stream.at])
-                stream.at += 1
-        served = order.block_order(block).tolist()
-        self._block, self._samples = block, [samples[k] for k in served]
+            counts, need = before.tolist(), np.bincount(labels, minlength=len(shards)).tolist()
+            present, first = np.unique(labels, return_index=True)
+            opened = {label: self._seek(shards[label], counts[label]) for label in present[np.argsort(first)].tolist()}
+            for label in sorted(opened):
+                taken.extend(self._take(opened[label], need[label], shards[label]))
+            where.append(at + np.argsort(labels, kind="stable"))  # the block positions of taken, in its order
+            at += len(labels)
+        pick = np.empty(at, dtype=np.int64)  # block position -> index in taken
+        if at:
+            pick[np.concatenate(where)] = np.arange(at, dtype=np.int64)
+        served = pick[order.block_order(block)].tolist()
+        self._block, self._samples = block, [taken[k] for k in served]
+
+    def _take(self, stream: _Open, count: int, shard: int) -> list[Any]:
+        """The next ``count`` samples of ``stream`` (of ``shard``)."""
+        out: list[Any] = []
+        while count > 0:
+            left = len(stream.chunk) - stream.at
+            if left <= 0:
+                if not stream.more():
+                    self._ended(shard, stream)
+                continue
+            n = min(left, count)
+            out.extend(stream.chunk[stream.at : stream.at + n])
+            stream.at += n
+            count -= n
+        return out
 
     def _seek(self, shard: int, index: int) -> _Open:
         """The open stream of ``shard`` at sample ``index``: read on from where it is, or reopen it and skip."""
@@ -183,6 +229,7 @@ class PlanIterator:
         self.rank, self.worker, self.num_workers = rank, worker, num_workers
         self._next = plan.skip + worker if next_batch is None else next_batch
         self._reader: Any = None
+        self._columns = False  # the reader makes the batches' columns (see TrainingDataset.collates_raw)
         self._done = self._started = False
         self.progress: Any = None  # the dataset's record of this iteration (a shardstream.resume.Progress)
 
@@ -198,9 +245,17 @@ class PlanIterator:
         if j >= self.plan.num_batches:
             self._finish()
             raise StopIteration
-        if self._reader is None:
-            self._reader = self.dataset.reader(self.epoch)
-        samples = self._reader.read(self.plan.positions(self.rank, j))
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = self.dataset.reader(self.epoch)
+            self._columns = self.dataset.collates_raw and isinstance(reader, IndexedReader)
+        span = self.plan.position_range(self.rank, j)  # one run of the order (nearly every batch): a slice
+        if span is not None and self._columns:  # raw samples, default collation: the columns at once
+            batch = reader.read_columns(span)
+            if batch is not None:
+                self._next = j + self.num_workers
+                return batch
+        samples = reader.read(self.plan.positions(self.rank, j)) if span is None else reader.read_range(span)
         self._next = j + self.num_workers
         return self.dataset.make_batch(samples)
 

@@ -26,6 +26,7 @@ positions nobody has consumed become the ``origin`` of a new plan for the new ra
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 
@@ -96,12 +97,12 @@ class EpochPlan:
     def _starts(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum([hi - lo for lo, hi in self.origin], dtype=np.int64)])  # type: ignore[union-attr]
 
-    @property
+    @functools.cached_property
     def work(self) -> int:
         """Positions to serve before padding or dropping."""
         return int(self._starts[-1])
 
-    @property
+    @functools.cached_property
     def length(self) -> int:
         """Positions served by all ranks together (``work`` padded up or cut down)."""
         n, b, r = self.world_size, self.batch_size, self.work
@@ -155,10 +156,42 @@ class EpochPlan:
 
     def positions(self, rank: int, j: int) -> np.ndarray:
         """Positions of the epoch order in rank ``rank``'s batch ``j``, in serving order."""
+        span = self.position_range(rank, j)
+        if span is not None:
+            return np.arange(span.start, span.stop, span.step, dtype=np.int64)
+        return self.to_order(self.work_positions(rank, j))
+
+    def position_range(self, rank: int, j: int) -> range | None:
+        """:meth:`positions` as a ``range`` when they are one arithmetic run of the order (no padding, one
+        interval of ``origin``: every batch but a few at the ends of intervals); else None.
+
+        >>> list(EpochPlan(total=10, world_size=2, batch_size=2).position_range(1, 1))
+        [5, 7]
+        >>> EpochPlan(total=7, world_size=2, batch_size=2).position_range(1, 1) is None  # padded: 0 again
+        True
+        """
         if not 0 <= rank < self.world_size or not 0 <= j < self.num_batches:
             raise IndexError(f"no batch {j} of rank {rank} in a plan of {self.num_batches} batches x "
                              f"{self.world_size} ranks")
-        return self.to_order(self.work_positions(rank, j))
+        size = self.batch_len(j)
+        if self.contiguous:
+            start, step = self._piece_start(rank, j % self.num_workers) + (j // self.num_workers) * self.batch_size, 1
+        else:
+            start, step = rank + self.world_size * j * self.batch_size, self.world_size
+        last = start + step * (size - 1)
+        starts = self._bounds
+        if size < 1 or last >= starts[-1]:
+            return None
+        i = bisect.bisect_right(starts, start) - 1
+        if last >= starts[i + 1]:
+            return None
+        shift = self.origin[i][0] - starts[i]  # type: ignore[index]
+        return range(start + shift, last + shift + 1, step)
+
+    @functools.cached_property
+    def _bounds(self) -> list[int]:
+        """:attr:`_starts` as a list (the ends of the origin intervals in the work sequence)."""
+        return [int(x) for x in self._starts]
 
     def rank_positions(self, rank: int) -> np.ndarray:
         """Every position rank ``rank`` serves after the skipped batches, in order (for tests and tools)."""

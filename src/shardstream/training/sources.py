@@ -62,34 +62,44 @@ def _private_index_path(shard: str) -> str:
     return os.path.join(folder, f"{os.path.basename(shard)}.{digest}.ssidx")
 
 
-def _fresh_index(shard: str, where: str, rule: Any) -> ShardIndex | None:
+def _fresh_index(shard: str, where: str, rule: Any, checked: list | None = None) -> ShardIndex | None:
+    """The index of ``shard`` at ``where`` when it is there, describes the shard and has the key rule; the
+    identity of the file it was checked against is appended to ``checked``."""
     try:
         index = ShardIndex.load(shard, where)
         source = open_source(shard)
         try:
             index.check(source)
+            identity = getattr(source, "identity", None)
         finally:
             source.close()
     except (OpenError, StaleIndexError, OSError):
         return None
-    return index if (index.rule, index.lowercase) == rule_spec(rule) else None
+    if (index.rule, index.lowercase) != rule_spec(rule):
+        return None
+    if checked is not None:
+        checked.append(identity)
+    return index
 
 
-def _entry(shard: str, rule: Any) -> ShardEntry:
-    """The shard's index entry, building the sidecar (or a private copy) when missing or stale."""
+def _entry(shard: str, rule: Any) -> tuple[ShardEntry, ShardIndex, Any]:
+    """The shard's index entry, building the sidecar (or a private copy) when missing or stale; with the index
+    and the identity of the file it was checked against (None: not checked here)."""
     if local_path(shard) is None:  # remote: its sidecar must exist next to it
         index = ShardIndex.load(shard)
-        return ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint)
-    for where in (sidecar_path(shard), _private_index_path(shard)):
-        fresh = _fresh_index(shard, where, rule)
+        return ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint), index, None
+    for private in (False, True):  # the private path only when the sidecar does not do (it makes a folder)
+        where = _private_index_path(shard) if private else sidecar_path(shard)
+        checked: list = []
+        fresh = _fresh_index(shard, where, rule, checked)
         if fresh is not None:
-            return ShardEntry(shard, where, len(fresh), fresh.size, fresh.fingerprint)
+            return ShardEntry(shard, where, len(fresh), fresh.size, fresh.fingerprint), fresh, checked[0]
     index = index_shard(shard, rule=rule, save=False)
     try:
         where = index.save()
     except OSError:  # a read-only dataset directory
         where = index.save(_private_index_path(shard))
-    return ShardEntry(shard, where, len(index), index.size, index.fingerprint)
+    return ShardEntry(shard, where, len(index), index.size, index.fingerprint), index, None
 
 
 def _count(url: str, rule: Any, opener: Any) -> int:
@@ -136,7 +146,7 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
     local = _fetched(urls, cache_dir)
     remote = [url for url in local if local_path(url) is None]
     try:
-        entries = tuple(_entry(shard, rule) for shard in local)
+        found = [_entry(shard, rule) for shard in local]
     except (OpenError, ConfigError) as e:
         if not remote:
             raise
@@ -144,5 +154,7 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
             f"cannot read {remote[0]!r} by random access ({e}); give cache_dir= to download the shards into the "
             "shard cache and index them there, index them next to the data, or use shuffle='stream'"
         ) from e
-    reader = IndexedDataset(DatasetIndex(entries, *rule_spec(rule)), rule=rule)
+    reader = IndexedDataset(DatasetIndex(tuple(entry for entry, _, _ in found), *rule_spec(rule)), rule=rule)
+    for number, (_, loaded, identity) in enumerate(found):  # loaded and checked once, not again when read
+        reader.adopt(number, loaded, identity)
     return Resolved(tuple(reader.shard_lengths), reader=reader)
