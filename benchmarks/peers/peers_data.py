@@ -48,7 +48,7 @@ def data(workload: str, quick: bool) -> list[str]:
         return big_shards(32 if quick else 128)
     if kind == "shuffle":
         return sorted_shards(20_000 if quick else 200_000)
-    return jpeg_shards(200 if quick else 2000)
+    return jpeg_shards(256, per_shard=64) if quick else jpeg_shards(2000)  # 4 shards: 2 per DataLoader worker
 
 
 def pil_work(jpg) -> object:
