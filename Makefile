@@ -80,7 +80,7 @@ bench-peers:
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
 	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3,jpeg]" "$(WEBDATASET)"  # jpeg: the scaled rows
 	.venv-bench/bin/python setup.py -q build_ext --inplace
-	PYTHON=$(PYTHON) benchmarks/peers/setup.sh litdata dali ffcv streaming
+	PYTHON=$(PYTHON) benchmarks/peers/setup.sh  # litdata dali ffcv streaming
 	.venv-bench/bin/python benchmarks/peers/bench_peers.py $(BENCH_PEERS_ARGS)
 
 ## issue-14 conversion benchmark: shardstream vs litdata, Streaming, webdataset (each peer in its own venv)

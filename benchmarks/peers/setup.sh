@@ -8,14 +8,14 @@
 #   .venv-peers-webdataset webdataset==1.0.2 (ShardWriter; benchmarks/bench_convert.py)
 # torch==2.13.0 (CPU wheel) is installed FIRST in each, so that no peer pulls a CUDA build of torch.
 # A peer that cannot be installed here is reported with the reason, and the others go on.
-# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv] [streaming] [webdataset]   (default: the first three)
+# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv] [streaming] [webdataset]   (default: the first four)
 set -u
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python3}"
 TORCH="torch==2.13.0"
 TORCH_INDEX="${TORCH_INDEX:-}"  # e.g. https://download.pytorch.org/whl/cpu; default: pip's configured index, as the Makefile
 peers=("$@")
-[ ${#peers[@]} -eq 0 ] && peers=(litdata dali ffcv)
+[ ${#peers[@]} -eq 0 ] && peers=(litdata dali ffcv streaming)
 status=()
 
 make_venv() {  # make_venv NAME: create .venv-peers-NAME with pip and CPU torch; 0 on success
@@ -86,12 +86,12 @@ ensure_debian_packages() {  # ensure_debian_packages PKG...: apt-get installs th
 
 for peer in "${peers[@]}"; do
     case "$peer" in
-        litdata) install_peer litdata litdata ;;
+        litdata) install_peer litdata litdata==0.2.76 ;;  # the versions issue 17 measured
         streaming)  # no torchvision build matches torch 2.13: remove what pip pulled in (bench_convert.py stubs it)
-            install_peer streaming mosaicml-streaming
+            install_peer streaming mosaicml-streaming==0.13.0
             .venv-peers-streaming/bin/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 ;;
         webdataset) install_peer webdataset webdataset==1.0.2 ;;
-        dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
+        dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130==2.4.0 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
         ffcv)
             if ! ensure_debian_packages libopencv-dev libturbojpeg0-dev pkg-config; then
                 status+=("ffcv: skipped"); continue
