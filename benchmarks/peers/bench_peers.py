@@ -57,7 +57,7 @@ WORKLOADS = {
     "big": ("4 MiB samples, copies (GB/s)", [LIMIT, *MAIN], None),
     "big-views": ("4 MiB samples, views (GB/s): shardstream `zero_copy=True`, litdata's memoryviews", ["litdata", SS],
                   None),
-    "shuffle": ("default training shuffle, batches of 100 (diversity / |Spearman|)", [*MAIN[:4], "Streaming", SS],
+    "shuffle": ("default training shuffle, batches of 100 (rate, diversity/abs Spearman)", [*MAIN[:4], "Streaming", SS],
                 None),
 }
 EXTRA = {"write": "writing all four datasets in the library's format (issue 7; s, lower is better)"}
@@ -141,29 +141,29 @@ def fmt(rate: float, workload: str) -> str:
     return f"{rate:,.2f}" if workload.startswith("big") else f"{rate:,.0f}"
 
 
-def table(results: dict[str, dict[str, dict]]) -> str:
+def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
     """Markdown: one row per workload, a column per contender, and shardstream against the best peer and limit."""
     cols = [LIMIT, *PEERS, SS]
     head = ["workload", *cols, "best peer", "shardstream / best peer", "shardstream / limit"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for w, cells in results.items():
         ref = results.get(WORKLOADS[w][2] or w, {}) if w in WORKLOADS else {}
-        peers = {n: c["rate"] for source in (cells, ref) for n, c in source.items() if n in PEERS and c}
+        peers = {n: c[key] for source in (cells, ref) for n, c in source.items() if n in PEERS and c}
         best = max(peers.items(), key=lambda kv: kv[1]) if peers else None
-        limit = (cells.get(LIMIT) or ref.get(LIMIT) or {}).get("rate")
+        limit = (cells.get(LIMIT) or ref.get(LIMIT) or {}).get(key)
         row = [WORKLOADS[w][0] if w in WORKLOADS else EXTRA[w]]
         for name in cols:
             c = cells.get(name, "-")
             if c == "-" or c is None:
                 row.append("-" if c == "-" else "n/a")
                 continue
-            text = fmt(c["rate"], w)
+            text = fmt(c[key], w)
             if name in PEERS and best:
-                text += f" ({c['rate'] / best[1]:.2f}x)"
+                text += f" ({c[key] / best[1]:.2f}x)"
             if "diversity" in c:
                 text += f" {c['diversity']:.2f}/{c['spearman']:.3f}"
             row.append(text + (" ⚠" if "warning" in c else ""))
-        ss = (cells.get(SS) or {}).get("rate")
+        ss = (cells.get(SS) or {}).get(key)
         row.append(f"{best[0]} {fmt(best[1], w)}" if best else "-")
         row.append(f"{ss / best[1]:.2f}x" if ss and best else "-")
         row.append(f"{ss / limit:.2f}x" if ss and limit else "-")
@@ -213,10 +213,12 @@ def main() -> int:
     quick = " (--quick: a tenth of the data)" if args.quick else ""
     print(f"## issue-17 workloads, samples/s (GB/s where marked), best of {args.repeat} passes after a warm-up{quick}")
     print(table({w: r for w, r in results.items() if w != "write"}))
-    print("shuffle cells: rate diversity/|Spearman| (1000 classes written in order; 1.00/0.00 is i.i.d.)")
+    print("shuffle cells: rate, diversity/|Spearman| (1000 classes written in order; i.i.d. order gives 1.00/~0.025)")
     print("versions: " + ", ".join(f"{n} {v}" for n, v in versions.items()))
-    cpu = [f"{w} {n} {fmt(c['cpu_rate'], w)}" for w, r in results.items() if w != "write" for n, c in r.items() if c]
-    print("per CPU-second of the contender's main process (DataLoader rows: workers not counted): " + "; ".join(cpu))
+    print("\n## the same per CPU-second of the contender's process (all its threads; a loaded machine moves these much"
+          " less than the rates above), DataLoader rows excepted (their workers' CPU is not counted)")
+    print(table({w: {n: c for n, c in r.items() if not (w.startswith("jpeg2") and n in (LIMIT, WDS, SS, "litdata"))}
+                 for w, r in results.items() if w != "write"}, key="cpu_rate"))
     for name, d in (results.get("write") or {}).items():
         if d:
             per = ", ".join(f"{k} {v:.2f} s" for k, v in d["per"].items())
