@@ -70,13 +70,18 @@ bench: $(STAMP)
 	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
 	.venv-bench/bin/python benchmarks/run_all.py
 
-## issue-7 peers side by side (litdata, DALI on CPU, FFCV where it builds), each in its own venv
-bench-peers: $(STAMP)
+## issue-17 peers side by side (webdataset 1.0.2, litdata, DALI on CPU, FFCV 1.0.2, MosaicML Streaming), each in its
+## own venv (benchmarks/peers/setup.sh; FFCV needs Debian's libopencv-dev libturbojpeg0-dev: apt-get installs them as
+## root or with sudo). BENCH_PEERS_ARGS=--quick for a smoke run; the workers import src/, so the C walk is built there.
+BENCH_PEERS_ARGS ?=
+bench-peers:
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q --upgrade pip setuptools
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3,jpeg]" "$(WEBDATASET)"  # jpeg: the jpeg1s/jpeg2s rows
-	PYTHON=$(PYTHON) benchmarks/peers/setup.sh
-	.venv-bench/bin/python benchmarks/peers/bench_peers.py
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3,jpeg]" "$(WEBDATASET)"  # jpeg: the scaled rows
+	.venv-bench/bin/python setup.py -q build_ext --inplace
+	PYTHON=$(PYTHON) benchmarks/peers/setup.sh  # litdata dali ffcv streaming
+	.venv-bench/bin/python benchmarks/peers/bench_peers.py $(BENCH_PEERS_ARGS)
 
 ## issue-14 conversion benchmark: shardstream vs litdata, Streaming, webdataset (each peer in its own venv)
 bench-convert: $(STAMP)

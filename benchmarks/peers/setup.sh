@@ -2,19 +2,20 @@
 # Create one virtual environment per peer library for benchmarks/peers/bench_peers.py (make bench-peers):
 #   .venv-peers-litdata  litdata (PyPI)
 #   .venv-peers-dali     nvidia-dali-cuda130 (runs on the CPU with device_id=None)
-#   .venv-peers-ffcv     ffcv (compiles; needs Debian libopencv-dev libturbojpeg0-dev pkg-config)
+#   .venv-peers-ffcv     ffcv==1.0.2 (compiles against Debian libopencv-dev libturbojpeg0-dev pkg-config: apt-get
+#                        installs them when missing, as root or with password-less sudo; else ffcv is skipped)
 #   .venv-peers-streaming  mosaicml-streaming (MDSWriter; benchmarks/bench_convert.py)
 #   .venv-peers-webdataset webdataset==1.0.2 (ShardWriter; benchmarks/bench_convert.py)
 # torch==2.13.0 (CPU wheel) is installed FIRST in each, so that no peer pulls a CUDA build of torch.
 # A peer that cannot be installed here is reported with the reason, and the others go on.
-# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv] [streaming] [webdataset]   (default: the first three)
+# Usage: benchmarks/peers/setup.sh [litdata] [dali] [ffcv] [streaming] [webdataset]   (default: the first four)
 set -u
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python3}"
 TORCH="torch==2.13.0"
 TORCH_INDEX="${TORCH_INDEX:-}"  # e.g. https://download.pytorch.org/whl/cpu; default: pip's configured index, as the Makefile
 peers=("$@")
-[ ${#peers[@]} -eq 0 ] && peers=(litdata dali ffcv)
+[ ${#peers[@]} -eq 0 ] && peers=(litdata dali ffcv streaming)
 status=()
 
 make_venv() {  # make_venv NAME: create .venv-peers-NAME with pip and CPU torch; 0 on success
@@ -52,26 +53,50 @@ install_peer() {  # install_peer NAME PIP-ARGS... ; also installs shardstream's 
     echo "   ok"; status+=("$name: ok")
 }
 
+ensure_debian_packages() {  # ensure_debian_packages PKG...: apt-get installs the missing ones (as root, or with sudo)
+    local missing=() pkg sudo=()
+    for pkg in "$@"; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo=(sudo -n)
+        else
+            echo "== ffcv"
+            echo "   SKIPPED ffcv: it compiles against Debian packages that are missing: ${missing[*]}"
+            echo "   (not root and no password-less sudo; run: sudo $cmd && $0 ffcv)"
+            return 1
+        fi
+    fi
+    local log=/tmp/shardstream-peers-apt.log
+    echo "== apt-get: ${missing[*]} (for ffcv; log: $log)"
+    # the package lists may be stale (or absent in a fresh container): update once if the first try fails
+    if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" $cmd >"$log" 2>&1; then
+        "${sudo[@]}" apt-get update >>"$log" 2>&1
+        if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" $cmd >>"$log" 2>&1; then
+            echo "   SKIPPED ffcv: '${sudo[*]} $cmd' failed; last lines of $log:"
+            tail -n 5 "$log" | sed 's/^/     /'
+            return 1
+        fi
+    fi
+    echo "   ok"
+}
+
 for peer in "${peers[@]}"; do
     case "$peer" in
-        litdata) install_peer litdata litdata ;;
+        litdata) install_peer litdata litdata==0.2.76 ;;  # the versions issue 17 measured
         streaming)  # no torchvision build matches torch 2.13: remove what pip pulled in (bench_convert.py stubs it)
-            install_peer streaming mosaicml-streaming
+            install_peer streaming mosaicml-streaming==0.13.0
             .venv-peers-streaming/bin/python -m pip uninstall -y -q torchvision >/dev/null 2>&1 ;;
         webdataset) install_peer webdataset webdataset==1.0.2 ;;
-        dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
+        dali) install_peer dali ${DALI_INDEX:+--extra-index-url "$DALI_INDEX"} nvidia-dali-cuda130==2.4.0 ;;  # on PyPI; or DALI_INDEX=https://pypi.nvidia.com
         ffcv)
-            missing=()
-            for pkg in libopencv-dev libturbojpeg0-dev pkg-config; do
-                dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-            done
-            if [ ${#missing[@]} -gt 0 ]; then
-                echo "== ffcv"
-                echo "   SKIPPED ffcv: it compiles against Debian packages that are missing: ${missing[*]}"
-                echo "   (install them with: sudo apt-get install ${missing[*]}; then run $0 ffcv)"
+            if ! ensure_debian_packages libopencv-dev libturbojpeg0-dev pkg-config; then
                 status+=("ffcv: skipped"); continue
             fi
-            install_peer ffcv numba opencv-python-headless ffcv ;;
+            install_peer ffcv numba opencv-python-headless ffcv==1.0.2 ;;
         *) echo "unknown peer $peer (litdata, dali, ffcv, streaming, webdataset)"; exit 2 ;;
     esac
 done
