@@ -71,7 +71,7 @@ def _sample(rng: random.Random, i: int):
     kind = rng.random()
     if kind < 0.7:
         return s
-    variant = rng.randrange(10)
+    variant = rng.randrange(13)
     if variant == 0:
         s["txt"] = b"\xff\xfe"  # not UTF-8
     elif variant == 1:
@@ -90,8 +90,14 @@ def _sample(rng: random.Random, i: int):
         s["__key__"] = b"k-bytes"
     elif variant == 8:
         s["cls"] = b" 12 "
-    else:
+    elif variant == 9:
         s = (s["txt"], s["cls"])  # not a dict
+    elif variant == 10:
+        s["__local_path__"] = "/data/u.tar"  # metadata the decoder passes through
+    elif variant == 11:
+        s["__extra__"] = b"\xff meta bytes"
+    else:
+        s[7] = b"1"  # a key the decoder cannot resolve
     return s
 
 
@@ -140,15 +146,18 @@ def test_the_readme_idioms_are_fused_and_equal_on_shards(tmp_path, monkeypatch):
         lambda: wds.WebDataset(paths, shardshuffle=3, seed=5).decode().to_tuple("txt", "cls").batched(5,
                                                                                                   partial=False),
     ]
-    calls = []
-    real = fused._Plan.__call__
+    calls, slow = [], []
+    real, real_slow = fused._Plan.__call__, fused._Plan.slow
     monkeypatch.setattr(fused._Plan, "__call__", lambda self, source: (calls.append(1), real(self, source))[1])
+    monkeypatch.setattr(fused._Plan, "slow", lambda self, sample: (slow.append(sample), real_slow(self, sample))[1])
     for make in makers:
         calls.clear()
         first = _run(make, False, monkeypatch)
         assert calls, "the idiom was not fused"
+        assert slow == [], "clean samples (with __local_path__) left the fast loop"
         assert first == _run(make, True, monkeypatch)
         assert sum(len(b[1][1][2]) for b in first[0]) in (24, 20)
+        slow.clear()
 
 
 def test_unrecognised_runs_keep_their_stages():
