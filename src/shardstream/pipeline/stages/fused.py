@@ -27,9 +27,9 @@ same. A run that is not recognised keeps its stages.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from ...codecs import Decoder
@@ -69,6 +69,7 @@ class _Plan:
         fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
         self.plan = list(zip(fields, fns, fs, strict=True))
         self.keys: frozenset[Any] | None = None  # the latest set of keys a decoded fast row had
+        self.meta: Callable[[Any], Any] | None = None  # takes its metadata keys from a sample
         # the stages' handlers, watched: the fallback must know whether the last one said stop
         self.answers: list[bool] = []
         self.handlers = [self._watch(stage_arguments(s)["handler"]) if s is not None else None for s in (dec, tup, mt)]
@@ -99,6 +100,8 @@ class _Plan:
         if not self.wanted <= keys or not all(isinstance(k, str) and k[:2] == "__" for k in keys - self.wanted):
             return False
         self.keys = frozenset(keys)
+        meta = sorted(self.keys - self.wanted)
+        self.meta = itemgetter(*meta) if meta else None
         return True
 
     def slow(self, sample: Any) -> Any:
@@ -175,9 +178,13 @@ class _Plan:
         try:
             if set(map(type, chunk)) != _DICT:
                 return None
-            if decoding and not (self.decodes_fast(chunk[0].keys())
-                                 and all(map(eq, map(dict.keys, chunk), repeat(self.keys)))):
-                return None
+            if decoding:
+                # every sample has the keys of the first (a validated set): as many, and each of them (the
+                # metadata's here, the fields' below, where a missing one raises KeyError)
+                if not self.decodes_fast(chunk[0].keys()) or set(map(len, chunk)) != {len(self.keys)}:
+                    return None
+                if self.meta is not None:
+                    collections.deque(map(self.meta, chunk), 0)
             out = []
             for field, fn, g in self.plan:
                 values = list(map(itemgetter(field), chunk))
