@@ -69,6 +69,7 @@ class _Plan:
         fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
         self.plan = list(zip(fields, fns, fs, strict=True))
         self.keys: frozenset[Any] | None = None  # the latest set of keys a decoded fast row had
+        self.nkeys = 0  # its size
         self.meta: Callable[[Any], Any] | None = None  # takes its metadata keys from a sample
         # the stages' handlers, watched: the fallback must know whether the last one said stop
         self.answers: list[bool] = []
@@ -99,7 +100,7 @@ class _Plan:
             return True
         if not self.wanted <= keys or not all(isinstance(k, str) and k[:2] == "__" for k in keys - self.wanted):
             return False
-        self.keys = frozenset(keys)
+        self.keys, self.nkeys = frozenset(keys), len(keys)
         meta = sorted(self.keys - self.wanted)
         self.meta = itemgetter(*meta) if meta else None
         return True
@@ -181,7 +182,7 @@ class _Plan:
             if decoding:
                 # every sample has the keys of the first (a validated set): as many, and each of them (the
                 # metadata's here, the fields' below, where a missing one raises KeyError)
-                if not self.decodes_fast(chunk[0].keys()) or set(map(len, chunk)) != {len(self.keys)}:
+                if not self.decodes_fast(chunk[0].keys()) or set(map(len, chunk)) != {self.nkeys}:
                     return None
                 if self.meta is not None:
                     collections.deque(map(self.meta, chunk), 0)
