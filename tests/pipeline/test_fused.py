@@ -250,3 +250,34 @@ def test_fused_chunks_equal_the_chain(seed):
     assert fast == _outcome(chain)
     rest = list(source)
     assert rest == samples[len(samples) - len(rest):]
+
+
+def _keep_even(sample):
+    return sample if int(sample["cls"]) % 2 == 0 else None
+
+
+@pytest.mark.parametrize("middle", ["map", "select", "lambda"])
+def test_a_stage_in_between_is_not_fused_over(middle, tmp_path, monkeypatch):
+    """A stage that needs the samples between the field-wise stages and ``batched`` keeps the run apart: what
+    comes before it is not fused with what comes after it, and the outputs are the chain's."""
+    paths = write_shards(tmp_path, [6, 9])
+    between = {"map": wds.map(_keep_even), "select": wds.select(lambda s: s[1] % 3 != 0),
+               "lambda": map_tuple(lambda t: t.upper(), None)}[middle]
+    if middle == "map":
+        stages = [decode(), between, to_tuple("txt", "cls"), batched(4)]
+        fusable = [False, False, True]  # decode | map | to_tuple + batched (fused: map comes before it)
+    elif middle == "select":
+        stages = [decode(), to_tuple("txt", "cls"), between, batched(4)]
+        fusable = [False, False, False, False]
+    else:
+        stages = [decode(), to_tuple("txt", "cls"), between, batched(4)]
+        fusable = [False, False, False, False]
+    makes = fused.fuse(stages, list(range(len(stages))))
+    assert [isinstance(m, fused._Plan) for m in makes] == fusable
+
+    def make():
+        return DataPipeline(wds.SimpleShardList(paths), wds.tarfile_to_samples(), *stages)
+
+    first = _run(make, False, monkeypatch)
+    assert first[0] and first[2] is None  # batches, no error
+    assert first == _run(make, True, monkeypatch)
