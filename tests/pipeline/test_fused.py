@@ -27,6 +27,7 @@ from shardstream.pipeline import (
     warn_and_continue,
 )
 from shardstream.pipeline.stages import fused
+from shardstream.pipeline.stages.batching import default_collation_fn
 from shardstream.testing import write_shards
 
 
@@ -281,3 +282,18 @@ def test_a_stage_in_between_is_not_fused_over(middle, tmp_path, monkeypatch):
     first = _run(make, False, monkeypatch)
     assert first[0] and first[2] is None  # batches, no error
     assert first == _run(make, True, monkeypatch)
+
+
+@pytest.mark.parametrize("column", [["a", "b"], [b"a", b"b"], [1, 2], [1.5, 2], [True, False], [1, "x"], ["x", 1],
+                                    [np.int8(1), np.int8(2)], [None, 1], [2**70, 1]])
+def test_the_fused_collation_is_the_default_one(column):
+    rows = [(v, i) for i, v in enumerate(column)]
+    try:
+        expected = _describe(default_collation_fn(rows))
+    except Exception as exn:  # noqa: BLE001 - compared
+        expected = (type(exn).__name__, str(exn))
+    try:
+        got = _describe(fused._Plan.collate([list(column), list(range(len(column)))]))
+    except Exception as exn:  # noqa: BLE001
+        got = (type(exn).__name__, str(exn))
+    assert got == expected
