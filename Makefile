@@ -67,7 +67,7 @@ bench: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/python -m pip install -q --upgrade pip
 	.venv-bench/bin/python -m pip install -q "$(TORCH)"
-	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3]" "$(WEBDATASET)"
+	.venv-bench/bin/python -m pip install -q -e ".[torch,bench,zstd,s3,jpeg]" "$(WEBDATASET)"  # jpeg: bench_pipeline.py's opt-in scaled rows
 	.venv-bench/bin/python benchmarks/run_all.py
 
 ## issue-17 peers side by side (webdataset 1.0.2, litdata, DALI on CPU, FFCV 1.0.2, MosaicML Streaming), each in its

@@ -27,6 +27,7 @@ from shardstream.pipeline import (
     warn_and_continue,
 )
 from shardstream.pipeline.stages import fused
+from shardstream.pipeline.stages.batching import default_collation_fn
 from shardstream.testing import write_shards
 
 
@@ -71,7 +72,7 @@ def _sample(rng: random.Random, i: int):
     kind = rng.random()
     if kind < 0.7:
         return s
-    variant = rng.randrange(10)
+    variant = rng.randrange(15)
     if variant == 0:
         s["txt"] = b"\xff\xfe"  # not UTF-8
     elif variant == 1:
@@ -90,8 +91,20 @@ def _sample(rng: random.Random, i: int):
         s["__key__"] = b"k-bytes"
     elif variant == 8:
         s["cls"] = b" 12 "
-    else:
+    elif variant == 9:
         s = (s["txt"], s["cls"])  # not a dict
+    elif variant == 10:
+        s["__local_path__"] = "/data/u.tar"  # metadata the decoder passes through
+    elif variant == 11:
+        s["__extra__"] = b"\xff meta bytes"
+    elif variant == 12:
+        s[7] = b"1"  # a key the decoder cannot resolve
+    elif variant == 13:
+        del s["cls"]  # as many keys as a clean sample, one field fewer
+        s["__local_path__"] = "/data/u.tar"
+    else:
+        del s["__url__"]  # as many keys as a clean sample, one field more
+        s["json"] = b"[1]"
     return s
 
 
@@ -140,15 +153,18 @@ def test_the_readme_idioms_are_fused_and_equal_on_shards(tmp_path, monkeypatch):
         lambda: wds.WebDataset(paths, shardshuffle=3, seed=5).decode().to_tuple("txt", "cls").batched(5,
                                                                                                   partial=False),
     ]
-    calls = []
-    real = fused._Plan.__call__
+    calls, slow = [], []
+    real, real_slow = fused._Plan.__call__, fused._Plan.slow
     monkeypatch.setattr(fused._Plan, "__call__", lambda self, source: (calls.append(1), real(self, source))[1])
+    monkeypatch.setattr(fused._Plan, "slow", lambda self, sample: (slow.append(sample), real_slow(self, sample))[1])
     for make in makers:
         calls.clear()
         first = _run(make, False, monkeypatch)
         assert calls, "the idiom was not fused"
+        assert slow == [], "clean samples (with __local_path__) left the fast loop"
         assert first == _run(make, True, monkeypatch)
         assert sum(len(b[1][1][2]) for b in first[0]) in (24, 20)
+        slow.clear()
 
 
 def test_unrecognised_runs_keep_their_stages():
@@ -185,3 +201,99 @@ def test_hostile_shards_read_in_chunks_match_the_chain(tmp_path, monkeypatch, ha
         return ds.to_tuple("txt", "cls").map_tuple(bytes.decode, int, handler=handler).batched(4)
 
     assert _run(make, False, monkeypatch) == _run(make, True, monkeypatch)
+
+
+class _Chunks:
+    """A source that hands out several samples at a time, in chunks of ``size`` (as the shard reader does)."""
+
+    def __init__(self, items, size):
+        self.items, self.size, self.i = list(items), size, 0
+
+    def take(self, n):
+        end = min(self.i + n, (self.i // self.size + 1) * self.size, len(self.items))
+        out, self.i = self.items[self.i:end], end
+        return out
+
+    def give_back(self, n):
+        self.i -= n
+
+    def __iter__(self):
+        return iter(self.items[self.i:])
+
+
+def _outcome(batches):
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            for batch in batches:
+                out.append(_describe(batch))
+        except Exception as exn:  # noqa: BLE001 - compared between the two runs
+            out.append((type(exn).__name__, str(exn)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fused_chunks_equal_the_chain(seed):
+    """Chunks of many samples, mostly clean, some not: the chunk-at-a-time checks leave exactly the rows the
+    stages must make to them, and what the loop does not take is given back."""
+    rng = random.Random(seed)
+    samples = [_sample(rng, i) if rng.random() < 0.3 else _sample(random.Random(0), i) for i in range(40)]
+    makes: list = []
+    while len(makes) != 1:  # a chain that fuses whole
+        stages = _chain(rng)
+        makes = fused.fuse(stages, [None] * len(stages))
+    source = _Chunks(samples, rng.choice([3, 8, 64]))
+    fast = _outcome(makes[0](source))
+    chain = iter(samples)
+    for stage in stages:
+        chain = stage(chain)
+    assert fast == _outcome(chain)
+    rest = list(source)
+    assert rest == samples[len(samples) - len(rest):]
+
+
+def _keep_even(sample):
+    return sample if int(sample["cls"]) % 2 == 0 else None
+
+
+@pytest.mark.parametrize("middle", ["map", "select", "lambda"])
+def test_a_stage_in_between_is_not_fused_over(middle, tmp_path, monkeypatch):
+    """A stage that needs the samples between the field-wise stages and ``batched`` keeps the run apart: what
+    comes before it is not fused with what comes after it, and the outputs are the chain's."""
+    paths = write_shards(tmp_path, [6, 9])
+    between = {"map": wds.map(_keep_even), "select": wds.select(lambda s: s[1] % 3 != 0),
+               "lambda": map_tuple(lambda t: t.upper(), None)}[middle]
+    if middle == "map":
+        stages = [decode(), between, to_tuple("txt", "cls"), batched(4)]
+        fusable = [False, False, True]  # decode | map | to_tuple + batched (fused: map comes before it)
+    elif middle == "select":
+        stages = [decode(), to_tuple("txt", "cls"), between, batched(4)]
+        fusable = [False, False, False, False]
+    else:
+        stages = [decode(), to_tuple("txt", "cls"), between, batched(4)]
+        fusable = [False, False, False, False]
+    makes = fused.fuse(stages, list(range(len(stages))))
+    assert [isinstance(m, fused._Plan) for m in makes] == fusable
+
+    def make():
+        return DataPipeline(wds.SimpleShardList(paths), wds.tarfile_to_samples(), *stages)
+
+    first = _run(make, False, monkeypatch)
+    assert first[0] and first[2] is None  # batches, no error
+    assert first == _run(make, True, monkeypatch)
+
+
+@pytest.mark.parametrize("column", [["a", "b"], [b"a", b"b"], [1, 2], [1.5, 2], [True, False], [1, "x"], ["x", 1],
+                                    [np.int8(1), np.int8(2)], [None, 1], [2**70, 1]])
+def test_the_fused_collation_is_the_default_one(column):
+    rows = [(v, i) for i, v in enumerate(column)]
+    try:
+        expected = _describe(default_collation_fn(rows))
+    except Exception as exn:  # noqa: BLE001 - compared
+        expected = (type(exn).__name__, str(exn))
+    try:
+        got = _describe(fused._Plan.collate([list(column), list(range(len(column)))]))
+    except Exception as exn:  # noqa: BLE001
+        got = (type(exn).__name__, str(exn))
+    assert got == expected

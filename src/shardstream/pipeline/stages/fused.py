@@ -7,8 +7,9 @@ replaces it by one loop that takes the fields each row needs, decodes them with 
 applies the ``map_tuple`` builtins) and collects them straight into columns.
 
 The outputs are those of the chain, by construction: a row is made the fast way only when the sample is a plain
-dict with the wanted fields (for ``decode``: exactly those and ``__key__``/``__url__``, not bytes), each value is ``bytes`` (for
-``decode``), and every function succeeds and gives a value that is not None. Any other sample goes through the
+dict with the wanted fields (for ``decode``: exactly those, besides metadata such as ``__key__``, ``__url__`` and
+``__local_path__``, which the decoder passes through without a failure and ``to_tuple`` does not take), each value
+is ``bytes`` (for ``decode``), and every function succeeds and gives a value that is not None. Any other sample goes through the
 stages' own generator functions, one sample at a time, with their handlers (so errors, their context and the
 handler's answers are the chain's). The functions that may run twice on such a sample are pure: codec-table
 decoders and the builtins ``bytes.decode``, ``int``, ``float``, ``str``. Samples are taken from the input one at a
@@ -26,10 +27,12 @@ same. A run that is not recognised keeps its stages.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from ...codecs import Decoder
 from ...codecs.table import lookup
@@ -42,7 +45,6 @@ __all__ = ["fuse"]
 
 Make = Callable[[Iterable[Any]], Iterator[Any]]
 _PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a sample that falls back
-_META = ("__key__", "__url__")
 _SKIP, _STOP = object(), object()
 _NEVER_NONE = ("text", "int", "")  # codec-table decoders that never give None
 _DICT, _BYTES = {dict}, {bytes}
@@ -60,16 +62,21 @@ class _Plan:
         fields = tuple(tup.args)
         if len(fields) == 1 and " " in fields[0]:
             fields = tuple(fields[0].split())
-        self.fields = fields
+        self.fields, self.wanted = fields, frozenset(fields)
         args = stage_arguments(bat)
         self.batchsize, self.partial = args["batchsize"], args["partial"]
         self.decoder = Decoder(allow_unsafe=stage_arguments(dec)["allow_unsafe"]) if dec is not None else None
         fs = tuple(mt.args[: len(fields)]) if mt is not None else ()
         fs = fs + (None,) * (len(fields) - len(fs))
-        self.fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
-        self.fs = fs
-        self.expected = frozenset(fields) | (frozenset(_META) if dec is not None else frozenset())
+        fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
+        self.plan = list(zip(fields, fns, fs, strict=True))
+        self.keys: frozenset[Any] | None = None  # the latest set of keys a decoded fast row had
+        self.nkeys = 0  # its size
+        self.meta: Callable[[Any], Any] | None = None  # takes its metadata keys from a sample
+        # the stages' handlers, watched: the fallback must know whether the last one said stop
         self.answers: list[bool] = []
+        self.handlers = [self._watch(stage_arguments(s)["handler"]) if s is not None else None for s in (dec, tup, mt)]
+        self.tup_options = dict(tup.kwargs, handler=self.handlers[1])
         # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
         self.columnar_ok = self.decoder is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
 
@@ -87,16 +94,28 @@ class _Plan:
 
         return watched
 
+    def decodes_fast(self, keys: Any) -> bool:
+        """Whether ``decode()`` of a sample with these keys decodes the wanted fields and nothing else that could
+        fail: the other keys are metadata (``__key__``, ``__url__``, ``__local_path__``...), which the decoder passes
+        through whatever their values."""
+        if keys == self.keys:
+            return True
+        if not self.wanted <= keys or not all(isinstance(k, str) and k[:2] == "__" for k in keys - self.wanted):
+            return False
+        self.keys, self.nkeys = frozenset(keys), len(keys)
+        meta = sorted(self.keys - self.wanted)
+        self.meta = itemgetter(*meta) if meta else None
+        return True
+
     def slow(self, sample: Any) -> Any:
         """One sample through the stages' own generators: its row, ``_SKIP`` or ``_STOP``."""
         self.answers.clear()
         stream: Iterable[Any] = [sample]
-        if self.dec is not None and self.decoder is not None:  # both or neither
-            stream = _map(stream, self.decoder, handler=self._watch(stage_arguments(self.dec)["handler"]))
-        stream = _to_tuple(stream, *self.tup.args,
-                           **dict(self.tup.kwargs, handler=self._watch(stage_arguments(self.tup)["handler"])))
+        if self.decoder is not None:
+            stream = _map(stream, self.decoder, handler=self.handlers[0])  # type: ignore[arg-type]
+        stream = _to_tuple(stream, *self.tup.args, **self.tup_options)
         if self.mt is not None:
-            stream = _map_tuple(stream, *self.mt.args, handler=self._watch(stage_arguments(self.mt)["handler"]))
+            stream = _map_tuple(stream, *self.mt.args, handler=self.handlers[2])  # type: ignore[arg-type]
         out = list(stream)
         if out:
             return out[0]
@@ -114,26 +133,25 @@ class _Plan:
             def give_back(n: int) -> None:
                 pass  # never more than one sample taken
 
-        plan = list(zip(self.fields, self.fns, self.fs, strict=False))
-        width, size, expected, decoding = len(plan), self.batchsize, self.expected, self.dec is not None
-        columns: list[list[Any]] = [[] for _ in plan]
+        width, size = len(self.plan), self.batchsize
+        columns: list[list[Any]] = [[] for _ in range(width)]
         appends = [c.append for c in columns]
         rows, stopped = 0, False
         while not stopped:
             chunk = take(size - rows)  # never more than the batch needs: its position is the chain's
             if not chunk:
                 break
-            done = self.columnar(chunk, plan, expected, decoding) if self.columnar_ok else None
+            done = self.columnar(chunk) if self.columnar_ok else None
             if done is not None:  # every sample of the chunk the fast way, a column at a time
-                for column, values in zip(columns, done, strict=False):
-                    column.extend(values)
+                for column, values in zip(columns, done, strict=True):
+                    column += values
                 rows += len(chunk)
                 chunk = ()
             used = 0
             try:
                 for sample in chunk:
                     used += 1
-                    row = self.fast(sample, plan, expected, decoding)
+                    row = self.fast(sample)
                     if row is None:
                         row = self.slow(sample)
                         if row is _SKIP:
@@ -150,27 +168,28 @@ class _Plan:
                 raise
             if rows == size:
                 yield self.collate(columns)
-                columns = [[] for _ in plan]
+                columns = [[] for _ in range(width)]
                 appends = [c.append for c in columns]
                 rows = 0
         if rows and self.partial:
             yield self.collate(columns)
 
-    @staticmethod
-    def columnar(chunk: list[Any], plan: list[Any], expected: frozenset[str], decoding: bool
-                 ) -> list[list[Any]] | None:
+    def columnar(self, chunk: list[Any]) -> list[list[Any]] | None:
         """The rows of a whole chunk as columns, or None when one of them is not a fast row (see :meth:`fast`):
         the same checks and functions, one column at a time."""
+        decoding = self.decoder is not None
         try:
             if set(map(type, chunk)) != _DICT:
                 return None
             if decoding:
-                if not all(map(eq, map(dict.keys, chunk), repeat(expected))):
+                # every sample has the keys of the first (a validated set): as many, and each of them (the
+                # metadata's here, the fields' below, where a missing one raises KeyError)
+                if not self.decodes_fast(chunk[0].keys()) or set(map(len, chunk)) != {self.nkeys}:
                     return None
-                if any(bytes in set(map(type, map(itemgetter(m), chunk))) for m in _META):
-                    return None
+                if self.meta is not None:
+                    collections.deque(map(self.meta, chunk), 0)
             out = []
-            for field, fn, g in plan:
+            for field, fn, g in self.plan:
                 values = list(map(itemgetter(field), chunk))
                 if decoding:
                     if set(map(type, values)) != _BYTES:
@@ -186,16 +205,14 @@ class _Plan:
         except Exception:  # noqa: BLE001 - the stages make this chunk and report its error
             return None
 
-    @staticmethod
-    def fast(sample: Any, plan: list[Any], expected: frozenset[str], decoding: bool) -> list[Any] | None:
+    def fast(self, sample: Any) -> list[Any] | None:
         """The row of a sample the fast way, or None when the stages must make it."""
-        if sample.__class__ is not dict or (decoding and (
-                sample.keys() != expected or sample["__key__"].__class__ is bytes
-                or sample["__url__"].__class__ is bytes)):
+        decoding = self.decoder is not None
+        if sample.__class__ is not dict or (decoding and not self.decodes_fast(sample.keys())):
             return None
         row = []
         try:
-            for field, fn, g in plan:
+            for field, fn, g in self.plan:
                 value = sample.get(field)
                 if decoding:
                     if value.__class__ is not bytes:
@@ -213,8 +230,19 @@ class _Plan:
 
     @staticmethod
     def collate(columns: list[list[Any]]) -> tuple[Any, ...]:
-        """``default_collation_fn`` of the rows, computed from their columns (the same function per column)."""
-        return tuple(_collate_column(c, True, True, f"position {i}") for i, c in enumerate(columns))
+        """``default_collation_fn`` of the rows, computed from their columns (the same function per column; for
+        the decoders' and builtins' own types, its answer without its type tests: the column itself, a new list,
+        for ``str`` and ``bytes``, ``np.array`` of it for ``int`` and ``float``)."""
+        out: list[Any] = []
+        for i, column in enumerate(columns):
+            kind = column[0].__class__
+            if kind is str or kind is bytes:
+                out.append(column)
+            elif kind is int or kind is float:
+                out.append(np.array(column))
+            else:
+                out.append(_collate_column(column, True, True, f"position {i}"))
+        return tuple(out)
 
 
 def _recognise(items: list[Any], i: int) -> tuple[_Plan, int] | None:
