@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from .errors import ConfigError, TarFormatError, add_context
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
 from .tar import compress, native, reader
-from .tar.buffers import StreamBuffer
+from .tar.buffers import source_for
 
 __all__ = ["ColumnBatches", "iter_samples"]
 
@@ -165,7 +165,7 @@ def iter_samples(
         grouped = _group(members, url, key_rule.split, on_error, stats)
         return _lists(grouped) if chunks else grouped
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(StreamBuffer(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
+        stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
     )
 
 
@@ -218,7 +218,7 @@ class ColumnBatches:
             return self._add_all(samples)
         on_error = self.handler or _reraise
         return compress.read_tar(
-            stream, url, lambda tar: _scanned(StreamBuffer(tar, self.bufsize), url, c_scan, on_error,
+            stream, url, lambda tar: _scanned(source_for(tar, self.bufsize), url, c_scan, on_error,
                                               self.stats, self)
         )
 
