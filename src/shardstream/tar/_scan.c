@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -533,10 +534,12 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                 break;
             }
         } else {
-            int was_seen = PySet_Contains(seen, key);
-            if (was_seen < 0)
+            /* one lookup, not two: the key is added now (taken out again if the batch ends before it); a set
+             * that does not grow already held it */
+            Py_ssize_t before = PySet_GET_SIZE(seen);
+            if (PySet_Add(seen, key) < 0)
                 goto fail_key;
-            if (was_seen) { /* a key that reappears after other keys */
+            if (PySet_GET_SIZE(seen) == before) { /* a key that reappears after other keys */
                 Py_DECREF(key);
                 Py_DECREF(ext);
                 need = -1;
@@ -561,6 +564,8 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                     if (added < 0)
                         goto fail_key;
                     if (added == 0) { /* other fields than the batch's: the batch ends before this sample */
+                        if (PySet_Discard(seen, key) < 0)
+                            goto fail_key;
                         Py_DECREF(key);
                         Py_DECREF(ext);
                         need = -2;
@@ -575,7 +580,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                 goto fail_key;
             sample = PyDict_New();
             if (sample == NULL || PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, url) < 0 ||
-                PyDict_SetItem(sample, ext, data) < 0 || PySet_Add(seen, key) < 0) {
+                PyDict_SetItem(sample, ext, data) < 0) {
                 Py_XDECREF(sample);
                 Py_DECREF(data);
                 goto fail_key;
@@ -713,6 +718,130 @@ done:
     return list;
 }
 
+/* ---- Chunks: serving the samples of lists one by one (the reader cursor's __next__) ----
+ *
+ * A base type for the pipeline's shard reader (pipeline/stages/reading.py, ReaderCursor): ``_chunk`` (a list),
+ * ``_i`` (the next item of it) and ``_count`` (items served) are its attributes; ``next()`` serves
+ * ``_chunk[_i]`` and advances both, and at the end of the list calls ``self._fill()``, which sets the next list
+ * (and ``_i``) and returns True, or returns False at the end (StopIteration). The same as the pure-Python
+ * ``shardstream.tar.native.PyChunks``, without an interpreter frame per item. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *chunk;
+    Py_ssize_t i, count;
+} ChunksObject;
+
+static PyObject *str_fill; /* "_fill" (interned) */
+
+static PyObject *chunks_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    ChunksObject *self = (ChunksObject *)type->tp_alloc(type, 0);
+    (void)args;
+    (void)kwds;
+    if (self == NULL)
+        return NULL;
+    self->chunk = PyList_New(0);
+    if (self->chunk == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int chunks_traverse(ChunksObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->chunk); /* not the type: a static type (a heap subclass visits itself) */
+    return 0;
+}
+
+static int chunks_clear(ChunksObject *self)
+{
+    Py_CLEAR(self->chunk);
+    return 0;
+}
+
+static void chunks_dealloc(ChunksObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    chunks_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self); /* a heap subclass's dealloc releases its type */
+}
+
+static PyObject *chunks_next(ChunksObject *self)
+{
+    for (;;) {
+        PyObject *chunk = self->chunk, *more;
+        int ok;
+        if (chunk != NULL && PyList_CheckExact(chunk) && self->i >= 0 && self->i < PyList_GET_SIZE(chunk)) {
+            PyObject *item = PyList_GET_ITEM(chunk, self->i);
+            self->i++;
+            self->count++;
+            Py_INCREF(item);
+            return item;
+        }
+        if (chunk != NULL && !PyList_CheckExact(chunk)) {
+            PyErr_SetString(PyExc_TypeError, "Chunks: _chunk must be a list");
+            return NULL;
+        }
+        more = PyObject_CallMethodNoArgs((PyObject *)self, str_fill);
+        if (more == NULL)
+            return NULL;
+        ok = PyObject_IsTrue(more);
+        Py_DECREF(more);
+        if (ok <= 0)
+            return NULL; /* False: the end (StopIteration); or the error of bool() */
+    }
+}
+
+static int chunks_set_chunk(ChunksObject *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (value == NULL || !PyList_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "_chunk must be a list");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->chunk, value);
+    return 0;
+}
+
+static PyObject *chunks_get_chunk(ChunksObject *self, void *closure)
+{
+    (void)closure;
+    if (self->chunk == NULL)
+        return PyList_New(0);
+    Py_INCREF(self->chunk);
+    return self->chunk;
+}
+
+static PyGetSetDef chunks_getset[] = {
+    {"_chunk", (getter)chunks_get_chunk, (setter)chunks_set_chunk, "the list being served", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef chunks_members[] = {
+    {"_i", T_PYSSIZET, offsetof(ChunksObject, i), 0, "the next item of _chunk"},
+    {"_count", T_PYSSIZET, offsetof(ChunksObject, count), 0, "items served"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ChunksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardstream.tar._scan.Chunks",
+    .tp_basicsize = sizeof(ChunksObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Serves the items of lists one by one; self._fill() gives the next list (see _scan.c).",
+    .tp_new = chunks_new,
+    .tp_dealloc = (destructor)chunks_dealloc,
+    .tp_traverse = (traverseproc)chunks_traverse,
+    .tp_clear = (inquiry)chunks_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)chunks_next,
+    .tp_members = chunks_members,
+    .tp_getset = chunks_getset,
+};
+
 static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
 
 static PyMethodDef methods[] = {
@@ -760,9 +889,15 @@ PyMODINIT_FUNC PyInit__scan(void)
 {
     str_key = PyUnicode_InternFromString("__key__");
     str_url = PyUnicode_InternFromString("__url__");
-    if (str_key == NULL || str_url == NULL)
+    str_fill = PyUnicode_InternFromString("_fill");
+    if (str_key == NULL || str_url == NULL || str_fill == NULL || PyType_Ready(&ChunksType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    {
+        PyObject *m = PyModule_Create(&module);
+        if (m != NULL && PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0)
+            Py_CLEAR(m);
+        return m;
+    }
 }
 
 /* pack_members(buf, pos, template, members, direct) -> offsets | None
