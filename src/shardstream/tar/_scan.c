@@ -432,7 +432,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, need = 0;
-    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None;
+    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None, *keys = Py_None;
     Py_ssize_t batch_size = 0;
     PyObject *samples = NULL, *result = NULL;
     char joined[256];
@@ -440,9 +440,14 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
     ext_cache cache = {{NULL}, 0, 0};
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOO|On", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
-                          &split, &columns, &batch_size))
+    if (!PyArg_ParseTuple(args, "y*nOO!OOO|OnO", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
+                          &split, &columns, &batch_size, &keys))
         return NULL;
+    if (keys != Py_None && !PyList_CheckExact(keys)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "scan_samples: keys must be a list or None");
+        return NULL;
+    }
     if (columns != Py_None && !PyDict_CheckExact(columns)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_TypeError, "scan_samples: columns must be a dict or None");
@@ -467,6 +472,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
         const unsigned char *name;
         Py_ssize_t len, slash, dot, i;
         PyObject *key = NULL, *ext = NULL, *data;
+        int fresh = 0, seen_before = 0;
         int same, kind = next_member(view.buf, view.len, pos, joined, &m, &need);
 
         if (kind == M_NODATA) {
@@ -534,12 +540,33 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                 break;
             }
         } else {
-            /* one lookup, not two: the key is added now (taken out again if the batch ends before it); a set
-             * that does not grow already held it */
-            Py_ssize_t before = PySet_GET_SIZE(seen);
-            if (PySet_Add(seen, key) < 0)
-                goto fail_key;
-            if (PySet_GET_SIZE(seen) == before) { /* a key that reappears after other keys */
+            /* The key is recorded now (and taken out again if the batch ends before it). While the keys of the
+             * shard come in increasing order (as writers write them) they go to the list ``keys``, with no
+             * hashing: a key greater than the last one cannot have been seen. At the first key out of order
+             * the list moves into the set ``seen``; from then on a set that does not grow already held it. */
+            fresh = 0;
+            if (keys != Py_None && PySet_GET_SIZE(seen) == 0) {
+                Py_ssize_t n = PyList_GET_SIZE(keys);
+                fresh = n == 0 || PyUnicode_Compare(key, PyList_GET_ITEM(keys, n - 1)) > 0;
+                if (PyErr_Occurred())
+                    goto fail_key;
+                if (fresh && PyList_Append(keys, key) < 0)
+                    goto fail_key;
+                if (!fresh) {
+                    for (i = 0; i < n; i++)
+                        if (PySet_Add(seen, PyList_GET_ITEM(keys, i)) < 0)
+                            goto fail_key;
+                    if (PyList_SetSlice(keys, 0, n, NULL) < 0)
+                        goto fail_key;
+                }
+            }
+            if (!fresh) {
+                Py_ssize_t before = PySet_GET_SIZE(seen);
+                if (PySet_Add(seen, key) < 0)
+                    goto fail_key;
+                seen_before = PySet_GET_SIZE(seen) == before;
+            }
+            if (!fresh && seen_before) { /* a key that reappears after other keys */
                 Py_DECREF(key);
                 Py_DECREF(ext);
                 need = -1;
@@ -564,7 +591,8 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                     if (added < 0)
                         goto fail_key;
                     if (added == 0) { /* other fields than the batch's: the batch ends before this sample */
-                        if (PySet_Discard(seen, key) < 0)
+                        if (fresh ? PyList_SetSlice(keys, PyList_GET_SIZE(keys) - 1, PyList_GET_SIZE(keys), NULL) < 0
+                                  : PySet_Discard(seen, key) < 0)
                             goto fail_key;
                         Py_DECREF(key);
                         Py_DECREF(ext);
@@ -851,7 +879,7 @@ static PyMethodDef methods[] = {
      "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
     {"scan_samples", scan_samples, METH_VARARGS,
-     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0)\n"
+     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0, keys=None)\n"
      "    -> (samples, new_pos, current, current_key, need)\n\n"
      "Walk plain tar headers in buf from pos as scan() does and group the regular members into sample dicts\n"
      "with the default key rule (split: the Python splitter, used for non-ASCII names). seen (a set of the keys\n"
@@ -862,7 +890,9 @@ static PyMethodDef methods[] = {
      "extension, a key seen before).\n"
      "With columns (a dict {field: list}, the batch being filled) and batch_size, complete samples are appended to\n"
      "the columns instead of returned; need == -2: the batch is full, or the next sample has other fields (the\n"
-     "batch ends before it): Python hands the batch out and calls again with an empty dict."},
+     "batch ends before it): Python hands the batch out and calls again with an empty dict.\n"
+     "With keys (a list), the keys of a shard whose keys increase go to keys (no hashing) while seen is empty;\n"
+     "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys)."},
     {"slice_column", slice_column, METH_VARARGS,
      "slice_column(buf, offsets, sizes, start, stop, mode) -> list | None\n\n"
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
