@@ -1,4 +1,4 @@
-"""Large members read from plain files take a one-copy path (seek back, read the member): same results."""
+"""Large members read from plain files take a one-copy path (one pread into their bytes): same results."""
 
 import io
 import os
