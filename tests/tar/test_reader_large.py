@@ -126,3 +126,9 @@ def test_the_stream_position_is_left_alone(archive):
     with open(path, "rb") as f:
         assert [(n, d) for n, d, _ in iter_tar(f, str(path))] == members
         assert f.tell() == 0
+
+
+def test_a_file_object_only_the_reader_holds_stays_open(archive):
+    """``iter_tar(open(path, "rb"))``: the reader keeps the file object (and so its descriptor) alive."""
+    path, members = archive
+    assert [(n, d) for n, d, _ in iter_tar(open(path, "rb"), str(path))] == members  # noqa: SIM115

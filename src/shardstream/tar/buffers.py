@@ -132,7 +132,7 @@ def source_for(stream: IO[bytes], bufsize: int) -> FileBuffer | StreamBuffer:
         try:
             fd, start = stream.fileno(), stream.tell()
             if stat.S_ISREG(os.fstat(fd).st_mode):
-                return FileBuffer(fd, start, bufsize)
+                return FileBuffer(stream, fd, start, bufsize)
         except (OSError, ValueError):
             pass
     return StreamBuffer(stream, bufsize)
@@ -165,9 +165,10 @@ class FileBuffer:
     What is sliced out of ``buf`` must be copied (``bytes(...)``) before the next :meth:`fill`.
     """
 
-    __slots__ = ("_fd", "_start", "_bufsize", "_ahead", "_mem", "buf", "pos", "base", "eof")
+    __slots__ = ("_stream", "_fd", "_start", "_bufsize", "_ahead", "_mem", "buf", "pos", "base", "eof")
 
-    def __init__(self, fd: int, start: int, bufsize: int):
+    def __init__(self, stream: IO[bytes], fd: int, start: int, bufsize: int):
+        self._stream = stream  # kept: a file object dropped by its caller would close the descriptor read here
         self._fd, self._start, self._bufsize, self._ahead = fd, start, bufsize, bufsize
         self._mem = memoryview(b"")
         self.buf: memoryview = self._mem
