@@ -132,3 +132,13 @@ def test_a_file_object_only_the_reader_holds_stays_open(archive):
     """``iter_tar(open(path, "rb"))``: the reader keeps the file object (and so its descriptor) alive."""
     path, members = archive
     assert [(n, d) for n, d, _ in iter_tar(open(path, "rb"), str(path))] == members  # noqa: SIM115
+
+
+def test_a_file_closed_while_it_is_read_is_not_read_by_its_old_descriptor(archive):
+    path, _ = archive
+    f = open(path, "rb")  # noqa: SIM115
+    members = iter_tar(f, str(path), bufsize=512)
+    next(members)
+    f.close()
+    with pytest.raises(ValueError, match="closed file"):
+        list(members)

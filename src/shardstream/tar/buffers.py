@@ -177,6 +177,8 @@ class FileBuffer:
 
     def file_end(self) -> int | None:
         """The size of the file from where reading started: a member reaching past it is truncated."""
+        if self._stream.closed:
+            return None
         try:
             return os.fstat(self._fd).st_size - self._start
         except OSError:
@@ -190,6 +192,8 @@ class FileBuffer:
             return True
         if self.eof:
             return False
+        if self._stream.closed:  # its descriptor may be another file's by now
+            raise ValueError("read of closed file")
         self.base += self.pos
         want = max(self._ahead, need)
         self._ahead = self._bufsize
