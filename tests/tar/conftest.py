@@ -10,8 +10,10 @@ compared as bytes. The builders are reached through the session fixture ``kit`` 
 from __future__ import annotations
 
 import dataclasses
+import atexit
 import io
 import os
+import shutil
 import tarfile
 import tempfile
 import types
@@ -71,12 +73,22 @@ def run(
 
 def run_file(data: bytes, *, accelerate: bool, url: str = "test.tar", bufsize: int = 1 << 20) -> Outcome:
     """``run`` from a plain file holding ``data`` (read by offset into a reused buffer: ``FileBuffer``)."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "archive.tar")
-        with open(path, "wb") as f:
-            f.write(data)
-        with open(path, "rb") as f:
-            return run(lambda: f, accelerate=accelerate, url=url, bufsize=bufsize)  # type: ignore[arg-type,return-value]
+    path = os.path.join(_folder(), "archive.tar")
+    with open(path, "wb") as f:
+        f.write(data)
+    with open(path, "rb") as f:
+        return run(lambda: f, accelerate=accelerate, url=url, bufsize=bufsize)  # type: ignore[arg-type,return-value]
+
+
+_FOLDERS: list[str] = []
+
+
+def _folder() -> str:
+    """One scratch folder for this test process (removed at exit): a folder per read made the tests slow."""
+    if not _FOLDERS:
+        _FOLDERS.append(tempfile.mkdtemp(prefix="shardstream-tar-tests-"))
+        atexit.register(shutil.rmtree, _FOLDERS[0], True)
+    return _FOLDERS[0]
 
 
 def run_mapped(data: bytes, *, accelerate: bool, url: str = "test.tar", **_: object) -> Outcome:

@@ -198,11 +198,11 @@ class FileBuffer:
         want = max(self._ahead, need)
         self._ahead = self._bufsize
         mem = self._mem
+        if len(mem) < want:  # no larger than what the file still holds (a small file, a corrupt size)
+            end = self.file_end()
+            if end is not None:
+                want = max(min(want, end - self.base), avail, 1)
         if len(mem) < want:
-            if want > self._bufsize:  # a large need: no larger than what the file still holds
-                end = self.file_end()
-                if end is not None:
-                    want = max(min(want, end - self.base), avail, 1)
             grown = memoryview(bytearray(max(want, len(mem))))
             grown[:avail] = self.buf[self.pos :]
             mem = self._mem = grown
