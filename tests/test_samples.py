@@ -154,3 +154,84 @@ def test_grouping_never_corrupts(pairs):
         for ext, data in s.items():
             if not ext.startswith("__"):
                 assert data == f"{s['__key__']}.{ext}".encode()
+
+
+# --- the C grouping (shardstream.reading.iter_samples) against the Python one, on tricky names and key orders ---
+
+TRICKY = {
+    "dots in dirs": ["v1.2/a.txt", "v1.2/a.cls", "d.x/b.json", "d.x/b.TXT"],
+    "multi-dot extensions": ["a.seg.png", "a.seg.PNG.gz", "b.x.y.z", "b.x"],
+    "upper case": ["A.TXT", "A.Txt", "a.txt", "B.JPG"],
+    "duplicate fields": ["a.txt", "a.TXT", "b.txt"],
+    "long names (GNU/PAX)": ["d" * 120 + "/k.txt", "d" * 120 + "/k.cls", "e" * 300 + ".txt"],
+    "empty files": ["a.txt", "a.cls", "b.txt"],
+    "keys out of order, none repeated": ["b.txt", "a.txt", "c.txt", "a0.txt", "0.txt"],
+    "keys out of order, one repeated": ["b.txt", "c.txt", "a.txt", "c.cls", "d.txt"],
+    "a repeated key after increasing ones": ["a.txt", "b.txt", "c.txt", "b.cls", "e.txt"],
+    "equal prefixes": ["a.txt", "a0.txt", "a.cls", "a00.txt"],
+    "non-ascii and escapes": ["é.txt", "é.TXT", "\udcff.txt", "z.txt", "ü.cls"],
+    "no extension, reserved and dunder": ["a.txt", "README", "b.__key__", "b.txt", "c.__meta__"],
+}
+
+
+def _tar(names, fmt, empty=False):
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt, encoding="utf-8", errors="surrogateescape") as tf:
+        for i, name in enumerate(names):
+            data = b"" if empty else f"{i}:{name}".encode("utf-8", "surrogateescape")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _read(data, tmp_path, *, fast, source, handler):
+    """(samples with field order, error, stats) of one pass: the C grouping or group_samples(iter_tar(...))."""
+    import io
+
+    from shardstream.reading import iter_samples
+    from shardstream.tar import iter_tar
+
+    path = tmp_path / "t.tar"
+    path.write_bytes(data)
+    stats, got, error = SampleStats(), [], None
+    with (open(path, "rb") if source == "file" else io.BytesIO(data)) as stream:
+        try:
+            if fast:
+                samples = iter_samples(stream, "t.tar", handler=handler, stats=stats, bufsize=1024, accelerate=True)
+            else:
+                members_ = iter_tar(stream, "t.tar", accelerate=False)
+                samples = group_samples(members_, "t.tar", handler=handler, stats=stats)
+            got.extend(list(s.items()) for s in samples)
+        except SampleFormatError as e:
+            error = (type(e).__name__, str(e), e.key, e.member)
+    return got, error, stats
+
+
+@pytest.mark.skipif(not hasattr(__import__("shardstream.tar.reader").tar.reader._scan, "scan_samples"),
+                    reason="C extension not built")
+@pytest.mark.parametrize("case", sorted(TRICKY))
+@pytest.mark.parametrize("fmt", ["gnu", "pax"])
+@pytest.mark.parametrize("handler", [None, lambda e: True, lambda e: False], ids=["raise", "skip", "stop"])
+def test_c_grouping_equals_python_on_tricky_names(case, fmt, handler, tmp_path):
+    import tarfile
+
+    data = _tar(TRICKY[case], tarfile.GNU_FORMAT if fmt == "gnu" else tarfile.PAX_FORMAT, empty=case == "empty files")
+    want = _read(data, tmp_path, fast=False, source="bytes", handler=handler)
+    for source in ("bytes", "file"):
+        assert _read(data, tmp_path, fast=True, source=source, handler=handler) == want, source
+
+
+def test_keys_out_of_order_are_all_samples():
+    """Unique keys in any order are samples (only a key that comes back is an error), in the C pass too."""
+    import io
+    import tarfile
+
+    from shardstream.reading import iter_samples
+
+    names = TRICKY["keys out of order, none repeated"]
+    keys = [s["__key__"] for s in iter_samples(io.BytesIO(_tar(names, tarfile.GNU_FORMAT)), "t.tar")]
+    assert keys == [n.split(".")[0] for n in names]

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from .errors import ConfigError, TarFormatError, add_context
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
 from .tar import compress, native, reader
-from .tar.buffers import StreamBuffer
+from .tar.buffers import source_for
 
 __all__ = ["ColumnBatches", "iter_samples"]
 
@@ -57,12 +57,13 @@ def _scanned(
     C code reached."""
     (scan_samples, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
+    keys: list[str] = []  # the keys so far while they increase (the C pass hashes none of them): seen | set(keys)
     current: dict[str, Any] | None = None
     current_key: str | None = None
     while True:
         if batches is None:
             done, src.pos, current, current_key, need = scan_samples(
-                src.buf, src.pos, url, seen, current, current_key, split
+                src.buf, src.pos, url, seen, current, current_key, split, None, 0, keys
             )
             if done:
                 stats.samples += len(done)
@@ -73,7 +74,7 @@ def _scanned(
         else:
             before = batches.rows()
             _, src.pos, current, current_key, need = scan_samples(
-                src.buf, src.pos, url, seen, current, current_key, split, batches.columns, batches.batch_size
+                src.buf, src.pos, url, seen, current, current_key, split, batches.columns, batches.batch_size, keys
             )
             stats.samples += batches.rows() - before
             if need == -2:  # the batch is full
@@ -87,7 +88,7 @@ def _scanned(
         if not more:
             members = reader.walk(src, url, scan)
             break  # a member or header for Python; or the stream ends where Python must report it
-    samples = _group(members, url, split, on_error, stats, seen, current, current_key)
+    samples = _group(members, url, split, on_error, stats, seen, current, current_key, keys)
     if batches is not None:
         yield from batches._add_all(samples)
     else:
@@ -165,7 +166,7 @@ def iter_samples(
         grouped = _group(members, url, key_rule.split, on_error, stats)
         return _lists(grouped) if chunks else grouped
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(StreamBuffer(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
+        stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
     )
 
 
@@ -218,7 +219,7 @@ class ColumnBatches:
             return self._add_all(samples)
         on_error = self.handler or _reraise
         return compress.read_tar(
-            stream, url, lambda tar: _scanned(StreamBuffer(tar, self.bufsize), url, c_scan, on_error,
+            stream, url, lambda tar: _scanned(source_for(tar, self.bufsize), url, c_scan, on_error,
                                               self.stats, self)
         )
 

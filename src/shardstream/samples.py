@@ -217,9 +217,11 @@ def _group(
     seen: set[str] | None = None,
     current: dict[str, Any] | None = None,
     current_key: str | None = None,
+    pending: list[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """:func:`group_samples`, optionally going on from a state reached by the C grouping (``seen`` keys, the
-    ``current`` sample and its key, with no problem pending): the one definition of every grouping decision."""
+    """:func:`group_samples`, optionally going on from a state reached by the C grouping (``seen`` keys and the
+    ``pending`` ones, added to ``seen`` when a new key is first checked; the ``current`` sample and its key, with no
+    problem pending): the one definition of every grouping decision."""
     seen = set() if seen is None else seen
     bad: SampleFormatError | None = None  # set when the current sample must be dropped
     n_bad = 0  # members of the current sample, counted once it is bad
@@ -269,6 +271,9 @@ def _group(
                 return
         current_key, bad = key, None
         current = {"__key__": key, "__url__": url, ext: data}
+        if pending:
+            seen.update(pending)
+            pending = None
         if key in seen:
             bad = InterleavedKeyError(
                 "key appears again after other keys (members of one sample are not contiguous)",

@@ -3,14 +3,19 @@
 Every reader test takes the ``read`` (or ``members``) fixture, parametrized over the two walks. On the C walk,
 it also runs the pure-Python walk on the same bytes and asserts the outcome is identical (members, error,
 warnings). On archives given as bytes, it also reads them in place (``iter_members_mapped``, the zero-copy walk,
-with the same walk) and asserts the same outcome, data compared as bytes. The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
+with the same walk) and from a plain file (read by offset, ``FileBuffer``) and asserts the same outcome, data
+compared as bytes. The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import atexit
 import io
+import os
+import shutil
 import tarfile
+import tempfile
 import types
 import warnings
 from collections.abc import Callable, Iterable
@@ -66,6 +71,26 @@ def run(
     return Outcome(members, error, texts)
 
 
+def run_file(data: bytes, *, accelerate: bool, url: str = "test.tar", bufsize: int = 1 << 20) -> Outcome:
+    """``run`` from a plain file holding ``data`` (read by offset into a reused buffer: ``FileBuffer``)."""
+    path = os.path.join(_folder(), "archive.tar")
+    with open(path, "wb") as f:
+        f.write(data)
+    with open(path, "rb") as f:
+        return run(lambda: f, accelerate=accelerate, url=url, bufsize=bufsize)  # type: ignore[arg-type,return-value]
+
+
+_FOLDERS: list[str] = []
+
+
+def _folder() -> str:
+    """One scratch folder for this test process (removed at exit): a folder per read made the tests slow."""
+    if not _FOLDERS:
+        _FOLDERS.append(tempfile.mkdtemp(prefix="shardstream-tar-tests-"))
+        atexit.register(shutil.rmtree, _FOLDERS[0], True)
+    return _FOLDERS[0]
+
+
 def run_mapped(data: bytes, *, accelerate: bool, url: str = "test.tar", **_: object) -> Outcome:
     """``run`` through the zero-copy walk over ``data`` in memory: every member's data must be a memoryview."""
     members: list[tuple[str, bytes, int]] = []
@@ -100,6 +125,7 @@ def read(accelerate: bool) -> Callable[..., Outcome]:
             assert got.key() == run(data, accelerate=False, **kw).key(), "the C and Python walks disagree"
         if isinstance(data, bytes):
             assert got.key() == run_mapped(data, accelerate=accelerate, **kw).key(), "the zero-copy walk disagrees"
+            assert got.key() == run_file(data, accelerate=accelerate, **kw).key(), "reading from a file disagrees"
         return got
 
     return read_both

@@ -1,4 +1,4 @@
-"""Large members read from plain files take a one-copy path (seek back, read the member): same results."""
+"""Large members read from plain files take a one-copy path (one pread into their bytes): same results."""
 
 import io
 import os
@@ -7,8 +7,7 @@ import tarfile
 import pytest
 
 from shardstream.errors import TarFormatError
-from shardstream.tar import TarStreamWriter, iter_tar
-from shardstream.tar import reader as tar_reader
+from shardstream.tar import TarStreamWriter, buffers, iter_tar, reader as tar_reader
 
 BIG = tar_reader._DIRECT_MIN + 12345  # not a multiple of 512: padding follows
 
@@ -71,19 +70,75 @@ def test_file_not_at_position_zero(archive):
     assert [o for _, _, o in got] == offsets(path)
 
 
-def test_the_one_copy_path_is_taken_for_plain_files(archive, monkeypatch):
+@pytest.mark.parametrize("preadv", [True, False])
+def test_the_one_copy_path_is_taken_for_plain_files(archive, monkeypatch, preadv):
+    """Big members are read straight into their bytes: by offset (FileBuffer), or by the stream where os.preadv is
+    missing (StreamBuffer); the same members either way."""
     path, members = archive
+    monkeypatch.setattr(buffers, "_HAVE_PREADV", preadv and buffers._HAVE_PREADV)
+    kind = buffers.FileBuffer if buffers._HAVE_PREADV else buffers.StreamBuffer
     calls = []
-    original = tar_reader.StreamBuffer.take_direct
+    original = kind.take_direct
 
     def spy(self, *args):
         result = original(self, *args)
         calls.append(result is not None)
         return result
 
-    monkeypatch.setattr(tar_reader.StreamBuffer, "take_direct", spy)
+    monkeypatch.setattr(kind, "take_direct", spy)
     for buffering in (-1, 0):
         calls.clear()
         with open(path, "rb", buffering=buffering) as f:
-            list(iter_tar(f, str(path)))
+            assert [(n, d) for n, d, _ in iter_tar(f, str(path))] == members
         assert calls and any(calls), buffering
+
+
+def test_big_members_are_not_read_twice(archive, monkeypatch):
+    """After a big member, the next read asks for the next header only: the bytes read from the file are the
+    archive's, plus at most one buffer's worth at the start (and a few KiB after each big member)."""
+    if not buffers._HAVE_PREADV:
+        pytest.skip("os.preadv is missing")
+    path, _ = archive
+    read = []
+    preadv, pread = os.preadv, os.pread
+
+    def counting_preadv(fd, views, offset):
+        got = preadv(fd, views, offset)
+        read.append(got)
+        return got
+
+    def counting_pread(fd, size, offset):
+        data = pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(buffers.os, "preadv", counting_preadv)
+    monkeypatch.setattr(buffers.os, "pread", counting_pread)
+    with open(path, "rb") as f:
+        list(iter_tar(f, str(path), bufsize=1 << 16))
+    assert sum(read) <= path.stat().st_size + (1 << 16) + 2 * buffers._AFTER_DIRECT
+
+
+def test_the_stream_position_is_left_alone(archive):
+    """A plain file is read by offset: its own position (and buffer) are not used, so a caller's file object
+    is as it was."""
+    path, members = archive
+    with open(path, "rb") as f:
+        assert [(n, d) for n, d, _ in iter_tar(f, str(path))] == members
+        assert f.tell() == 0
+
+
+def test_a_file_object_only_the_reader_holds_stays_open(archive):
+    """``iter_tar(open(path, "rb"))``: the reader keeps the file object (and so its descriptor) alive."""
+    path, members = archive
+    assert [(n, d) for n, d, _ in iter_tar(open(path, "rb"), str(path))] == members  # noqa: SIM115
+
+
+def test_a_file_closed_while_it_is_read_is_not_read_by_its_old_descriptor(archive):
+    path, _ = archive
+    f = open(path, "rb")  # noqa: SIM115
+    members = iter_tar(f, str(path), bufsize=512)
+    next(members)
+    f.close()
+    with pytest.raises(ValueError, match="closed file"):
+        list(members)

@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -431,7 +432,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, need = 0;
-    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None;
+    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None, *keys = Py_None;
     Py_ssize_t batch_size = 0;
     PyObject *samples = NULL, *result = NULL;
     char joined[256];
@@ -439,9 +440,14 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
     ext_cache cache = {{NULL}, 0, 0};
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOO|On", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
-                          &split, &columns, &batch_size))
+    if (!PyArg_ParseTuple(args, "y*nOO!OOO|OnO", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
+                          &split, &columns, &batch_size, &keys))
         return NULL;
+    if (keys != Py_None && !PyList_CheckExact(keys)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "scan_samples: keys must be a list or None");
+        return NULL;
+    }
     if (columns != Py_None && !PyDict_CheckExact(columns)) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_TypeError, "scan_samples: columns must be a dict or None");
@@ -466,6 +472,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
         const unsigned char *name;
         Py_ssize_t len, slash, dot, i;
         PyObject *key = NULL, *ext = NULL, *data;
+        int fresh = 0, seen_before = 0;
         int same, kind = next_member(view.buf, view.len, pos, joined, &m, &need);
 
         if (kind == M_NODATA) {
@@ -533,10 +540,33 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                 break;
             }
         } else {
-            int was_seen = PySet_Contains(seen, key);
-            if (was_seen < 0)
-                goto fail_key;
-            if (was_seen) { /* a key that reappears after other keys */
+            /* The key is recorded now (and taken out again if the batch ends before it). While the keys of the
+             * shard come in increasing order (as writers write them) they go to the list ``keys``, with no
+             * hashing: a key greater than the last one cannot have been seen. At the first key out of order
+             * the list moves into the set ``seen``; from then on a set that does not grow already held it. */
+            fresh = 0;
+            if (keys != Py_None && PySet_GET_SIZE(seen) == 0) {
+                Py_ssize_t n = PyList_GET_SIZE(keys);
+                fresh = n == 0 || PyUnicode_Compare(key, PyList_GET_ITEM(keys, n - 1)) > 0;
+                if (PyErr_Occurred())
+                    goto fail_key;
+                if (fresh && PyList_Append(keys, key) < 0)
+                    goto fail_key;
+                if (!fresh) {
+                    for (i = 0; i < n; i++)
+                        if (PySet_Add(seen, PyList_GET_ITEM(keys, i)) < 0)
+                            goto fail_key;
+                    if (PyList_SetSlice(keys, 0, n, NULL) < 0)
+                        goto fail_key;
+                }
+            }
+            if (!fresh) {
+                Py_ssize_t before = PySet_GET_SIZE(seen);
+                if (PySet_Add(seen, key) < 0)
+                    goto fail_key;
+                seen_before = PySet_GET_SIZE(seen) == before;
+            }
+            if (!fresh && seen_before) { /* a key that reappears after other keys */
                 Py_DECREF(key);
                 Py_DECREF(ext);
                 need = -1;
@@ -561,6 +591,9 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                     if (added < 0)
                         goto fail_key;
                     if (added == 0) { /* other fields than the batch's: the batch ends before this sample */
+                        if (fresh ? PyList_SetSlice(keys, PyList_GET_SIZE(keys) - 1, PyList_GET_SIZE(keys), NULL) < 0
+                                  : PySet_Discard(seen, key) < 0)
+                            goto fail_key;
                         Py_DECREF(key);
                         Py_DECREF(ext);
                         need = -2;
@@ -575,7 +608,7 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
                 goto fail_key;
             sample = PyDict_New();
             if (sample == NULL || PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, url) < 0 ||
-                PyDict_SetItem(sample, ext, data) < 0 || PySet_Add(seen, key) < 0) {
+                PyDict_SetItem(sample, ext, data) < 0) {
                 Py_XDECREF(sample);
                 Py_DECREF(data);
                 goto fail_key;
@@ -1092,6 +1125,129 @@ done:
     PyBuffer_Release(&rounds);
     return result;
 }
+/* ---- Chunks: serving the samples of lists one by one (the reader cursor's __next__) ----
+ *
+ * A base type for the pipeline's shard reader (pipeline/stages/reading.py, ReaderCursor): ``_chunk`` (a list),
+ * ``_i`` (the next item of it) and ``_count`` (items served) are its attributes; ``next()`` serves
+ * ``_chunk[_i]`` and advances both, and at the end of the list calls ``self._fill()``, which sets the next list
+ * (and ``_i``) and returns True, or returns False at the end (StopIteration). The same as the pure-Python
+ * ``shardstream.tar.native.PyChunks``, without an interpreter frame per item. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *chunk;
+    Py_ssize_t i, count;
+} ChunksObject;
+
+static PyObject *str_fill; /* "_fill" (interned) */
+
+static PyObject *chunks_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    ChunksObject *self = (ChunksObject *)type->tp_alloc(type, 0);
+    (void)args;
+    (void)kwds;
+    if (self == NULL)
+        return NULL;
+    self->chunk = PyList_New(0);
+    if (self->chunk == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int chunks_traverse(ChunksObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->chunk); /* not the type: a static type (a heap subclass visits itself) */
+    return 0;
+}
+
+static int chunks_clear(ChunksObject *self)
+{
+    Py_CLEAR(self->chunk);
+    return 0;
+}
+
+static void chunks_dealloc(ChunksObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    chunks_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self); /* a heap subclass's dealloc releases its type */
+}
+
+static PyObject *chunks_next(ChunksObject *self)
+{
+    for (;;) {
+        PyObject *chunk = self->chunk, *more;
+        int ok;
+        if (chunk != NULL && PyList_CheckExact(chunk) && self->i >= 0 && self->i < PyList_GET_SIZE(chunk)) {
+            PyObject *item = PyList_GET_ITEM(chunk, self->i);
+            self->i++;
+            self->count++;
+            Py_INCREF(item);
+            return item;
+        }
+        if (chunk != NULL && !PyList_CheckExact(chunk)) {
+            PyErr_SetString(PyExc_TypeError, "Chunks: _chunk must be a list");
+            return NULL;
+        }
+        more = PyObject_CallMethodNoArgs((PyObject *)self, str_fill);
+        if (more == NULL)
+            return NULL;
+        ok = PyObject_IsTrue(more);
+        Py_DECREF(more);
+        if (ok <= 0)
+            return NULL; /* False: the end (StopIteration); or the error of bool() */
+    }
+}
+
+static int chunks_set_chunk(ChunksObject *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (value == NULL || !PyList_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "_chunk must be a list");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->chunk, value);
+    return 0;
+}
+
+static PyObject *chunks_get_chunk(ChunksObject *self, void *closure)
+{
+    (void)closure;
+    if (self->chunk == NULL)
+        return PyList_New(0);
+    Py_INCREF(self->chunk);
+    return self->chunk;
+}
+
+static PyGetSetDef chunks_getset[] = {
+    {"_chunk", (getter)chunks_get_chunk, (setter)chunks_set_chunk, "the list being served", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef chunks_members[] = {
+    {"_i", T_PYSSIZET, offsetof(ChunksObject, i), 0, "the next item of _chunk"},
+    {"_count", T_PYSSIZET, offsetof(ChunksObject, count), 0, "items served"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ChunksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardstream.tar._scan.Chunks",
+    .tp_basicsize = sizeof(ChunksObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Serves the items of lists one by one; self._fill() gives the next list (see _scan.c).",
+    .tp_new = chunks_new,
+    .tp_dealloc = (destructor)chunks_dealloc,
+    .tp_traverse = (traverseproc)chunks_traverse,
+    .tp_clear = (inquiry)chunks_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)chunks_next,
+    .tp_members = chunks_members,
+    .tp_getset = chunks_getset,
+};
 
 static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
 
@@ -1102,7 +1258,7 @@ static PyMethodDef methods[] = {
      "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
     {"scan_samples", scan_samples, METH_VARARGS,
-     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0)\n"
+     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0, keys=None)\n"
      "    -> (samples, new_pos, current, current_key, need)\n\n"
      "Walk plain tar headers in buf from pos as scan() does and group the regular members into sample dicts\n"
      "with the default key rule (split: the Python splitter, used for non-ASCII names). seen (a set of the keys\n"
@@ -1113,7 +1269,9 @@ static PyMethodDef methods[] = {
      "extension, a key seen before).\n"
      "With columns (a dict {field: list}, the batch being filled) and batch_size, complete samples are appended to\n"
      "the columns instead of returned; need == -2: the batch is full, or the next sample has other fields (the\n"
-     "batch ends before it): Python hands the batch out and calls again with an empty dict."},
+     "batch ends before it): Python hands the batch out and calls again with an empty dict.\n"
+     "With keys (a list), the keys of a shard whose keys increase go to keys (no hashing) while seen is empty;\n"
+     "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys)."},
     {"slice_column", slice_column, METH_VARARGS,
      "slice_column(buf, offsets, sizes, start, stop, mode) -> list | None\n\n"
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
@@ -1152,9 +1310,15 @@ PyMODINIT_FUNC PyInit__scan(void)
 {
     str_key = PyUnicode_InternFromString("__key__");
     str_url = PyUnicode_InternFromString("__url__");
-    if (str_key == NULL || str_url == NULL)
+    str_fill = PyUnicode_InternFromString("_fill");
+    if (str_key == NULL || str_url == NULL || str_fill == NULL || PyType_Ready(&ChunksType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    {
+        PyObject *m = PyModule_Create(&module);
+        if (m != NULL && PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0)
+            Py_CLEAR(m);
+        return m;
+    }
 }
 
 /* pack_members(buf, pos, template, members, direct) -> offsets | None

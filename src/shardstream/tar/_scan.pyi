@@ -17,11 +17,19 @@ def scan_samples(
     split: Callable[[str], tuple[str, str]],
     columns: dict[str, list[Any]] | None = ...,
     batch_size: int = ...,
+    keys: list[str] | None = ...,
     /,
 ) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None, str | None, int]: ...
 def slice_column(
     buf: Buffer, offsets: Buffer, sizes: Buffer, start: int, stop: int, mode: int, /
 ) -> list[Any] | None: ...
+class Chunks:
+    _chunk: list[Any]
+    _i: int
+    _count: int
+    def __iter__(self) -> Chunks: ...
+    def __next__(self) -> Any: ...
+
 def pack_members(
     buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /
 ) -> list[int] | None: ...

@@ -1,8 +1,11 @@
 """What the header walk reads from: a :class:`Source` is ``buf[pos:]`` (the unread bytes, ``buf[0]`` at offset
 ``base``) that can be refilled.
 
-- :class:`StreamBuffer`: any binary stream read in large chunks (files, pipes, sockets with short reads);
-  large members of plain files are read straight into their own bytes.
+- :class:`FileBuffer`: a plain regular file, read by offset (``pread``) into one buffer that is reused, and
+  large members read straight into their own ``bytes`` (one copy from the page cache, nothing read twice).
+- :class:`StreamBuffer`: any other binary stream read in large chunks (pipes, sockets with short reads,
+  decompressors); large members of plain files are read straight into their own bytes where ``pread`` is missing.
+- :func:`source_for`: the right one of the two for a stream.
 - :class:`MappedBuffer`: a whole tar already in memory (an ``mmap``, ``bytes``), nothing left to read.
 - :func:`map_file`: a plain local file mapped read-only, for zero-copy reads.
 
@@ -19,15 +22,18 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import stat
 from typing import IO, Any, Protocol
 
 from ..config import get_settings
 
-__all__ = ["MappedBuffer", "Source", "StreamBuffer", "map_file"]
+__all__ = ["FileBuffer", "MappedBuffer", "Source", "StreamBuffer", "map_file", "source_for"]
 
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
 #: members at least this large are read from plain seekable files straight into their own bytes (one copy)
 _DIRECT_MIN = 1 << 20
+#: what :class:`FileBuffer` reads after a large member: the next header, not the start of the next large member
+_AFTER_DIRECT = 1 << 12
 
 
 class Source(Protocol):
@@ -120,6 +126,120 @@ class StreamBuffer:
         return avail >= need
 
 
+def source_for(stream: IO[bytes], bufsize: int) -> FileBuffer | StreamBuffer:
+    """A :class:`FileBuffer` for a plain regular file (where ``os.preadv`` exists), else a :class:`StreamBuffer`."""
+    if _HAVE_PREADV and _is_plain_file(stream):
+        try:
+            fd, start = stream.fileno(), stream.tell()
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return FileBuffer(stream, fd, start, bufsize)
+        except (OSError, ValueError):
+            pass
+    return StreamBuffer(stream, bufsize)
+
+
+def sniff_file(stream: IO[bytes], size: int) -> bytes | None:
+    """The next ``size`` bytes of a plain regular file, read by offset (its position does not move); None for
+    other streams, and where a :class:`FileBuffer` would not read it."""
+    if not (_HAVE_PREADV and _is_plain_file(stream)):
+        return None
+    try:
+        fd = stream.fileno()
+        return os.pread(fd, size, stream.tell()) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+class FileBuffer:
+    """The unread bytes of a plain regular file: ``buf[pos:]`` (a memoryview), ``buf[0]`` at offset ``base``
+    from where reading started (file offset ``start``).
+
+    The file is read by offset (``os.preadv``, not through the stream object, whose position is left alone)
+    into one buffer of ``bufsize`` bytes that is refilled in place: no buffer is allocated per read and every
+    byte is copied once out of the page cache, then once more only where it is cut out (a header, a small
+    member). Members of :data:`_DIRECT_MIN` bytes or more are read straight into their own ``bytes`` with one
+    ``os.pread`` (:meth:`take_direct`), and the read after such a member asks only for :data:`_AFTER_DIRECT`
+    bytes, so the start of the next large member is not read twice. A file cut short while it is read ends the
+    stream where it ends (as a truncated archive).
+
+    What is sliced out of ``buf`` must be copied (``bytes(...)``) before the next :meth:`fill`.
+    """
+
+    __slots__ = ("_stream", "_fd", "_start", "_bufsize", "_ahead", "_mem", "buf", "pos", "base", "eof")
+
+    def __init__(self, stream: IO[bytes], fd: int, start: int, bufsize: int):
+        self._stream = stream  # kept: a file object dropped by its caller would close the descriptor read here
+        self._fd, self._start, self._bufsize, self._ahead = fd, start, bufsize, bufsize
+        self._mem = memoryview(b"")
+        self.buf: memoryview = self._mem
+        self.pos = self.base = 0
+        self.eof = False
+
+    def file_end(self) -> int | None:
+        """The size of the file from where reading started: a member reaching past it is truncated."""
+        if self._stream.closed:
+            return None
+        try:
+            return os.fstat(self._fd).st_size - self._start
+        except OSError:
+            return None
+
+    def fill(self, need: int) -> bool:
+        """Read until ``need`` bytes are available at ``pos``; False if the file ends first. The buffer grows to
+        ``need`` only as far as the file has bytes (a corrupt size allocates nothing more)."""
+        avail = len(self.buf) - self.pos
+        if avail >= need:
+            return True
+        if self.eof:
+            return False
+        if self._stream.closed:  # its descriptor may be another file's by now
+            raise ValueError("read of closed file")
+        self.base += self.pos
+        want = max(self._ahead, need)
+        self._ahead = self._bufsize
+        mem = self._mem
+        if len(mem) < want:  # no larger than what the file still holds (a small file, a corrupt size)
+            end = self.file_end()
+            if end is not None:
+                want = max(min(want, end - self.base), avail, 1)
+        if len(mem) < want:
+            grown = memoryview(bytearray(max(want, len(mem))))
+            grown[:avail] = self.buf[self.pos :]
+            mem = self._mem = grown
+        elif avail:
+            mem[:avail] = self.buf[self.pos :]  # the unread tail moves to the front (memmove)
+        self.pos = 0
+        try:
+            while avail < need:
+                got = os.preadv(self._fd, [mem[avail:want]], self._start + self.base + avail)
+                if not got:
+                    self.eof = True
+                    break
+                avail += got
+        except BaseException:
+            self.eof = True  # a failed file is not read again; what it gave before failing stays readable
+            raise
+        finally:
+            self.buf = mem[:avail]
+        return avail >= need
+
+    def take_direct(self, start: int, size: int, padded: int) -> bytes | None:
+        """The data of a large member whose data begins at ``buf[start]``, read from the file into its own
+        ``bytes`` with one ``pread`` (one copy); None when the buffer holds it already, or when the file ends
+        before its padding does (the caller then reads it the usual way and reports the damage)."""
+        if size < _DIRECT_MIN or len(self.buf) - start >= size:
+            return None
+        end = self.file_end()
+        if end is None or self.base + start + padded > end:
+            return None
+        data = os.pread(self._fd, size, self._start + self.base + start)
+        if len(data) < size:  # cut while being read
+            return None
+        self.base += start + padded
+        self.buf, self.pos, self._ahead = self._mem[:0], 0, _AFTER_DIRECT
+        return data
+
+
 class MappedBuffer:
     """A :class:`Source` over a whole tar held in memory (an ``mmap``, ``bytes``...): nothing left to read.
 
@@ -160,6 +280,9 @@ def map_file(stream: IO[bytes]) -> mmap.mmap | None:
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
+
+
+_HAVE_PREADV = hasattr(os, "preadv") and hasattr(os, "pread")
 
 
 def _is_plain_file(stream: IO[bytes]) -> bool:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar, cast
 
 from ..errors import MissingDependencyError, TarFormatError
-from .buffers import map_file
+from .buffers import map_file, sniff_file
 from .reader import Member, iter_members
 
 __all__ = ["compression", "iter_tar", "map_tar", "open_tar_stream", "read_tar"]
@@ -194,6 +194,9 @@ class _Salvaging(io.RawIOBase):
 
 def _sniff(stream: IO[bytes]) -> tuple[bytes, IO[bytes]]:
     """The first bytes of ``stream`` and a stream that still starts with them."""
+    head = sniff_file(stream, _SNIFF)
+    if head is not None:  # a plain file: read by offset, nothing buffered (peek would read a whole buffer)
+        return head, stream
     peek = getattr(stream, "peek", None)
     if peek is not None:
         head = peek(_SNIFF)[:_SNIFF]

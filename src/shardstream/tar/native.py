@@ -12,6 +12,8 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
 - :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
 - :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
   None.
+- :data:`Chunks`: the base class that serves the items of lists one by one (the C ``Chunks`` type when the
+  extension is there and on at import; else :class:`PyChunks`, which does the same in Python).
 
 >>> accelerated() == (member_scan(None) is not None)
 True
@@ -22,12 +24,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import reader
 from .reader import accelerated, member_scan
 
-__all__ = ["accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
+__all__ = ["Chunks", "PyChunks", "accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer",
+           "sample_grouper"]
 
 
 def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
@@ -72,3 +75,56 @@ def position_permuter() -> Callable[..., Any] | None:
     True
     """
     return getattr(reader._scan, "permute_positions", None) if accelerated() else None
+
+
+class PyChunks:
+    """Serves the items of lists one by one: ``next()`` gives ``_chunk[_i]`` and advances ``_i`` and ``_count``; at
+    the end of the list it calls ``self._fill()``, which sets the next list (and ``_i = 0``) and returns True, or
+    returns False at the end (StopIteration). A subclass defines ``_fill``.
+
+    The pure-Python twin of the C ``Chunks`` (``_scan.c``), which serves an item without an interpreter frame: a
+    reader cursor built on :data:`Chunks` costs one C call per sample.
+
+    >>> class Two(Chunks):
+    ...     def __init__(self):
+    ...         self.lists = [[1, 2], [3]]
+    ...     def _fill(self):
+    ...         if not self.lists:
+    ...             return False
+    ...         self._chunk, self._i = self.lists.pop(0), 0
+    ...         return True
+    >>> it = Two()
+    >>> list(it), it._count
+    ([1, 2, 3], 3)
+    """
+
+    _chunk: list[Any]
+    _i: int
+    _count: int
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self._chunk, self._i, self._count = [], 0, 0
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            i = self._i
+            if i < len(self._chunk):
+                self._i = i + 1
+                self._count += 1
+                return self._chunk[i]
+            if not self._fill():
+                raise StopIteration
+
+    def _fill(self) -> bool:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+
+if TYPE_CHECKING:
+    Chunks = PyChunks
+else:  # the base class of readers that serve lists of samples one by one: C when built and on, else PyChunks
+    Chunks = getattr(reader._scan, "Chunks", PyChunks) if accelerated() else PyChunks

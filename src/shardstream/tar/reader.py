@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from ..config import get_settings
 from ..errors import ConfigError, TarFormatError, add_context
-from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file
+from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file, source_for
 from .header import (
     BLOCKSIZE,
     GNU_LONGLINK,
@@ -112,7 +112,7 @@ def iter_members(
     """
     if bufsize < 1:
         raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
-    return walk(StreamBuffer(stream, bufsize), url, member_scan(accelerate))
+    return walk(source_for(stream, bufsize), url, member_scan(accelerate))
 
 
 def member_scan(accelerate: bool | None) -> Scan | None:
@@ -184,7 +184,7 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
         if not src.fill(BLOCKSIZE):
             warnings.warn(_end_of_stream(src, url, offset, pending), stacklevel=stacklevel)
             return
-        block = src.buf[src.pos : src.pos + BLOCKSIZE]
+        block = bytes(src.buf[src.pos : src.pos + BLOCKSIZE])  # a copy: a file's buffer is refilled in place
         if block == _ZERO_BLOCK:
             warning = _end_of_archive(src, url, offset, pending)
             if warning is not None:
@@ -298,11 +298,11 @@ def _take(src: Source, size: int, url: str, offset: int, member: str | None = No
         start = src.pos + BLOCKSIZE
         if member is not None and len(src.buf) - start >= size:  # only padding is missing: the data is whole
             src.pos = len(src.buf)
-            raise _PaddingCut(src.buf[start : start + size] if keep else b"", error)
+            raise _PaddingCut(bytes(src.buf[start : start + size]) if keep else b"", error)
         raise error
     start = src.pos + BLOCKSIZE
     src.pos = start + padded
-    return src.buf[start : start + size] if keep else b""
+    return bytes(src.buf[start : start + size]) if keep else b""
 
 
 def _truncated(size: int, padded: int, end: int, url: str, offset: int, member: str | None) -> TarFormatError:
@@ -344,7 +344,7 @@ def _end_of_archive(src: Source, url: str, offset: int, pending: _Pending | None
         raise TarFormatError(problem, url=url, offset=pending.offset)
     src.pos += BLOCKSIZE
     complete = src.fill(BLOCKSIZE)
-    second = src.buf[src.pos : src.pos + BLOCKSIZE]
+    second = bytes(src.buf[src.pos : src.pos + BLOCKSIZE])
     if second.count(0) != len(second):
         problem = "a lone zero block followed by more data: the archive is corrupt in the middle"
         raise TarFormatError(problem, url=url, offset=offset)

@@ -30,6 +30,7 @@ from ...reading import iter_samples
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
+from ...tar.native import Chunks
 from ...tar.reader import iter_members_mapped
 from ..context import Context
 from ..core import Stage, stage
@@ -187,7 +188,7 @@ class ShardReading:
                 stream.close()
 
 
-class ReaderCursor(Cursor):
+class ReaderCursor(Chunks, Cursor):
     """``tarfile_to_samples`` as a cursor: its position is the shard being read (the shard list's position
     before it) and the samples yielded from it. Restoring opens that shard again and skips those samples: the
     only data read twice is the current shard's beginning. Going forward inside the open shard (what a shuffle
@@ -249,15 +250,8 @@ class ReaderCursor(Cursor):
                 self._samples, self._chunk, self._stopped = None, [], self._stop[0]
         return False
 
-    def __next__(self) -> dict[str, Any]:
-        i = self._i
-        if i >= len(self._chunk):
-            if not self._fill():
-                raise StopIteration
-            i = 0
-        self._i = i + 1
-        self._count += 1
-        return self._chunk[i]
+    # next(): Chunks serves self._chunk[self._i] (advancing _i and _count), and calls _fill() at the end of a chunk
+    __next__ = Chunks.__next__
 
     def take(self, n: int) -> list[dict[str, Any]]:
         """The next samples, at most ``n`` (fewer at the end of a chunk; none at the end of the stream): what
