@@ -263,6 +263,8 @@ class HttpStream(io.RawIOBase):
     def release(self) -> None:
         """Give the connection back to the pool if its answer was read to the end (else close it)."""
         resp, conn, key = self._resp, self._conn, getattr(self, "_key", None)
+        if resp is not None and not resp.isclosed() and resp.length == 0:
+            resp.read()  # read1 leaves an answer read to its last byte open: this ends it (nothing is read)
         if (self.pool is not None and resp is not None and conn is not None and key is not None
                 and resp.isclosed() and not resp.will_close):
             self._resp = self._conn = None
