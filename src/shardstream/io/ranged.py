@@ -10,9 +10,9 @@ training modes, the shard cache's downloads):
 - when its answer states the size, the next parts are requested at once over other connections (kept alive
   and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
   the same server was big enough, they are requested at once with the first one (no round trip lost to learn
-  the size). Parts start small and grow (1 MiB while the offset is under 2 MiB, then half the offset, up to
-  the part size): the first bytes of a shard, the first sample's, come over several connections at once
-  rather than queued behind one big part, and the parts further on are big (few requests);
+  the size). Parts start small and grow (1 MiB while the offset is under 4 MiB, then a quarter of the
+  offset, up to the part size): the first bytes of a shard (its first samples) come over several connections
+  at once rather than queued behind one big part, and the parts further on are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
@@ -151,7 +151,7 @@ class RangedStream(io.RawIOBase):
 
     def _span(self, offset: int) -> int:
         """The size of the part starting at ``offset``: small at the start of the shard, then growing."""
-        return min(self.part_size, max(_LEAD, offset // 2))
+        return min(self.part_size, max(_LEAD, offset // 4))
 
     def _add_part(self, start: int, end: int) -> _Part:
         part = _Part(len(self._parts), start, end)
