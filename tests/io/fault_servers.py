@@ -151,6 +151,10 @@ class FaultProxy:
 
 # -- Python stub server ------------------------------------------------------------------------------------------
 
+class _Server(socketserver.ThreadingTCPServer):
+    request_queue_size = 128  # a ranged reader connects 16 times at once (the default backlog is 5)
+
+
 class StubHTTP:
     """A threaded Python HTTP server over ``files`` (path -> bytes) with switchable misbehaviour.
 
@@ -188,7 +192,7 @@ class StubHTTP:
             def do_GET(self):  # noqa: N802
                 stub._handle(self)
 
-        self.server = socketserver.ThreadingTCPServer((LOOPBACK, 0), Handler)
+        self.server = _Server((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, address: None  # resets by the fault proxy are expected
         self.port = self.server.server_address[1]

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 
 LOOPBACK = "127.0.0.1"
+_READ_SIZE = 1 << 20  # the most one read from upstream takes (asyncio reads 256 KiB)
 _BACKLOG_S = 0.1  # seconds of answer a connection may hold before the upstream is paused (slack for a busy CPU)
 
 
@@ -94,7 +95,7 @@ class _Link:
         self.stall = args.stall
         self.free = 0.0
         self.timeline: dict[str, int] = {}
-        self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0, "open": 0, "max_open": 0}
+        self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0, "open": 0, "max_open": 0, "chunks_down": 0}
 
 
 class _Pipe:
@@ -177,6 +178,7 @@ class _Client(asyncio.Protocol):
     def upstream_ready(self, transport: asyncio.Transport) -> None:
         self.upstream = transport
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
         if self.client is None or self.client.is_closing():
             transport.close()
             return
@@ -251,6 +253,7 @@ class _Client(asyncio.Protocol):
             done = max(done, link.free)
         self.last = max(self.last, done + link.delay)
         link.stats["bytes_down"] += len(data)
+        link.stats["chunks_down"] += 1
         bucket = str(int(done * 10))  # bytes by the 100 ms in which they leave the link
         link.timeline[bucket] = link.timeline.get(bucket, 0) + len(data)
         self.to_client.push(self.last, lambda: self._send(data))

@@ -195,3 +195,18 @@ def test_parts_planned_on_a_bigger_guess_may_answer_before_the_first_part(monkey
         assert (("small.tar", "bytes=1048576-2097151") in stub.requests)  # a part was planned past the end
     finally:
         stub.stop()
+
+
+def test_a_closed_stream_stops_its_parts_retrying(blob, small_parts):
+    """A part waiting to retry (a broken connection, a 503) gives its fetch thread back once its stream is
+    closed, rather than sleeping through its backoff: the fetch threads are shared by every shard."""
+    stub = StubHTTP({"a.tar": blob})
+    slept: list[float] = []
+    try:
+        f = RangedStream(stub.url("a.tar"), connections=2, part_size=64 << 10, sleep=slept.append)
+        f.close()
+        with pytest.raises(OpenError, match="closed"):
+            f._options["sleep"](1.0)
+        assert slept == []
+    finally:
+        stub.stop()

@@ -85,7 +85,7 @@ class RangedStream(io.RawIOBase):
         self.connections = max(1, connections)
         self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options: dict[str, Any] = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
-                         "sleep": sleep, "pool": self._fetch.pool, "route": route}
+                         "sleep": functools.partial(self._nap, sleep), "pool": self._fetch.pool, "route": route}
         self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
@@ -146,12 +146,14 @@ class RangedStream(io.RawIOBase):
     # -- planning (under the lock) ---------------------------------------------------------------------------
 
     def _fit(self, size: int) -> None:
-        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least)."""
-        self.part_size = max(min(1 << 20, self.part_size), min(self.part_size, -(-size // self.connections)))
+        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least, whole
+        MiBs: part boundaries fall on the 1 MiB, 4 MiB... stripes object stores keep objects in)."""
+        even = -(-size // self.connections // _LEAD) * _LEAD
+        self.part_size = max(min(_LEAD, self.part_size), min(self.part_size, even))
 
     def _span(self, offset: int) -> int:
         """The size of the part starting at ``offset``: small at the start of the shard, then growing."""
-        return min(self.part_size, max(_LEAD, offset // 4))
+        return min(self.part_size, max(_LEAD, offset // 4 // _LEAD * _LEAD))
 
     def _add_part(self, start: int, end: int) -> _Part:
         part = _Part(len(self._parts), start, end)
@@ -227,6 +229,14 @@ class RangedStream(io.RawIOBase):
                 stream.close()
                 return
         self._pump(part, stream)
+
+    def _nap(self, sleep: Callable[[float], None], seconds: float) -> None:
+        """A part's wait before a retry: none once the stream is closed (its fetch thread is free at once)."""
+        if self._stopped:
+            raise OpenError(f"{self.name!r}: closed", url=self.name)
+        sleep(seconds)
+        if self._stopped:
+            raise OpenError(f"{self.name!r}: closed", url=self.name)
 
     def _differs(self, s: HttpStream) -> str | None:
         if s.size is not None and self.size is not None and s.size != self.size:
