@@ -10,8 +10,8 @@ training modes, the shard cache's downloads):
 - when its answer states the size, the next parts are requested at once over other connections (kept alive
   and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
   the same server was big enough, they are requested at once with the first one (no round trip lost to learn
-  the size). Parts start small and grow (1 MiB while the offset is under 4 MiB, then a quarter of the
-  offset, up to the part size): the first bytes of a shard (its first samples) come over several connections
+  the size). Parts start small and grow (1 MiB up to offset 8 MiB, then a quarter of the offset in whole
+  MiBs, up to the part size): the first bytes of a shard (its first samples) come over several connections
   at once rather than queued behind one big part, and the parts further on are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
