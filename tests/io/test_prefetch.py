@@ -43,6 +43,13 @@ def stub(tmp_path_factory):
 
 @pytest.fixture
 def requests(stub):
+    """The module's stub with its request log cleared once the previous test's parts are all sent: a part planned
+    on the previous shard's size, past the end of a smaller shard, may still go out (and get a 416) after its
+    shard was read."""
+    deadline, seen = time.monotonic() + 5, -1
+    while len(stub.requests) != seen and time.monotonic() < deadline:
+        seen = len(stub.requests)
+        time.sleep(0.2)
     stub.requests.clear()
     return stub
 
@@ -71,7 +78,7 @@ def test_the_shard_opened_ahead_is_the_next_of_a_shuffled_list(requests, one_par
     first = next(it)
     assert first["__url__"] == urls[0]
     _wait_for(requests, order[1])
-    assert set(_paths(requests)) == {order[0], order[1]}  # the exact next shard, and no other
+    assert set(_opens(requests)) == {order[0], order[1]}  # the exact next shard, and no other
     rest = [s["__url__"] for s in it]
     assert sorted(set(rest), key=urls.index) == urls
     for name in order:  # each shard opened once: the reader got the stream opened ahead
@@ -107,7 +114,7 @@ def test_the_shard_opened_ahead_is_closed_when_iteration_stops(requests, one_par
     del it  # a cursor dropped mid-shard
     gc.collect()
     assert not prefetch._AHEAD and ahead[0].closed
-    assert "b.tar" not in _paths(requests)
+    assert "b.tar" not in _opens(requests)
 
 
 def test_a_bare_open_of_a_numbered_series_still_guesses(requests, one_part):
