@@ -4,6 +4,7 @@ shared by DataLoader workers; and the link emulator itself."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 
@@ -210,3 +211,29 @@ def test_a_closed_stream_stops_its_parts_retrying(blob, small_parts):
         assert slept == []
     finally:
         stub.stop()
+
+
+def test_closing_a_stream_frees_the_fetch_threads_its_parts_held(blob):
+    """A part waiting on a server that sends nothing holds one of the process's fetch threads (here: the only
+    one) until its socket times out; closing its stream aborts that request, so the next shard is read now."""
+    stalled, fine = StubHTTP({"a.tar": blob}, hold_at=0), StubHTTP({"a.tar": blob})
+    got: list[bytes] = []
+    try:
+        first = RangedStream(stalled.url("a.tar"), connections=2, part_size=64 << 10, readahead=128 << 10,
+                             timeout=120)
+        while not any(r and not r.startswith("bytes=0-") for _, r in stalled.requests):  # a part is held
+            time.sleep(0.01)
+        first.close()
+
+        def read() -> None:
+            with RangedStream(fine.url("a.tar"), connections=2, part_size=64 << 10, readahead=128 << 10) as f:
+                got.append(f.read())
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(20)  # a hang guard: without the abort, the held part keeps the fetch thread (the stub: 30 s)
+        assert got == [blob]
+    finally:
+        stalled.release.set()
+        stalled.stop()
+        fine.stop()

@@ -59,7 +59,7 @@ _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its
 
 
 class _Part:
-    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start")
+    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start", "stream")
 
     def __init__(self, index: int, start: int, end: int):
         self.index, self.start, self.end = index, start, end
@@ -67,6 +67,7 @@ class _Part:
         self.done, self.reserved = False, 0
         self.error: BaseException | None = None
         self.seen: HttpStream | None = None  # answered before the first part: checked when that one answers
+        self.stream: HttpStream | None = None  # its request, aborted when the reader stops
 
 
 class RangedStream(io.RawIOBase):
@@ -113,7 +114,8 @@ class RangedStream(io.RawIOBase):
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
-            s = HttpStream(url, start=0, end=first.end, name=name, **self._options)
+            s = HttpStream(url, start=0, end=first.end, name=name, on_open=functools.partial(self._opened, first),
+                           **self._options)
         except BaseException:
             self.close()
             raise
@@ -206,7 +208,8 @@ class RangedStream(io.RawIOBase):
         if part.done or self._stopped:
             return
         try:
-            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name, **self._options)
+            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
+                                on_open=functools.partial(self._opened, part), **self._options)
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
                 if self._known and e.total is not None and self.size is not None and e.total != self.size:
@@ -229,6 +232,12 @@ class RangedStream(io.RawIOBase):
                 stream.close()
                 return
         self._pump(part, stream)
+
+    def _opened(self, part: _Part, stream: HttpStream) -> None:
+        with self._cond:
+            part.stream = stream
+            if self._stopped:
+                stream.abort()
 
     def _nap(self, sleep: Callable[[float], None], seconds: float) -> None:
         """A part's wait before a retry: none once the stream is closed (its fetch thread is free at once)."""
@@ -276,6 +285,7 @@ class RangedStream(io.RawIOBase):
                                   f"{stream.pos}", url=self.name)
             if not part.done:
                 part.error, part.done = error, True
+            part.stream = None
             if (self.when_fetched is not None and self.size is not None and self._planned >= self.size
                     and all(p.done for p in self._parts)):
                 fetched, self.when_fetched = self.when_fetched, None
@@ -347,6 +357,9 @@ class RangedStream(io.RawIOBase):
         """Stop every part and give back its read-ahead memory (under the lock)."""
         self._stopped = True
         for part in self._parts:
+            if part.stream is not None and not part.done:
+                part.stream.abort()  # a part waiting on a slow or stalled server frees its fetch thread now
+            part.stream = None
             if not part.done:
                 part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
             part.chunks.clear()
