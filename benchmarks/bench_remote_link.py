@@ -5,8 +5,8 @@
 One command prints the issue's table at the end (``## summary``): for each server and set, the limit, webdataset
 1.0.2 with 1 and 4 DataLoader workers, shardstream with 1 and 4 workers (ratios to the limit and to webdataset
 with 1 worker), the time to the first sample next to its goal, and the short-RTT rows (one stream vs the
-default). It takes about 10 minutes on a quiet 2-core machine (RadosGW start and upload ~1 min; each reader
-runs in a fresh process); ``--no-s3`` halves it.
+default). It takes about 4 minutes on a quiet 2-core machine, 7-8 at load 7-10 (RadosGW start and upload ~1 min;
+each reader runs in a fresh process); ``--no-s3`` halves it.
 
 The link emulator of the tests (tests/io/link_emulator.py: delay, a cap per connection, a cap for the link)
 stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 4 shards of ~75 MB each: JPEG images
