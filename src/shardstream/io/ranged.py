@@ -241,9 +241,8 @@ class RangedStream(io.RawIOBase):
 
     def _nap(self, sleep: Callable[[float], None], seconds: float) -> None:
         """A part's wait before a retry: none once the stream is closed (its fetch thread is free at once)."""
-        if self._stopped:
-            raise OpenError(f"{self.name!r}: closed", url=self.name)
-        sleep(seconds)
+        if not self._stopped:
+            sleep(seconds)
         if self._stopped:
             raise OpenError(f"{self.name!r}: closed", url=self.name)
 
