@@ -2,6 +2,12 @@
 
     python benchmarks/bench_remote_link.py [--rtt-ms 40] [--conn-mbps 25] [--link-mbps 200] [--short-rtt-ms 2]
 
+One command prints the issue's table at the end (``## summary``): for each server and set, the limit, webdataset
+1.0.2 with 1 and 4 DataLoader workers, shardstream with 1 and 4 workers (ratios to the limit and to webdataset
+with 1 worker), the time to the first sample next to its goal, and the short-RTT rows (one stream vs the
+default). It takes about 4 minutes on a quiet 2-core machine, 7-8 at load 7-10 (RadosGW start and upload ~1 min;
+each reader runs in a fresh process); ``--no-s3`` halves it.
+
 The link emulator of the tests (tests/io/link_emulator.py: delay, a cap per connection, a cap for the link)
 stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 4 shards of ~75 MB each: JPEG images
 (~180 KB, 800x600) and 4 MiB samples. For each server and set, side by side in one run:
@@ -15,9 +21,15 @@ stands in front of nginx (HTTP) and Ceph RadosGW (S3). Two sets, 4 shards of ~75
 
 The samples are counted in the workers (their sizes summed), so what is measured is loading, not the
 DataLoader's pickling; both libraries' modules are imported before the clock starts (shardstream signs ``s3://``
-URLs itself here: s3fs is not needed). Then the same at a short RTT (a local cluster: the per-connection cap scales with the
-RTT, a 1 MB window), where parallel reads must be no slower than one stream. webdataset comes from
-``.venv-bench`` (``make bench``) or, failing that, ``.venv-bench/wds-site`` (``pip install --target``).
+URLs itself here: s3fs is not needed). Then the same at a short RTT (a local cluster: the per-connection cap scales with
+the RTT, a 1 MB window), where parallel reads must be no slower than one stream. webdataset comes from
+``.venv-bench`` (``make bench``) or, failing that, ``.venv-bench/wds-site``, which this script fills when it is
+missing (``pip install --target .venv-bench/wds-site --no-deps webdataset==1.0.2 braceexpand``).
+
+CPU: each reader row also gives its CPU per MB (its process and its DataLoader workers, from the start of the
+clock), and each emulator line the proxy's own CPU: on a small machine the proxy (~1.5 ms/MB, two kernel copies
+of every byte) and the reader (~1.5-2 ms/MB in a worker) share the cores, so a row far below the limit with the
+machine busy says CPU, not the reader's network side.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ def fetch_all(urls: list[str], sizes: list[int], connections: int = 16) -> float
 # -- one reader in its own process ---------------------------------------------------------------------------
 
 READER = r"""
-import json, os, sys, time
+import json, os, resource, sys, time
 lib, workers, urls, local = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 if lib == "webdataset":
     import webdataset as wds
@@ -96,18 +108,30 @@ if workers == 0:  # the time to the first sample, in this process, after a local
     first = next(iter(make()))
     print(json.dumps({"first_s": time.perf_counter() - start, "first_bytes": size(first)}))
     sys.exit(0)
+def cpu():
+    return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+
 loader = torch.utils.data.DataLoader(make().map(size), num_workers=workers, batch_size=None)
-start = time.perf_counter()
-total = sum(loader)
-print(json.dumps({"seconds": time.perf_counter() - start, "bytes": total}))
+start, cpu0 = time.perf_counter(), cpu()
+it = iter(loader)
+total = sum(it)
+seconds = time.perf_counter() - start
+del it, loader  # the workers are joined: their CPU is counted
+print(json.dumps({"seconds": seconds, "bytes": total, "cpu_s": cpu() - cpu0}))
 """
 
 
-def webdataset_path() -> tuple[str, dict[str, str]] | None:
+def webdataset_path(install: bool = True) -> tuple[str, dict[str, str]] | None:
+    """(python, env) that imports webdataset 1.0.2 and torch: ``.venv-bench``, else ``.venv-bench/wds-site``
+    (filled here when missing and ``install``)."""
     bench = ROOT / ".venv-bench" / "bin" / "python"
     if bench.exists() and subprocess.run([str(bench), "-c", "import webdataset, torch"], check=False).returncode == 0:
         return str(bench), {}
     site = ROOT / ".venv-bench" / "wds-site"
+    if not (site / "webdataset").exists() and install:
+        print(f"# installing webdataset 1.0.2 into {site} (for the webdataset rows)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "--no-deps",
+                        "webdataset==1.0.2", "braceexpand"], check=False)
     if (site / "webdataset").exists():
         return sys.executable, {"PYTHONPATH": str(site)}
     return None
@@ -151,32 +175,63 @@ def accuracy(url: str, size: int, rtt: float, conn: float, link: float) -> list[
 
 # -- the comparison ------------------------------------------------------------------------------------------
 
-def compare(name: str, urls: dict[str, list[str]], sizes: list[int], env: dict[str, str], first_goal: float,
-            wds: tuple[str, dict[str, str]] | None, full: bool, local: str) -> tuple[list, list]:
+def compare(urls: dict[str, list[str]], sizes: list[int], env: dict[str, str], first_goal: float,
+            wds: tuple[str, dict[str, str]] | None, full: bool, local: str) -> tuple[list, list, dict]:
+    """The rows of one server and set (MB/s, and the first sample in ms), and the same by short name for the
+    summary: ``limit``, ``wds1``, ``wds4``, ``one``, ``ss1``, ``ss4`` (MB/s, reader CPU ms/MB), ``first``,
+    ``goal`` (ms)."""
     total = sum(sizes)
-    rows = [("limit: 16 ranged connections", total / fetch_all(urls["plain"], sizes) / MB, "MB/s")]
-    readers = [("shardstream one stream, 1 worker", "shardstream", 1, {"SHARDSTREAM_HTTP_CONNECTIONS": "1"}),
-               ("shardstream, 1 worker", "shardstream", 1, {}), ("shardstream, 4 workers", "shardstream", 4, {})]
+    found: dict = {"limit": (total / fetch_all(urls["plain"], sizes) / MB, None)}
+    rows = [("limit: 16 ranged connections", found["limit"][0], "MB/s")]
+    readers = [("one", "shardstream one stream, 1 worker", "shardstream", 1, {"SHARDSTREAM_HTTP_CONNECTIONS": "1"}),
+               ("ss1", "shardstream, 1 worker", "shardstream", 1, {}),
+               ("ss4", "shardstream, 4 workers", "shardstream", 4, {})]
     if full and wds is not None:
-        readers[:0] = [(f"webdataset 1.0.2 pipe:curl, {w} worker{'s' * (w > 1)}", "webdataset", w, {})
+        readers[:0] = [(f"wds{w}", f"webdataset 1.0.2 pipe:curl, {w} worker{'s' * (w > 1)}", "webdataset", w, {})
                        for w in (1, 4)]
     if not full:
         readers = readers[:2]
-    for label, lib, workers, extra in readers:
+    for key, label, lib, workers, extra in readers:
         python, wenv = wds if lib == "webdataset" else (sys.executable, {})
         got = run_reader(lib, workers, urls["curl" if lib == "webdataset" else "ss"], {**env, **wenv, **extra},
                          python)
         assert got["bytes"] > 0.8 * total, got
-        rows.append((label, total / got["seconds"] / MB, "MB/s"))
+        found[key] = (total / got["seconds"] / MB, got["cpu_s"] / (total / MB) * 1000)
+        rows.append((f"{label} ({found[key][1]:.1f} ms CPU/MB)", found[key][0], "MB/s"))
     firsts = []
     if full:
         first = run_reader("shardstream", 0, urls["ss"], env, local=local)
+        found["first"], found["goal"] = first["first_s"] * 1000, first_goal * 1000
         firsts.append(("goal: 4 RTT + its own bytes", first_goal * 1000, "ms"))
         firsts.append(("shardstream first sample", first["first_s"] * 1000, "ms"))
         if wds is not None:
             got = run_reader("webdataset", 0, urls["curl"], {**env, **wds[1]}, wds[0], local=local)
             firsts.append(("webdataset first sample", got["first_s"] * 1000, "ms"))
-    return rows, firsts
+    return rows, firsts, found
+
+
+def summary(results: list[tuple[str, str, float, dict]]) -> str:
+    """The issue's table: one line per server, set and RTT."""
+    def rate(found: dict, key: str, *against: str) -> str:
+        if key not in found:
+            return "-"
+        text = f"{found[key][0]:.0f}"
+        for other in against:
+            if other in found:
+                text += f" {found[key][0] / found[other][0]:.2f}x"
+        return text
+
+    head = ("server", "set", "RTT", "limit MB/s", "wds 1w", "wds 4w", "ss 1w (x limit, x wds)", "ss 4w (x limit)",
+            "first sample ms (x goal)", "one stream 1w")
+    lines = ["## summary (MB/s; ratios: shardstream vs the limit and vs webdataset with 1 worker; first sample vs "
+             "its goal of 4 RTT + its own bytes at one connection's rate)", " | ".join(head),
+             " | ".join("---" for _ in head)]
+    for server, set_name, rtt_ms, found in results:
+        first = f"{found['first']:.0f} ({found['first'] / found['goal']:.2f}x)" if "first" in found else "-"
+        lines.append(" | ".join((server, set_name, f"{rtt_ms:g} ms", rate(found, "limit"), rate(found, "wds1"),
+                                 rate(found, "wds4"), rate(found, "ss1", "limit", "wds1"),
+                                 rate(found, "ss4", "limit"), first, rate(found, "one", "limit"))))
+    return "\n".join(lines)
 
 
 def first_sample_end(path: str) -> int:
@@ -197,6 +252,7 @@ def main() -> int:
     parser.add_argument("--short-rtt-ms", type=float, default=2, help="the local-cluster case (0: skip)")
     parser.add_argument("--no-s3", action="store_true", help="skip RadosGW")
     args = parser.parse_args()
+    began, results = time.perf_counter(), []
     reason = missing("nginx") or (None if __import__("shutil").which("curl") else "curl is not installed")
     if reason:
         print(f"# skipped: {reason}")
@@ -257,7 +313,8 @@ def main() -> int:
                                 for what, want, got in accuracy(plain[0], sizes[0], rtt, conn, args.link_mbps * MB):
                                     print(f"{what:44}  {want:>10.1f}  {got:>8.1f}  {got / want:>4.2f}x", flush=True)
                             goal = 4 * rtt + first_sample_end(paths[0]) / conn
-                            rows, firsts = compare(set_name, urls, sizes, env, goal, wds, full, paths[-1])
+                            rows, firsts, found = compare(urls, sizes, env, goal, wds, full, paths[-1])
+                            results.append((server_name, set_name, rtt_ms, found))
                             title = (f"{server_name}, {set_name} set ({len(paths)} shards, {sum(sizes) / MB:.0f} MB), "
                                      f"{rtt_ms:g} ms RTT, {conn / MB:.0f} MB/s per connection, "
                                      f"{args.link_mbps:g} MB/s link")
@@ -267,10 +324,14 @@ def main() -> int:
                                             "goal: 4 RTT + its own bytes"), flush=True)
                         stats = emu.stop()
                         print(f"# emulator: {stats['connections']} connections, {stats['bytes_down'] / MB:.0f} MB, "
-                              f"{stats['cpu_s']:.1f} s CPU", flush=True)
+                              f"{stats['cpu_s']:.1f} s CPU ({stats['cpu_s'] / max(1, stats['bytes_down'] / MB) * 1000:.1f}"
+                              " ms/MB)", flush=True)
         finally:
             for _, server in servers:
                 server.stop()
+    print(summary(results))
+    print(f"# took {time.perf_counter() - began:.0f} s; load average {os.getloadavg()[0]:.1f} (cores: "
+          f"{os.cpu_count()})", flush=True)
     return 0
 
 

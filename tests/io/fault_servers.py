@@ -151,6 +151,10 @@ class FaultProxy:
 
 # -- Python stub server ------------------------------------------------------------------------------------------
 
+class _Server(socketserver.ThreadingTCPServer):
+    request_queue_size = 128  # a ranged reader connects 16 times at once (the default backlog is 5)
+
+
 class StubHTTP:
     """A threaded Python HTTP server over ``files`` (path -> bytes) with switchable misbehaviour.
 
@@ -160,6 +164,8 @@ class StubHTTP:
     offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
     ``first_delay`` (seconds before answering a request from byte 0: the other parts answer first),
     ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
+    ``hold_at`` (every ranged answer sends the object's bytes before this offset only, then waits until
+    ``release`` is set; ``sent`` counts the body bytes sent, all answers together),
     ``length`` (False: no ``Content-Length``, the body ends when the connection closes).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
@@ -169,10 +175,12 @@ class StubHTTP:
     def __init__(self, files: dict[str, bytes] | None = None, **flags):
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
-                      "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None,
+                      "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
                       "length": True, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
+        self.sent = 0
+        self._sent_lock = threading.Lock()
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -184,7 +192,7 @@ class StubHTTP:
             def do_GET(self):  # noqa: N802
                 stub._handle(self)
 
-        self.server = socketserver.ThreadingTCPServer((LOOPBACK, 0), Handler)
+        self.server = _Server((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, address: None  # resets by the fault proxy are expected
         self.port = self.server.server_address[1]
@@ -240,15 +248,22 @@ class StubHTTP:
                 return
             headers["Content-Range"] = f"bytes {shown}-{end - 1}/{len(data)}"
             hold = f["hold_after"] if first_request else None
-            self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release))
+            if f["hold_at"] is not None:
+                hold = max(0, f["hold_at"] - start)
+            self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release),
+                        count=self._count)
         else:
             if not f["length"]:
                 headers["Content-Length"] = None
-            self._reply(h, 200, data, headers, short=f["short"])
+            self._reply(h, 200, data, headers, short=f["short"], count=self._count)
+
+    def _count(self, n: int) -> None:
+        with self._sent_lock:
+            self.sent += n
 
     @staticmethod
     def _reply(h, status: int, body: bytes, headers: dict | None = None, short: int = 0,
-               hold: tuple = (None, None)) -> None:
+               hold: tuple = (None, None), count=lambda n: None) -> None:
         h.send_response(status)
         headers = dict(headers or {})
         length = "Content-Length" not in headers
@@ -265,9 +280,11 @@ class StubHTTP:
             if hold[0] is not None:
                 h.wfile.write(body[: hold[0]])
                 h.wfile.flush()
+                count(len(body[: hold[0]]))
                 hold[1].wait(30)
                 body = body[hold[0]:]
             h.wfile.write(body)
+            count(len(body))
         if short or not length:
             h.close_connection = True
 

@@ -21,7 +21,8 @@ def test_samples_through_a_faulty_proxy_equal_the_local_ones(nginx, expected, fa
     finally:
         proxy.stop()
     assert got == expected
-    assert proxy.counts.get("cut", 0) >= 4 and proxy.faults >= 6, proxy.counts
+    # faults are drawn per connection, and a part read to its end leaves its connection to the next part
+    assert proxy.counts.get("cut", 0) >= 2 and proxy.faults >= 4, proxy.counts
 
 
 def test_every_kind_of_fault_is_survived(nginx, local_shards):

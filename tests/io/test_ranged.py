@@ -4,6 +4,7 @@ shared by DataLoader workers; and the link emulator itself."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 
@@ -34,7 +35,7 @@ def blob(local_shards) -> bytes:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_parts_through_a_slow_faulty_link_equal_the_local_ones(nginx, expected, small_parts, seed, monkeypatch):
     monkeypatch.setenv("SHARDSTREAM_HTTP_RETRIES", "12")  # parts draw faults in parallel: long runs happen
-    weights = {"pass": 5, "cut": 3, "reset": 1, "500": 1, "503": 1}
+    weights = {"pass": 2, "cut": 3, "reset": 1, "500": 1, "503": 1}  # drawn per connection (parts reuse them)
     with LinkEmulator(nginx.port, delay=0.002, conn_rate=50e6, faults=weights, seed=seed,
                       cut_range=(1000, 100_000)) as link:
         got = samples_of([link.url(f"data/shard-{i:06d}.tar") for i in range(4)])
@@ -52,6 +53,7 @@ def test_a_shard_is_read_in_parts_over_several_connections(nginx, local_shards, 
     with open(local_shards[2], "rb") as local:
         assert data == local.read()
     assert 2 <= stats["max_open"] <= 4  # the budget: 4 connections
+    assert stats["connections"] <= 4 < f.requests  # a part read to its end leaves its connection to the next
 
 
 def test_the_object_changing_between_parts_is_an_error(blob, small_parts):
@@ -194,3 +196,44 @@ def test_parts_planned_on_a_bigger_guess_may_answer_before_the_first_part(monkey
         assert (("small.tar", "bytes=1048576-2097151") in stub.requests)  # a part was planned past the end
     finally:
         stub.stop()
+
+
+def test_a_closed_stream_stops_its_parts_retrying(blob, small_parts):
+    """A part waiting to retry (a broken connection, a 503) gives its fetch thread back once its stream is
+    closed, rather than sleeping through its backoff: the fetch threads are shared by every shard."""
+    stub = StubHTTP({"a.tar": blob})
+    slept: list[float] = []
+    try:
+        f = RangedStream(stub.url("a.tar"), connections=2, part_size=64 << 10, sleep=slept.append)
+        f.close()
+        with pytest.raises(OpenError, match="closed"):
+            f._options["sleep"](1.0)
+        assert slept == []
+    finally:
+        stub.stop()
+
+
+def test_closing_a_stream_frees_the_fetch_threads_its_parts_held(blob):
+    """A part waiting on a server that sends nothing holds one of the process's fetch threads (here: the only
+    one) until its socket times out; closing its stream aborts that request, so the next shard is read now."""
+    stalled, fine = StubHTTP({"a.tar": blob}, hold_at=0), StubHTTP({"a.tar": blob})
+    got: list[bytes] = []
+    try:
+        first = RangedStream(stalled.url("a.tar"), connections=2, part_size=64 << 10, readahead=128 << 10,
+                             timeout=120)
+        while not any(r and not r.startswith("bytes=0-") for _, r in stalled.requests):  # a part is held
+            time.sleep(0.01)
+        first.close()
+
+        def read() -> None:
+            with RangedStream(fine.url("a.tar"), connections=2, part_size=64 << 10, readahead=128 << 10) as f:
+                got.append(f.read())
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(20)  # a hang guard: without the abort, the held part keeps the fetch thread (the stub: 30 s)
+        assert got == [blob]
+    finally:
+        stalled.release.set()
+        stalled.stop()
+        fine.stop()

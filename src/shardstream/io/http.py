@@ -35,6 +35,7 @@ import base64
 import http.client
 import io
 import random
+import socket
 import time
 from collections.abc import Callable, Mapping
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -98,7 +99,8 @@ class HttpStream(io.RawIOBase):
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
                  timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
                  sleep: Callable[[float], None] = time.sleep, name: str | None = None, start: int = 0,
-                 end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None):
+                 end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None,
+                 on_open: Callable[[HttpStream], None] | None = None):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
@@ -123,6 +125,9 @@ class HttpStream(io.RawIOBase):
         self._failures = 0  # failures since the last progress
         self._conn: http.client.HTTPConnection | None = None
         self._resp: http.client.HTTPResponse | None = None
+        self._aborted = False
+        if on_open is not None:
+            on_open(self)  # before the first request: its owner may abort it from now on
         self._connect()
 
     # -- requests -------------------------------------------------------------------------------------------
@@ -145,12 +150,14 @@ class HttpStream(io.RawIOBase):
         reused = self.pool.take(key) if self.pool is not None else None
         if reused is not None:  # a kept-alive connection the server may have closed since: one free retry
             self._conn = reused
+            self._check_aborted()
             try:
                 reused.request("GET", target, headers=headers)
                 return reused.getresponse()
             except (OSError, http.client.HTTPException):
                 self._close_conn()
         self._conn = conn = make()
+        self._check_aborted()
         conn.request("GET", target, headers=headers)
         return conn.getresponse()
 
@@ -263,11 +270,29 @@ class HttpStream(io.RawIOBase):
     def release(self) -> None:
         """Give the connection back to the pool if its answer was read to the end (else close it)."""
         resp, conn, key = self._resp, self._conn, getattr(self, "_key", None)
+        if resp is not None and not resp.isclosed() and resp.length == 0:
+            resp.read()  # read1 leaves an answer read to its last byte open: this ends it (nothing is read)
         if (self.pool is not None and resp is not None and conn is not None and key is not None
                 and resp.isclosed() and not resp.will_close):
             self._resp = self._conn = None
             self.pool.give(key, conn)
         self._close_conn()
+
+    def abort(self) -> None:
+        """From another thread: end the request or read under way at once (its socket is shut down) and send no
+        other; the thread reading gets an OpenError, or an OSError that its retry rule turns into one."""
+        self._aborted = True
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _check_aborted(self) -> None:
+        if self._aborted:
+            self._close_conn()
+            raise self._error("closed")
 
     def _close_conn(self) -> None:
         resp, conn, self._resp, self._conn = self._resp, self._conn, None, None

@@ -5,13 +5,14 @@ AIStore fill a link with several connections at once. :class:`RangedStream` does
 ``http(s)://``, ``s3://`` (a signed URL) and ``ais://`` shard that a reader opens (WebDataset, the CLI, the
 training modes, the shard cache's downloads):
 
-- the first part (``Range: bytes=0-``\\ *part_size*\\ ``-1``) is opened at once and its bytes are handed to the
-  reader as they arrive, so the first sample comes after one round trip plus its own bytes (the other parts of
-  a process's first shard from a server are requested once its first 2 MiB are in, so as not to share the link
-  with it before);
-- when its answer states the size, the next parts are requested over other connections (kept alive and shared
-  by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of the same
-  server was big enough, they are requested at once with the first one (no round trip lost to learn the size);
+- the first part (``Range: bytes=0-``\\ *1 MiB*\\ ``-1``) is opened at once and its bytes are handed to the
+  reader as they arrive, so the first sample comes after one round trip plus its own bytes;
+- when its answer states the size, the next parts are requested at once over other connections (kept alive
+  and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
+  the same server was big enough, they are requested at once with the first one (no round trip lost to learn
+  the size). Parts start small and grow (1 MiB up to offset 8 MiB, then a quarter of the offset in whole
+  MiBs, up to the part size): the first bytes of a shard (its first samples) come over several connections
+  at once rather than queued behind one big part, and the parts further on are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
@@ -52,13 +53,13 @@ __all__ = ["RangedStream", "open_http", "share", "worker_count"]
 
 _CHUNK = 256 << 10  # the most one read from a socket hands over
 _MAX_DRAIN = 16 << 20
-_HEAD_START = 2 << 20  # the first part of a stream alone on the link for its first bytes (then the others)
+_LEAD = 1 << 20  # the smallest part: the parts at the start of a shard (its first sample) are this big
 _SERIAL = itertools.count()
 _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
 
 
 class _Part:
-    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start")
+    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start", "stream")
 
     def __init__(self, index: int, start: int, end: int):
         self.index, self.start, self.end = index, start, end
@@ -66,6 +67,7 @@ class _Part:
         self.done, self.reserved = False, 0
         self.error: BaseException | None = None
         self.seen: HttpStream | None = None  # answered before the first part: checked when that one answers
+        self.stream: HttpStream | None = None  # its request, aborted when the reader stops
 
 
 class RangedStream(io.RawIOBase):
@@ -79,19 +81,18 @@ class RangedStream(io.RawIOBase):
                  timeout: float = 60, backoff: float = 0.5, name: str | None = None, connections: int = 16,
                  readahead: int = 256 << 20, part_size: int = 8 << 20, route: Route | None = None,
                  sleep: Callable[[float], None] = time.sleep):
-        self.part_size = self._first_size = max(64 << 10, part_size)
+        self.part_size = max(64 << 10, part_size)
         self.readahead = max(self.part_size, readahead)
         self.connections = max(1, connections)
         self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options: dict[str, Any] = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
-                         "sleep": sleep, "pool": self._fetch.pool, "route": route}
+                         "sleep": functools.partial(self._nap, sleep), "pool": self._fetch.pool, "route": route}
         self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
         self._parts: list[_Part] = []
         self._cur = 0
-        self._head_start = 0  # bytes of the first part to receive before the other parts are requested
         self._held = tentative()  # a first guess of the prefetcher: its first part only, until it is read
         self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
@@ -109,11 +110,12 @@ class RangedStream(io.RawIOBase):
         if guess:
             self._fit(guess)
         with self._cond:
-            first = self._add_part(0, self.part_size)
+            first = self._add_part(0, self._span(0))
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
-            s = HttpStream(url, start=0, end=first.end, name=name, **self._options)
+            s = HttpStream(url, start=0, end=first.end, name=name, on_open=functools.partial(self._opened, first),
+                           **self._options)
         except BaseException:
             self.close()
             raise
@@ -140,17 +142,20 @@ class RangedStream(io.RawIOBase):
                         part.error = self._changed(changed)
                 part.seen = None
             self._trim()
-            if guess or s.size is None or not s.ranged:
-                self._plan()
-            else:  # the first shard from this server: its first part gets a head start (the first sample)
-                self._head_start = min(_HEAD_START, first.end)
+            self._plan()
         threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
 
     # -- planning (under the lock) ---------------------------------------------------------------------------
 
     def _fit(self, size: int) -> None:
-        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least)."""
-        self.part_size = max(min(1 << 20, self.part_size), min(self.part_size, -(-size // self.connections)))
+        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least, whole
+        MiBs: part boundaries fall on the 1 MiB, 4 MiB... stripes object stores keep objects in)."""
+        even = -(-size // self.connections // _LEAD) * _LEAD
+        self.part_size = max(min(_LEAD, self.part_size), min(self.part_size, even))
+
+    def _span(self, offset: int) -> int:
+        """The size of the part starting at ``offset``: small at the start of the shard, then growing."""
+        return min(self.part_size, max(_LEAD, offset // 4 // _LEAD * _LEAD))
 
     def _add_part(self, start: int, end: int) -> _Part:
         part = _Part(len(self._parts), start, end)
@@ -180,7 +185,7 @@ class RangedStream(io.RawIOBase):
         """Request the parts that fit in the read-ahead budget (the reader's own part always fits)."""
         while self.size is not None and self._planned < self.size and not self._stopped and not self._held:
             ahead = len(self._parts) - self._cur
-            cost = min(self.part_size, self.size - self._planned)
+            cost = min(self._span(self._planned), self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
                 return
             part = self._add_part(self._planned, self._planned + cost)
@@ -203,7 +208,8 @@ class RangedStream(io.RawIOBase):
         if part.done or self._stopped:
             return
         try:
-            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name, **self._options)
+            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
+                                on_open=functools.partial(self._opened, part), **self._options)
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
                 if self._known and e.total is not None and self.size is not None and e.total != self.size:
@@ -227,6 +233,19 @@ class RangedStream(io.RawIOBase):
                 return
         self._pump(part, stream)
 
+    def _opened(self, part: _Part, stream: HttpStream) -> None:
+        with self._cond:
+            part.stream = stream
+            if self._stopped:
+                stream.abort()
+
+    def _nap(self, sleep: Callable[[float], None], seconds: float) -> None:
+        """A part's wait before a retry: none once the stream is closed (its fetch thread is free at once)."""
+        if not self._stopped:
+            sleep(seconds)
+        if self._stopped:
+            raise OpenError(f"{self.name!r}: closed", url=self.name)
+
     def _differs(self, s: HttpStream) -> str | None:
         if s.size is not None and self.size is not None and s.size != self.size:
             return f"size {self.size} -> {s.size}"
@@ -242,26 +261,19 @@ class RangedStream(io.RawIOBase):
 
     def _pump(self, part: _Part, stream: HttpStream) -> None:
         """Move the part's bytes from its answer to the reader as they arrive."""
-        error, got = None, 0
+        error = None
         try:
             while not self._stopped:
                 data = stream.read(_CHUNK)
                 if not data:
                     break
-                got += len(data)
                 with self._cond:
                     part.chunks.append(data)
-                    if self._head_start and got >= self._head_start:
-                        self._head_start = 0
-                        self._plan()
                     self._cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the reader
             error = e
         fetched = None
         with self._cond:
-            if self._head_start:
-                self._head_start = 0
-                self._plan()
             self.requests += stream.requests
             self.resumes += stream.resumes
             # a part planned on a guessed size may be answered before the first answer trims it: its own
@@ -272,6 +284,7 @@ class RangedStream(io.RawIOBase):
                                   f"{stream.pos}", url=self.name)
             if not part.done:
                 part.error, part.done = error, True
+            part.stream = None
             if (self.when_fetched is not None and self.size is not None and self._planned >= self.size
                     and all(p.done for p in self._parts)):
                 fetched, self.when_fetched = self.when_fetched, None
@@ -343,6 +356,9 @@ class RangedStream(io.RawIOBase):
         """Stop every part and give back its read-ahead memory (under the lock)."""
         self._stopped = True
         for part in self._parts:
+            if part.stream is not None and not part.done:
+                part.stream.abort()  # a part waiting on a slow or stalled server frees its fetch thread now
+            part.stream = None
             if not part.done:
                 part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
             part.chunks.clear()
