@@ -201,7 +201,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         return out
     if kind == "imagefolder":
         listing = list_imagefolder(src)
-        sizes = [os.path.getsize(os.path.join(src, rel)) for rel, _ in listing.files]
+        sizes = listing.sizes
         budget = _per_task(sum(sizes), BYTES)
         files_per_task = per_task or ROWS[1]
         chunks, current, size = [], [], 0

@@ -1,0 +1,57 @@
+"""A JSON Lines file cut into tasks by blocks (convert/lines.py) gives exactly the ranges of the line-by-line rule:
+one record per non-blank line, ``rows`` records per range, cut after a record's line end."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from shardstream.convert.lines import jsonl_chunks
+from shardstream.convert.tables import csv_chunks
+
+
+def line_by_line(path: str, rows_per_task: int) -> list[tuple[int, int, int]]:
+    chunks, rows, start, first, offset = [], 0, 0, 0, 0
+    with open(path, "rb") as f:
+        for line in f:
+            offset += len(line)
+            if line.strip():
+                rows += 1
+                if rows - first >= max(1, rows_per_task):
+                    chunks.append((start, offset, first))
+                    start, first = offset, rows
+    if rows > first or not chunks:
+        chunks.append((start, offset, first))
+    return chunks
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_block_cuts_equal_the_line_by_line_rule(tmp_path, seed):
+    r = random.Random(seed)
+    path = tmp_path / "rows.jsonl"
+    for _ in range(300):
+        lines = [r.choice([b'{"a": 1}', b"", b"  ", b'{"b": "x y"}\r', b'\t{"c": 3} ', b"{}" * 40])
+                 for _ in range(r.randrange(0, 40))]  # fmt: skip
+        path.write_bytes(b"\n".join(lines) + (b"\n" if r.random() < 0.5 else b""))
+        rows, block = r.randrange(0, 7), r.choice([1, 2, 3, 7, 64, 1 << 20])
+        expected = line_by_line(str(path), rows)
+        assert jsonl_chunks(str(path), rows, block=block) == expected, (path.read_bytes(), rows, block)
+        assert csv_chunks(str(path), rows, jsonl=True) == expected
+
+
+def test_a_file_without_records_is_one_empty_range(tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n  \n\n")
+    assert jsonl_chunks(str(tmp_path / "empty.jsonl"), 5) == [(0, 0, 0)]
+    assert jsonl_chunks(str(tmp_path / "blank.jsonl"), 5) == [(0, 5, 0)]
+
+
+def test_a_few_blank_or_indented_lines_among_many_records(tmp_path):
+    lines = [b'{"n": %d}' % i for i in range(500)]
+    lines[7], lines[100], lines[101], lines[300] = b"", b"   ", b'  {"n": "indented"}', b"\t"
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    for rows in (1, 3, 50, 496, 497, 1000):
+        assert jsonl_chunks(str(path), rows) == line_by_line(str(path), rows)
+    assert jsonl_chunks(str(path), 1000) == [(0, path.stat().st_size, 0)]
