@@ -3,6 +3,11 @@
 // detail panel are in sample.js.
 "use strict";
 
+// each refresh() is one generation: an answer that comes back after a newer refresh began is dropped, so a
+// slow answer to an older view (say, before a filter was typed) cannot overwrite the newer one
+let generation = 0;
+const stale = (mine) => mine !== generation;
+
 function filterQuery() {
   const parts = [];
   for (const [name, value] of Object.entries(state.filters)) if (value) parts.push(`${name}=${enc(value)}`);
@@ -11,9 +16,10 @@ function filterQuery() {
 
 // -- the grid ---------------------------------------------------------------------------------------------
 
-async function loadGrid() {
+async function loadGrid(mine) {
   const query = `offset=${state.offset}&limit=${state.limit}&${filterQuery()}`;
   const page = await api(`/api/samples?${query}`);
+  if (stale(mine)) return;
   state.total = page.total; state.offset = page.offset; state.items = page.items;
   $("grid").replaceChildren(...state.items.map(tile));
   if (!state.items.length) $("grid").append(el("p", { class: "muted", text: "no sample passes the filters" }));
@@ -59,9 +65,10 @@ function noPicture(item) {
 
 // -- the table --------------------------------------------------------------------------------------------
 
-async function loadTable() {
+async function loadTable(mine) {
   const query = `offset=${state.offset}&limit=${state.limit}&sort=${enc(state.sort)}&desc=${state.desc ? 1 : 0}&${filterQuery()}`;
   const t = await api(`/api/table?${query}`);
+  if (stale(mine)) return;
   state.total = t.total; state.offset = t.offset;
   const head = el("tr", {}, ...t.columns.map((c) => {
     const arrow = c === t.sort ? (t.descending ? " ▼" : " ▲") : "";
@@ -98,8 +105,9 @@ function bars(rows) {
   }));
 }
 
-async function loadStats() {
+async function loadStats(mine) {
   const s = await api("/api/stats");
+  if (stale(mine)) return;
   const card = (title, ...content) => el("section", { class: "card" }, el("h3", { text: title }), ...content);
   const note = s.scanned < s.samples ? ` (the first ${s.scanned} of ${s.samples} samples)` : "";
   const labels = s.labels.map((l) => [l.name != null ? `${l.name} (${l.label})` : String(l.label), l.count]);
@@ -130,11 +138,13 @@ async function refresh(push = true) {
   $("grid").hidden = state.view !== "grid";
   $("table-view").hidden = state.view !== "table";
   $("stats-view").hidden = state.view !== "stats";
+  const mine = ++generation;
   try {
-    if (state.view === "grid") await loadGrid();
-    else if (state.view === "table") await loadTable();
-    else await loadStats();
-  } catch (e) { say(e.message); }
+    if (state.view === "grid") await loadGrid(mine);
+    else if (state.view === "table") await loadTable(mine);
+    else await loadStats(mine);
+  } catch (e) { if (!stale(mine)) say(e.message); }
+  if (stale(mine)) return;  // a newer refresh shows its own view
   const paged = state.view !== "stats";
   const last = Math.min(state.total, state.offset + state.limit);
   $("range").textContent = !paged ? "" : state.total ? `${state.offset + 1}–${last} of ${state.total}` : "none";
