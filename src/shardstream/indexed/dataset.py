@@ -49,7 +49,7 @@ from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
 from .opened import Handles, OpenShard, gather_rows
-from .rows import RowIteration
+from .rows import RowIteration, row_runs
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import open_source
 
@@ -228,7 +228,7 @@ class IndexedDataset(RowIteration):
         >>> ds.shard_lengths, ds[1:7].shard_lengths, ds[::-2].shard_lengths
         ([3, 3, 2], [2, 3, 1], [1, 2, 1])
         """
-        return _runs(self._rows, self._ends)
+        return row_runs(self._rows, self._ends)
 
     def columns(self, batch_size: int, *, partial: bool = True) -> Iterator[dict[str, list]]:
         """The samples in order as column batches ``{field: [value, ...]}`` of ``batch_size`` rows, decoded column
@@ -395,16 +395,3 @@ class IndexedDataset(RowIteration):
         where = self._origin or f"{len(self._shards)} shards"
         return f"IndexedDataset({where!r}, samples={len(self)})"
 
-
-def _runs(rows: range, ends: Sequence[int]) -> list[int]:
-    """Lengths of the runs of ``rows`` (global sample numbers, in order) that fall in one shard."""
-    if rows.step < 0:
-        return _runs(rows[::-1], ends)[::-1]
-    runs, start, n = [], 0, len(rows)
-    for end in ends:
-        lo = min(n, max(0, -((rows.start - start) // rows.step)))  # first k with rows[k] >= start
-        hi = min(n, max(0, -((rows.start - end) // rows.step)))
-        if hi > lo:
-            runs.append(hi - lo)
-        start = end
-    return runs

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..resume import Progress
     from .dataset_index import ShardEntry
 
-__all__ = ["RowIteration", "RowIterator", "fingerprint", "shards_digest"]
+__all__ = ["RowIteration", "RowIterator", "fingerprint", "row_runs", "shards_digest"]
 
 
 def fingerprint(rows: range, shards: Sequence[tuple[str, int]] | str) -> dict[str, Any]:
@@ -173,3 +173,17 @@ class RowIteration(Resumable):
 
     def _check_state(self, state: Any) -> None:
         self.resume_point(state)
+
+
+def row_runs(rows: range, ends: Sequence[int]) -> list[int]:
+    """Lengths of the runs of ``rows`` (global sample numbers, in order) that fall in one shard."""
+    if rows.step < 0:
+        return row_runs(rows[::-1], ends)[::-1]
+    runs, start, n = [], 0, len(rows)
+    for end in ends:
+        lo = min(n, max(0, -((rows.start - start) // rows.step)))  # first k with rows[k] >= start
+        hi = min(n, max(0, -((rows.start - end) // rows.step)))
+        if hi > lo:
+            runs.append(hi - lo)
+        start = end
+    return runs
