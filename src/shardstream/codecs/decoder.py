@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, overload
 
 from ..config import secure_mode
-from ..errors import ConfigError, DecodeError, MissingDependencyError, UnsafeDecodeError, add_context
+from ..errors import ConfigError, DecodeError, UnsafeDecodeError
+from .failures import decode_failure, failure_cause
 from .handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .images import IMAGE_SPECS, ImageHandler
 from .table import lookup
@@ -234,7 +235,7 @@ class Decoder:
                 try:
                     result[k] = fn(v)
                 except Exception as e:
-                    raise _with_context(e, sample.get("__url__"), sample.get("__key__"), k) from _cause(e)
+                    raise decode_failure(e, sample.get("__url__"), sample.get("__key__"), k) from failure_cause(e)
             else:
                 result[k] = self._decode_other(fn, v, sample, k)
         return result
@@ -254,7 +255,7 @@ class Decoder:
         try:
             return fn(bytes(v))
         except Exception as e:
-            raise _with_context(e, url, key, k) from _cause(e)
+            raise decode_failure(e, url, key, k) from failure_cause(e)
 
     def decode_columns(self, batch: dict) -> dict:
         """Decode a batch in columns, ``{field: [bytes, ...]}`` -> ``{field: [value, ...]}``.
@@ -298,7 +299,7 @@ class Decoder:
         try:
             return fn(bytes(data))
         except Exception as e:
-            raise _with_context(e, None, None, field) from _cause(e)
+            raise decode_failure(e, None, None, field) from failure_cause(e)
 
     def table_codec(self, field: str) -> str | None:
         """How this decoder decodes ``field``, when that is the codec table's doing alone: the
@@ -340,33 +341,6 @@ def _flatten(items: Iterable[Any]) -> Iterable[Any]:
             yield from _flatten(item)
         else:
             yield item
-
-
-def _cause(e: BaseException) -> BaseException | None:
-    # a context-free DecodeError from a codec is replaced; keep what *it* was caused by
-    if isinstance(e, DecodeError) and e.url is None and e.key is None and e.field is None:
-        return e.__cause__
-    return e
-
-
-def _with_context(e: Exception, url: Any, key: Any, field: str) -> BaseException:
-    if isinstance(e, MissingDependencyError):
-        return add_context(e, url=url, key=key, field=field)
-    if isinstance(e, DecodeError):
-        if e.url is None and e.key is None and e.field is None:
-            return type(e)(e.problem, url=url, key=key, field=field)
-        return e
-    what, inner, gz = "the field", field, ""
-    found = lookup(inner)
-    while found is not None and found[1].kind == "wrapper":
-        inner, gz = inner[: -len(found[0]) - 1], " (after gunzip)"
-        found = lookup(inner)
-    if found is not None:
-        what = f".{found[0]} data as {found[1].name}{gz}"
-    detail = str(e)
-    if len(detail) > 300:
-        detail = detail[:300] + "..."
-    return DecodeError(f"cannot decode {what}: {type(e).__name__}: {detail}", url=url, key=key, field=field)
 
 
 @functools.lru_cache(maxsize=64)
