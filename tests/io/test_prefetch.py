@@ -45,7 +45,9 @@ def stub(tmp_path_factory):
 def requests(stub):
     """The module's stub with its request log cleared once the previous test's parts are all sent: a part planned
     on the previous shard's size, past the end of a smaller shard, may still go out (and get a 416) after its
-    shard was read."""
+    shard was read. Whatever an earlier test's reader had opened ahead is dropped first (``prefetch.forget``):
+    a stream opened ahead is handed to a later reader of its URL, which then sends no request of its own."""
+    prefetch.forget()
     deadline, seen = time.monotonic() + 5, -1
     while len(stub.requests) != seen and time.monotonic() < deadline:
         seen = len(stub.requests)
