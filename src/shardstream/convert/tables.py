@@ -271,8 +271,11 @@ def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tu
 
 
 def _json_objects(text: str) -> list[dict[str, Any]] | None:
-    """The records of JSON Lines ``text`` when every non-blank line is one JSON object (what :func:`_json_rows`
-    reads then), parsed at once with no per-line Python; None otherwise (and for ``\\r`` line ends)."""
+    """The records of JSON Lines ``text`` when every non-blank line is one JSON object, parsed at once as one JSON
+    array with no per-line Python (strings cannot span lines, so the array has as many items as lines exactly
+    when each line is one object); None otherwise: :func:`_json_rows` then reads line by line. ``\\r\\n`` line
+    ends are read too (JSON allows no raw ``\\r`` inside a string); a lone ``\\r`` ends a line only there."""
+    text = text.replace("\r\n", "\n")
     if "\r" in text:
         return None
     lines = text.split("\n")
@@ -290,22 +293,14 @@ def _json_objects(text: str) -> list[dict[str, Any]] | None:
 
 
 def _json_rows(url: str, first: int, lines: list[str]) -> Iterator[dict[str, Any]]:
-    """The records of JSON Lines ``lines`` (blank lines left out), parsed as one JSON array where every line is
-    one object (strings cannot span lines, so the array has as many items as lines exactly when each line is
-    one object); else line by line, so that a bad line is named."""
-    rows: Any = None
-    if all(line.lstrip()[:1] == "{" and line.rstrip()[-1:] == "}" for line in lines):
+    """The records of JSON Lines ``lines`` (blank lines left out) line by line, where :func:`_json_objects` could
+    not read them at once: a bad line is named; a value that is not an object becomes ``{"json": value}``."""
+    rows = []
+    for number, line in enumerate(lines, first):
         try:
-            rows = json.loads("[" + ",".join(lines) + "]")
-        except json.JSONDecodeError:
-            rows = None
-    if rows is None or len(rows) != len(lines):
-        rows = []
-        for number, line in enumerate(lines, first):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{url}: record {number}: not valid JSON: {e}") from e
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{url}: record {number}: not valid JSON: {e}") from e
     for row in rows:
         yield row if isinstance(row, dict) else {"json": row}
 
