@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..resume import Progress, check_state, envelope
+from ..tar.native import Relay
 from .adapters import source_cursor
 from .context import Context, Source
 from .core import Stage
@@ -139,8 +140,10 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
     return cursor
 
 
-class PipelineIterator(Cursor):
-    """One iteration of a pipeline: its cursors, built on first use, and its state (see the module docstring)."""
+class PipelineIterator(Relay, Cursor):
+    """One iteration of a pipeline: its cursors, built on first use, and its state (see the module docstring).
+    Once started, ``next()`` is the :data:`~shardstream.tar.native.Relay` base's: the chain's next item, with no
+    interpreter frame of its own; :meth:`_step` does the rest (the first item, the end)."""
 
     def __init__(self, pipeline: DataPipeline, ctx: Context, last_split: int):
         self.pipeline, self.ctx, self.last_split = pipeline, ctx, last_split
@@ -170,7 +173,10 @@ class PipelineIterator(Cursor):
                 closer()
             chain = getattr(chain, "upstream", None)
 
-    def __next__(self) -> Any:
+    # next(): once started, the chain's next item (at its end: _done is set and the chain dropped), else _step()
+    __next__ = Relay.__next__
+
+    def _step(self) -> Any:
         if not self._started:  # the pipeline moves on to the next epoch once this one is being served
             self._started = True
             if self.progress is not None:

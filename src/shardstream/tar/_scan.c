@@ -1249,6 +1249,176 @@ static PyTypeObject ChunksType = {
     .tp_getset = chunks_getset,
 };
 
+/* ---- Tally and Relay: the pipeline's per-item steps without an interpreter frame ----
+ *
+ * Tally is the base type of the splitter cursor (pipeline/stages/split.py, _Split): its attributes ``upstream``,
+ * ``index``, ``count``, ``total`` (items read) and ``mine`` (items kept) live here, and ``next()`` reads items of
+ * ``upstream`` and keeps every ``count``-th from ``index`` (deal()'s rule); when ``upstream`` ends it calls
+ * ``self._ended()`` (which may raise the splitter's errors) and ends. Relay is the base type of the pipeline's
+ * iterator (pipeline/iteration.py, PipelineIterator): once ``_started`` is true and ``_chain`` is set, ``next()``
+ * serves the items of ``_chain`` and, at its end, sets ``_done`` and drops the chain; otherwise (the first item,
+ * no chain yet, the end) it calls ``self._step()``, which does all of that in Python. Their pure-Python twins,
+ * with the same behaviour, are shardstream.tar.native.PyTally and PyRelay. */
+
+static PyObject *str_ended, *str_step; /* "_ended", "_step" (interned) */
+
+/* The next item of it: a new reference; NULL with no error at its end (StopIteration is cleared). */
+static PyObject *next_of(PyObject *it)
+{
+    PyObject *item;
+    if (it == NULL || !PyIter_Check(it)) {
+        PyErr_Format(PyExc_TypeError, "'%.200s' object is not an iterator",
+                     it == NULL ? "NoneType" : Py_TYPE(it)->tp_name);
+        return NULL;
+    }
+    item = (*Py_TYPE(it)->tp_iternext)(it);
+    if (item == NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_StopIteration))
+        PyErr_Clear();
+    return item;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *upstream;
+    Py_ssize_t index, count, total, mine;
+} TallyObject;
+
+static PyObject *tally_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    TallyObject *self = (TallyObject *)type->tp_alloc(type, 0);
+    (void)args;
+    (void)kwds;
+    if (self != NULL)
+        self->count = 1;
+    return (PyObject *)self;
+}
+
+static int tally_traverse(TallyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->upstream);
+    return 0;
+}
+
+static int tally_clear(TallyObject *self)
+{
+    Py_CLEAR(self->upstream);
+    return 0;
+}
+
+static void tally_dealloc(TallyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    tally_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tally_next(TallyObject *self)
+{
+    for (;;) {
+        PyObject *item = next_of(self->upstream), *ended;
+        if (item == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            ended = PyObject_CallMethodNoArgs((PyObject *)self, str_ended);
+            Py_XDECREF(ended);
+            return NULL; /* the end (StopIteration), or the error _ended() raised */
+        }
+        self->total++;
+        if (self->count <= 1 || (self->total - 1) % self->count == self->index) {
+            self->mine++;
+            return item;
+        }
+        Py_DECREF(item);
+    }
+}
+
+static PyMemberDef tally_members[] = {
+    {"upstream", T_OBJECT, offsetof(TallyObject, upstream), 0, "the cursor read"},
+    {"index", T_PYSSIZET, offsetof(TallyObject, index), 0, "the part kept"},
+    {"count", T_PYSSIZET, offsetof(TallyObject, count), 0, "the number of parts"},
+    {"total", T_PYSSIZET, offsetof(TallyObject, total), 0, "items read"},
+    {"mine", T_PYSSIZET, offsetof(TallyObject, mine), 0, "items kept"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject TallyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardstream.tar._scan.Tally",
+    .tp_basicsize = sizeof(TallyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Keeps every count-th item of upstream from index; self._ended() at its end (see _scan.c).",
+    .tp_new = tally_new,
+    .tp_dealloc = (destructor)tally_dealloc,
+    .tp_traverse = (traverseproc)tally_traverse,
+    .tp_clear = (inquiry)tally_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)tally_next,
+    .tp_members = tally_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *chain;
+    char started, done;
+} RelayObject;
+
+static int relay_traverse(RelayObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->chain);
+    return 0;
+}
+
+static int relay_clear(RelayObject *self)
+{
+    Py_CLEAR(self->chain);
+    return 0;
+}
+
+static void relay_dealloc(RelayObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    relay_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *relay_next(RelayObject *self)
+{
+    PyObject *chain = self->chain, *item;
+    if (!self->started || chain == NULL || chain == Py_None)
+        return PyObject_CallMethodNoArgs((PyObject *)self, str_step);
+    Py_INCREF(chain); /* the chain may drop its relay's reference while it runs */
+    item = next_of(chain);
+    if (item == NULL && !PyErr_Occurred()) { /* the end: shards and DataLoader workers are released now */
+        self->done = 1;
+        if (self->chain == chain)
+            Py_CLEAR(self->chain);
+    }
+    Py_DECREF(chain);
+    return item;
+}
+
+static PyMemberDef relay_members[] = {
+    {"_chain", T_OBJECT, offsetof(RelayObject, chain), 0, "the cursors served (None: not built, or dropped)"},
+    {"_started", T_BOOL, offsetof(RelayObject, started), 0, "whether the first item was asked for"},
+    {"_done", T_BOOL, offsetof(RelayObject, done), 0, "whether the iteration ended"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject RelayType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardstream.tar._scan.Relay",
+    .tp_basicsize = sizeof(RelayObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Serves the items of self._chain once started; self._step() otherwise (see _scan.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)relay_dealloc,
+    .tp_traverse = (traverseproc)relay_traverse,
+    .tp_clear = (inquiry)relay_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)relay_next,
+    .tp_members = relay_members,
+};
+
 static PyObject *pack_members(PyObject *self, PyObject *args); /* at the end of the file */
 
 static PyMethodDef methods[] = {
@@ -1311,11 +1481,16 @@ PyMODINIT_FUNC PyInit__scan(void)
     str_key = PyUnicode_InternFromString("__key__");
     str_url = PyUnicode_InternFromString("__url__");
     str_fill = PyUnicode_InternFromString("_fill");
-    if (str_key == NULL || str_url == NULL || str_fill == NULL || PyType_Ready(&ChunksType) < 0)
+    str_ended = PyUnicode_InternFromString("_ended");
+    str_step = PyUnicode_InternFromString("_step");
+    if (str_key == NULL || str_url == NULL || str_fill == NULL || str_ended == NULL || str_step == NULL ||
+        PyType_Ready(&ChunksType) < 0 || PyType_Ready(&TallyType) < 0 || PyType_Ready(&RelayType) < 0)
         return NULL;
     {
         PyObject *m = PyModule_Create(&module);
-        if (m != NULL && PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0)
+        if (m != NULL && (PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0 ||
+                          PyModule_AddObjectRef(m, "Tally", (PyObject *)&TallyType) < 0 ||
+                          PyModule_AddObjectRef(m, "Relay", (PyObject *)&RelayType) < 0))
             Py_CLEAR(m);
         return m;
     }

@@ -14,6 +14,8 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
   None.
 - :data:`Chunks`: the base class that serves the items of lists one by one (the C ``Chunks`` type when the
   extension is there and on at import; else :class:`PyChunks`, which does the same in Python).
+- :data:`Tally` and :data:`Relay`: the base classes of the pipeline's splitter and of its iterator, which pass
+  items on without an interpreter frame per item (C types, or :class:`PyTally` and :class:`PyRelay`).
 
 >>> accelerated() == (member_scan(None) is not None)
 True
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from . import reader
 from .reader import accelerated, member_scan
 
-__all__ = ["Chunks", "PyChunks", "accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer",
+__all__ = ["Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer",
            "sample_grouper"]
 
 
@@ -124,7 +126,100 @@ class PyChunks:
         raise NotImplementedError
 
 
+class PyTally:
+    """Keeps every ``count``-th item of ``upstream`` from ``index`` (``count == 1``: all), counting the items read
+    (``total``) and kept (``mine``); when ``upstream`` ends it calls ``self._ended()``, which may raise, and ends. A
+    subclass defines ``_ended``. The pure-Python twin of the C ``Tally`` (the splitter cursor's base).
+
+    >>> class Odd(Tally):
+    ...     def _ended(self):
+    ...         pass
+    >>> t = Odd(); t.upstream, t.index, t.count = iter("abcde"), 1, 2
+    >>> list(t), t.total, t.mine
+    (['b', 'd'], 5, 2)
+    """
+
+    upstream: Any
+    index: int
+    count: int
+    total: int
+    mine: int
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self.upstream, self.index, self.count, self.total, self.mine = None, 0, 1, 0, 0
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        upstream, count, index = self.upstream, self.count, self.index
+        while True:
+            try:
+                item = next(upstream)
+            except StopIteration:
+                self._ended()
+                raise StopIteration from None
+            self.total += 1
+            if count <= 1 or (self.total - 1) % count == index:
+                self.mine += 1
+                return item
+
+    def _ended(self) -> None:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+
+class PyRelay:
+    """Serves the items of ``self._chain`` once ``_started`` is true and the chain is set; at its end sets
+    ``_done`` and drops the chain. Otherwise (the first item, no chain, after the end) ``next()`` is
+    ``self._step()``, which a subclass defines. The pure-Python twin of the C ``Relay`` (the pipeline iterator's
+    base).
+
+    >>> class Once(Relay):
+    ...     def _step(self):
+    ...         if self._done:
+    ...             raise StopIteration
+    ...         self._started, self._chain = True, iter([1, 2])
+    ...         return 0
+    >>> it = Once(); list(it), it._done, it._chain
+    ([0, 1, 2], True, None)
+    """
+
+    _chain: Any
+    _started: bool
+    _done: bool
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self._chain, self._started, self._done = None, False, False
+        return self
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        chain = self._chain
+        if not self._started or chain is None:
+            return self._step()
+        try:
+            return next(chain)
+        except StopIteration:
+            self._done = True
+            if self._chain is chain:
+                self._chain = None
+            raise
+
+    def _step(self) -> Any:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+
 if TYPE_CHECKING:
     Chunks = PyChunks
-else:  # the base class of readers that serve lists of samples one by one: C when built and on, else PyChunks
-    Chunks = getattr(reader._scan, "Chunks", PyChunks) if accelerated() else PyChunks
+    Tally = PyTally
+    Relay = PyRelay
+else:  # base classes that pass items on without a frame per item: C when built and on, else their Python twins
+    _on = accelerated()
+    Chunks = getattr(reader._scan, "Chunks", PyChunks) if _on else PyChunks
+    Tally = getattr(reader._scan, "Tally", PyTally) if _on else PyTally
+    Relay = getattr(reader._scan, "Relay", PyRelay) if _on else PyRelay

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, WorkerSplitError
+from ...tar.native import Tally
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, PassCursor, Restart
@@ -84,9 +85,11 @@ def deal(items: Sequence[T], index: int, count: int) -> list[T]:
     return list(items[index::count])
 
 
-class _Split(Counted):
+class _Split(Tally, Counted):
     """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
-    the error raised when this rank or worker got nothing. Its counters join its input's position."""
+    the error raised when this rank or worker got nothing. Its counters join its input's position. ``next()`` is
+    the :data:`~shardstream.tar.native.Tally` base's (no interpreter frame per item), which calls :meth:`_ended`
+    when the input ends."""
 
     fields = ("total", "mine")
 
@@ -96,22 +99,16 @@ class _Split(Counted):
         self.index, self.count, self.on_empty, self.total, self.mine = index, count, on_empty, 0, 0
         self.on_uneven = on_uneven
 
-    def __next__(self) -> Any:
-        upstream, count, index = self.upstream, self.count, self.index
-        while True:
-            try:
-                item = next(upstream)
-            except StopIteration:
-                if self.mine == 0 and self.on_empty is not None:
-                    raise self.on_empty(self.total) from None
-                if self.on_uneven is not None and self.total % count:
-                    self.on_uneven(self.total)
-                    self.on_uneven = None
-                raise
-            self.total += 1
-            if count == 1 or (self.total - 1) % count == index:  # the rule of deal()
-                self.mine += 1
-                return item
+    # next(): keeps item number total (from 0) when total % count == index, the rule of deal()
+    __next__ = Tally.__next__
+
+    def _ended(self) -> None:
+        """The input ended: the error of a rank or worker that got nothing; the uneven split's warning."""
+        if self.mine == 0 and self.on_empty is not None:
+            raise self.on_empty(self.total)
+        if self.on_uneven is not None and self.total % self.count:
+            self.on_uneven(self.total)
+            self.on_uneven = None
 
     def take(self, n: int) -> list[Any]:
         """At most ``n`` next items (several when this keeps all and the input can give several, see
@@ -132,7 +129,7 @@ class _Split(Counted):
     def give_back(self, n: int) -> None:
         """Undo the taking of the last ``n`` items of the latest :meth:`take`."""
         if n:
-            self.upstream.give_back(n)  # type: ignore[attr-defined]  # a cursor with take() has give_back()
+            self.upstream.give_back(n)  # a cursor with take() has give_back()
             self.total -= n
             self.mine -= n
 
