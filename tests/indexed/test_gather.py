@@ -6,7 +6,6 @@ process."""
 from __future__ import annotations
 
 import io
-import multiprocessing
 import tarfile
 
 import numpy as np
@@ -142,18 +141,6 @@ def test_collated_steps_aside_when_the_fields_differ(tmp_path):
     assert [list(s) for s in ds.__getitems__(np.array([1, 0]))] == [list(ds[1]), list(ds[0])]
 
 
-def _child(ds, queue):
-    queue.put(ds.__getitems__(np.arange(0, 61, 4)))
-
-
-def test_a_forked_process_opens_its_own_shards(ds):
-    if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("no fork here")
+def test_a_forked_process_opens_its_own_shards(ds, forked):
     parent = ds.__getitems__(np.arange(0, 61, 4))
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_child, args=(ds, queue))
-    child.start()
-    got = queue.get(timeout=60)
-    child.join(60)
-    assert got == parent
+    assert forked(ds.__getitems__, np.arange(0, 61, 4)) == parent

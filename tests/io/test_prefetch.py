@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import multiprocessing
 import random
 import time
 
@@ -126,12 +125,12 @@ def test_a_bare_open_of_a_numbered_series_still_guesses(requests, one_part):
     assert "shard-000008.tar" in _paths(requests)
 
 
-def _read_in_child(url: str, queue) -> None:
+def _read_in_child(url: str) -> str:
     with open_url(url) as f:
-        queue.put(hashlib.sha256(f.read()).hexdigest())
+        return hashlib.sha256(f.read()).hexdigest()
 
 
-def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_retries):
+def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_retries, forked):
     """A DataLoader worker forked after the parent read from a server never uses the parent's kept-alive
     connections (two processes on one socket would mix their answers): the server sees new connections."""
     monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "64K")  # parts whose connections go back to the pool
@@ -151,13 +150,7 @@ def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_r
             want = hashlib.sha256(f.read()).hexdigest()
         time.sleep(0.3)  # the part's thread gives its kept-alive connection back to the pool
         before = len(accepted)
-        context = multiprocessing.get_context("fork")
-        queue = context.Queue()
-        child = context.Process(target=_read_in_child, args=(url, queue))
-        child.start()
-        got = queue.get(timeout=60)
-        child.join(60)
-        assert got == want and child.exitcode == 0
+        assert forked(_read_in_child, url) == want
         assert len(accepted) > before  # the child connected on its own
         with open_url(url) as f:  # and the parent's connections still serve the parent
             assert hashlib.sha256(f.read()).hexdigest() == want
