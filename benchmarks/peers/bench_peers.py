@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import subprocess
 import sys
 import time
@@ -117,7 +118,8 @@ def worker(contender: str, workload: str, quick: bool, repeat: int) -> dict:
     if count != want:
         result["warning"] = f"counted {count:,} of {want:,}"
     scale = 1e9 if workload.startswith("big") else 1.0
-    return dict(result, rate=best / scale, cpu_rate=cpu_best / scale)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux: the process's peak, in MiB
+    return dict(result, rate=best / scale, cpu_rate=cpu_best / scale, rss=rss)
 
 
 def run_one(contender: str, workload: str, args) -> tuple[dict | None, str | None]:
@@ -137,19 +139,21 @@ def run_one(contender: str, workload: str, args) -> tuple[dict | None, str | Non
     return json.loads(done.stdout.strip().splitlines()[-1]), None
 
 
-def fmt(rate: float, workload: str) -> str:
-    return f"{rate:,.2f}" if workload.startswith("big") else f"{rate:,.0f}"
+def fmt(rate: float, workload: str, key: str = "rate") -> str:
+    return f"{rate:,.2f}" if workload.startswith("big") and key != "rss" else f"{rate:,.0f}"
 
 
 def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
-    """Markdown: one row per workload, a column per contender, and shardstream against the best peer and limit."""
+    """Markdown: one row per workload, a column per contender, and shardstream against the best peer and limit
+    (for ``key="rss"``, the best is the smallest)."""
+    pick = min if key == "rss" else max
     cols = [LIMIT, *PEERS, SS]
     head = ["workload", *cols, "best peer", "shardstream / best peer", "shardstream / limit"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for w, cells in results.items():
         ref = results.get(WORKLOADS[w][2] or w, {}) if w in WORKLOADS else {}
         peers = {n: c[key] for source in (cells, ref) for n, c in source.items() if n in PEERS and c}
-        best = max(peers.items(), key=lambda kv: kv[1]) if peers else None
+        best = pick(peers.items(), key=lambda kv: kv[1]) if peers else None
         limit = (cells.get(LIMIT) or ref.get(LIMIT) or {}).get(key)
         row = [WORKLOADS[w][0] if w in WORKLOADS else EXTRA[w]]
         for name in cols:
@@ -157,14 +161,14 @@ def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
             if c == "-" or c is None:
                 row.append("-" if c == "-" else "n/a")
                 continue
-            text = fmt(c[key], w)
+            text = fmt(c[key], w, key)
             if name in PEERS and best:
                 text += f" ({c[key] / best[1]:.2f}x)"
             if "diversity" in c:
                 text += f" {c['diversity']:.2f}/{c['spearman']:.3f}"
             row.append(text + (" ⚠" if "warning" in c else ""))
         ss = (cells.get(SS) or {}).get(key)
-        row.append(f"{best[0]} {fmt(best[1], w)}" if best else "-")
+        row.append(f"{best[0]} {fmt(best[1], w, key)}" if best else "-")
         row.append(f"{ss / best[1]:.2f}x" if ss and best else "-")
         row.append(f"{ss / limit:.2f}x" if ss and limit else "-")
         lines.append("| " + " | ".join(row) + " |")
@@ -219,6 +223,9 @@ def main() -> int:
           " less than the rates above), DataLoader rows excepted (their workers' CPU is not counted)")
     print(table({w: {n: c for n, c in r.items() if not (w.startswith("jpeg2") and n in (LIMIT, WDS, SS, "litdata"))}
                  for w, r in results.items() if w != "write"}, key="cpu_rate"))
+    print("\n## peak RSS of the contender's process, MiB (lower is better; DataLoader rows: the main process only)")
+    print(table({w: {n: c for n, c in r.items() if c is None or "rss" in c} for w, r in results.items() if w != "write"},
+                key="rss"))
     for name, d in (results.get("write") or {}).items():
         if d:
             per = ", ".join(f"{k} {v:.2f} s" for k, v in d["per"].items())
