@@ -191,7 +191,14 @@ def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: lis
             raise_on_failure: bool) -> JobResult:
     ordered = [results[t.index] for t in tasks if t.index in results]
     shards = tuple(s for r in ordered for s in r.shards)
-    index = None if failures else tasks[0].output.finish(list(shards))
+    output = tasks[0].output
+    entries = [e for r in ordered for e in r.entries]
+    if failures:
+        index = None
+    elif hasattr(output, "write_indexed") and len(entries) == len(shards):  # every shard's entry came back
+        index = output.finish(list(shards), entries)
+    else:
+        index = output.finish(list(shards))
     result = JobResult(
         shards=shards, samples_in=sum(r.samples_in for r in ordered), samples=sum(r.samples for r in ordered),
         skipped=tuple((r.url, s) for r in ordered for s in r.skipped), tasks=len(tasks),
