@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from shardstream.errors import SampleFormatError
-from shardstream.indexed import ShardIndex, index_shard, write_dali_index
+from shardstream.indexed import ShardIndex, index_dataset, index_shard, write_dali_index
+from shardstream.process import TarOutput, Task, map_dataset, run_task
 from shardstream.process.indexes import write_shard_indexes
-from shardstream.writer import ShardWriter
+from shardstream.process.sources import ShardSource
+from shardstream.writer import ShardWriter, TarWriter
 
 REGULAR = [{"__key__": f"dir/s{i:04d}", "txt": f"text {i}", "CLS": str(i), "seg.PNG": bytes(i)} for i in range(40)]
 MIXED = [{"__key__": f"k{i}é{{}}", **({"a{1}": b"x"} if i % 3 else {"json": b"[]", "cls": b"1"})} for i in range(30)]
@@ -60,11 +63,6 @@ def test_whitespace_dali_cannot_hold_is_refused_as_by_the_scan(tmp_path):
 @pytest.mark.parametrize("samples", [REGULAR, IRREGULAR["a dot in a key"]], ids=["regular", "a dot in a key"])
 def test_dataset_index_from_task_results_equals_the_one_read_from_sidecars(tmp_path, monkeypatch, samples):
     """The job writes dataset.json from the entries its tasks hand back; reading the sidecars gives the same file."""
-    import os
-
-    from shardstream.indexed import index_dataset
-    from shardstream.process import map_dataset
-    from shardstream.writer import TarWriter
 
     inputs = []
     for n in range(3):
@@ -87,9 +85,6 @@ def test_dataset_index_from_task_results_equals_the_one_read_from_sidecars(tmp_p
 
 
 def test_task_results_carry_the_entries_only_where_sidecars_are_written(tmp_path):
-    from shardstream.process import TarOutput, Task, run_task
-    from shardstream.process.sources import ShardSource
-    from shardstream.writer import TarWriter
 
     with TarWriter(str(tmp_path / "in.tar")) as sink:
         for sample in REGULAR[:10]:
