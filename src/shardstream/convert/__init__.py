@@ -39,10 +39,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..io.urls import expand_inputs
-from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
+from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource
 from ..process.engines import Engine
+from ..process.job import EngineSession, run_in_session
 from .fields import column_field, safe_key, sniff_extension
-from .folders import ImageFolderSource, list_imagefolder
+from .folders import ImageFolderSource, Mapper, list_imagefolder
 from .lines import chunks_from_marks, jsonl_chunks, record_marks
 from .tables import ArrowSource, CsvSource, ParquetSource, csv_chunks
 from .tfrecord import TFRecordSource, parse_example
@@ -181,8 +182,11 @@ def _arrow_rows(path: str) -> int:
 
 def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterable[str] | None = None,
          rename: Mapping[str, str] | None = None, split: str | None = None, per_task: int | None = None,
-         rule: str = "first-dot") -> list[TaskSource]:
-    """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring)."""
+         rule: str = "first-dot", mapper: Mapper | None = None) -> list[TaskSource]:
+    """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring).
+
+    ``mapper`` runs the listing of an ImageFolder's class folders (``mapper(fn, [args, ...])`` -> results in
+    order): :func:`convert` lists them on the job's workers, beside each other; by default, here."""
     kind = detect(src) if kind == "auto" else kind
     renamed = tuple(sorted((rename or {}).items()))
     if kind == "shards":
@@ -222,7 +226,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
                                      "\t" if kind == "tsv" else ",", a, b, first))  # fmt: skip
         return out
     if kind == "imagefolder":
-        listing = list_imagefolder(src)
+        listing = list_imagefolder(src, mapper)
         sizes = listing.sizes
         budget = _per_task(sum(sizes), BYTES)
         files_per_task = per_task or ROWS[1]
@@ -268,15 +272,19 @@ def convert(
     be converted, with the reason); a task that fails after its retries raises
     :class:`~shardstream.errors.ProcessingError` at the end.
     """
-    sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task)
-    if not sources:
-        raise ConfigError(f"nothing to convert in {src!r}")
     if to == "shards":
         output: Any = TarOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=maxsize, index=index)
     elif to == "parquet":
         output = ParquetOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=min(maxsize, 512 << 20))
     else:
         raise ConfigError(f"to must be 'shards' or 'parquet', got {to!r}")
-    tasks = [Task(i, source, output) for i, source in enumerate(sources)]
-    return run_tasks(tasks, engine, workers=workers, scheduler=scheduler, retries=retries, progress=progress,
-                     overwrite=overwrite)  # fmt: skip
+    session = EngineSession(engine, workers=workers, scheduler=scheduler)
+    try:  # the planning's listing runs on the workers the tasks run on (their CPU counts in worker_cpu)
+        sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task,
+                       mapper=session.map)  # fmt: skip
+        if not sources:
+            raise ConfigError(f"nothing to convert in {src!r}")
+        tasks = [Task(i, source, output) for i, source in enumerate(sources)]
+        return run_in_session(tasks, session, retries=retries, progress=progress, overwrite=overwrite)
+    finally:
+        session.close()

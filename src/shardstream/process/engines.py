@@ -19,13 +19,16 @@ import multiprocessing
 import os
 import pickle
 import queue
+import socket
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from .tasks import Task, TaskResult, run_task, set_reporter
 
-__all__ = ["DaskEngine", "Engine", "InlineEngine", "LocalEngine", "make_engine"]
+__all__ = ["DaskEngine", "Engine", "InlineEngine", "LocalEngine", "make_engine", "run_calls"]
 
 
 class Engine:
@@ -41,6 +44,16 @@ class Engine:
 
     def submit(self, task: Task) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A handle of ``fn(*args)`` run where the tasks run (planning work, such as listing the folders of an
+        input); ``fn`` must be importable by name there. This base class runs it here, at once."""
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as e:
+            future.set_exception(e)
+        return future
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -122,6 +135,10 @@ class LocalEngine(Engine):
         self._progress = self._context.Queue()
         self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
                                             initargs=(self._progress,))  # fmt: skip
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._pool is not None, "start() the engine first"
+        return self._pool.submit(fn, *args)
 
     def submit(self, task: Task) -> Any:
         assert self._pool is not None, "start() the engine first"
@@ -226,6 +243,9 @@ class DaskEngine(Engine):
         self.workers = max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
         self._queue = Queue(self._queue_name, client=self.client)
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.client.submit(fn, *args, pure=False)
+
     def submit(self, task: Task) -> Any:
         return self.client.submit(_run_on_dask, task, self._queue_name, pure=False,
                                   key=f"shardstream-task-{task.index}-{uuid.uuid4().hex[:8]}")  # fmt: skip
@@ -252,6 +272,32 @@ class DaskEngine(Engine):
         for thing in self._own:
             thing.close()
         self._own = []
+
+
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, str]:
+    """``fn(*args)``, the CPU seconds it took and where it ran (``host:pid``): what :func:`run_calls` submits."""
+    cpu = time.thread_time()
+    result = fn(*args)
+    return result, time.thread_time() - cpu, f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_calls(engine: Engine, fn: Callable[..., Any], calls: list[tuple[Any, ...]],
+              cpu: dict[str, float] | None = None) -> list[Any]:
+    """``fn(*args)`` for each ``args`` of ``calls`` on the (started) ``engine``, side by side; the results in
+    order (the first error raised). Their CPU seconds are added to ``cpu`` per worker."""
+    handles = [engine.call(timed, fn, *args) for args in calls]
+    pending = list(handles)
+    while pending:
+        done = set(engine.wait(pending, timeout=0.5))
+        pending = [h for h in pending if h not in done]
+    results = []
+    for handle in handles:
+        got: Any = engine.outcome(handle)  # a timed() triple, not a TaskResult
+        result, seconds, worker = got
+        if cpu is not None:
+            cpu[worker] = cpu.get(worker, 0.0) + seconds
+        results.append(result)
+    return results
 
 
 def make_engine(engine: str | Engine | None = None, *, workers: int | None = None,
