@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import shardstream.convert as convert_module
 from shardstream.convert import convert
 from shardstream.convert.folders import list_imagefolder
 from shardstream.process.job import EngineSession
@@ -75,3 +76,15 @@ def test_classes_listed_on_the_workers_give_the_same_plan_and_shards(tmp_path):
     pool = convert(root, str(tmp_path / "pool"), per_task=7, engine="local", workers=2)
     assert tree_bytes(str(tmp_path / "inline")) == tree_bytes(str(tmp_path / "pool")) and pool.skipped == here.skipped
     assert len(pool.urls) == 8
+
+
+def test_the_last_two_budgets_of_files_go_in_half_tasks(tmp_path, monkeypatch):
+    """ImageFolder tasks hold about `budget` bytes of files each; the last 2 budgets go in tasks of half that."""
+    for n in range(100):
+        path = tmp_path / "pets" / f"c{n % 3}" / f"{n:03d}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+    monkeypatch.setattr(convert_module, "BYTES", (1000, 1000))  # 10,000 bytes: tasks of 10 files, then of 5
+    sizes = [len(source.files) for source in convert_module.plan(str(tmp_path / "pets"))]
+    assert sizes == [10] * 8 + [5] * 4
+    assert [len(s.files) for s in convert_module.plan(str(tmp_path / "pets"), per_task=10)] == [10] * 10  # as asked

@@ -71,7 +71,8 @@ def test_one_pass_marks_cut_any_multiple_of_their_step_as_the_line_rule(tmp_path
         marks, records, size = record_marks(str(path), every, block=block)
         assert (records, size) == (sum(1 for line in lines if line.strip()), path.stat().st_size)
         expected = line_by_line(str(path), every * step)
-        assert chunks_from_marks(marks, records, size, step, every * step) == expected, (path.read_bytes(), every, step)
+        got = chunks_from_marks(marks, records, size, every, [every * step] * (records // (every * step)))
+        assert got == expected, (path.read_bytes(), every, step)
 
 
 def test_the_plan_cuts_jsonl_into_a_multiple_of_1000_rows(tmp_path):
@@ -80,3 +81,20 @@ def test_the_plan_cuts_jsonl_into_a_multiple_of_1000_rows(tmp_path):
     got = [(s.start, s.stop, s.first) for s in plan(str(path))]
     assert got == jsonl_chunks(str(path), 1000) and len(got) == 46
     assert [(s.start, s.stop, s.first) for s in plan(str(path), per_task=777)] == jsonl_chunks(str(path), 777)
+
+
+def test_the_last_two_tasks_worth_of_rows_go_in_half_tasks(tmp_path):
+    """Without per_task, the plan's last 2 * rows rows are cut in tasks of rows / 2 (a multiple of 1000): the
+    workers run out of work nearly together. Every cut is still after a record's line end."""
+    path = tmp_path / "rows.jsonl"
+    lines = [b'{"n": %d}' % i if i % 997 else b"  " for i in range(64_600)]  # some blank lines: 64,535 records
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    got = [(s.start, s.stop, s.first) for s in plan(str(path))]
+    firsts = [first for _, _, first in got]  # 64535 // 32 = 2016 rows: 2000 a task, 1000 in the tail
+    assert firsts == [2000 * k for k in range(32)] + [63_000, 64_000]
+    data = path.read_bytes()
+    ends = {offset + 1 for offset in range(len(data)) if data[offset] == 10}
+    assert all(stop in ends for _, stop, _ in got) and got[-1][1] == path.stat().st_size
+    assert [b for _, b, _ in got[:-1]] == [a for a, _, _ in got[1:]] and got[0][0] == 0
+    by_rule = line_by_line(str(path), 1000)  # every cut is one of the 1000-row rule's
+    assert {b for _, b, _ in got} <= {b for _, b, _ in by_rule}

@@ -100,13 +100,30 @@ def _lines(paths: list[str]) -> int:
     return count
 
 
+def _counts(total: int, per_task: int, unit: int, tail: bool) -> list[int]:
+    """The sizes of the tasks cut from ``total`` rows (or bytes), but for the last one (what is left): ``per_task``
+    each; with ``tail``, the last ``2 * per_task`` go in tasks of half that (multiples of ``unit``), so that the
+    workers run out of tasks nearly together (the tail a worker waits for is half as long)."""
+    counts, left = [], total
+    while left > (2 * per_task if tail else per_task - 1):
+        counts.append(per_task)
+        left -= per_task
+    half = max(unit, per_task // 2 // unit * unit)
+    while tail and left > half:
+        counts.append(half)
+        left -= half
+    return counts
+
+
 def _jsonl_chunks(files: list[str], per_task: int | None) -> list[list[tuple[int, int, int]]]:
-    """The ranges of each JSON Lines file (:func:`.lines.jsonl_chunks`), the files read once."""
+    """The ranges of each JSON Lines file (:func:`.lines.jsonl_chunks`), the files read once; without
+    ``per_task``, the last file ends in half tasks (see :func:`_counts`)."""
     if per_task:
         return [jsonl_chunks(url, per_task) for url in files]
     scans = [record_marks(url, ROWS[0]) for url in files]
     rows = _rows_per_task(sum(scan[1] for scan in scans))
-    return [chunks_from_marks(*scan, rows // ROWS[0], rows) for scan in scans]
+    return [chunks_from_marks(*scan, ROWS[0], _counts(scan[1], rows, ROWS[0], n == len(scans) - 1))
+            for n, scan in enumerate(scans)]  # fmt: skip
 
 
 def _files(src: str | list[str]) -> list[str]:
@@ -228,15 +245,20 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
     if kind == "imagefolder":
         listing = list_imagefolder(src, mapper)
         sizes = listing.sizes
-        budget = _per_task(sum(sizes), BYTES)
+        left = sum(sizes)
+        budget = _per_task(left, BYTES)
         files_per_task = per_task or ROWS[1]
+        limit = budget if per_task or left > 2 * budget else budget // 2  # the last 2 budgets: half tasks
         chunks, current, size = [], [], 0
         for (rel, number), nbytes in zip(listing.files, sizes, strict=True):
             current.append((rel, number))
             size += nbytes
-            if len(current) >= files_per_task or size >= budget:
+            if len(current) >= files_per_task or size >= limit:
                 chunks.append(current)
+                left -= size
                 current, size = [], 0
+                if not per_task and left <= 2 * budget:
+                    limit = budget // 2
         if current:
             chunks.append(current)
         return [ImageFolderSource(src, chunk) for chunk in chunks]

@@ -5,7 +5,7 @@ rule of :func:`~shardstream.convert.tables.csv_chunks` (one record per non-blank
 per range, cut only after a record), reading the file in blocks and finding the cuts with numpy passes (newlines,
 non-blank lines): planning a conversion is serial work in the main process, before any worker starts.
 :func:`record_marks` is that pass, keeping the end of every ``every``-th record: :func:`chunks_from_marks` cuts
-ranges of any multiple of ``every`` records from it, so the planner learns the number of records and the cuts in
+ranges of multiples of ``every`` records from it, so the planner learns the number of records and the cuts in
 one pass over the file.
 
 >>> import tempfile, os
@@ -34,18 +34,20 @@ def jsonl_chunks(path: str, rows_per_task: int, *, block: int = _BLOCK) -> list[
     """The ranges of ``rows_per_task`` non-blank lines each (the last one shorter; one empty range for a file
     without records); a range ends after its last record's line end."""
     per_task = max(1, rows_per_task)
-    return chunks_from_marks(*record_marks(path, per_task, block=block), 1, per_task)
+    return chunks_from_marks(*record_marks(path, per_task, block=block), per_task)
 
 
-def chunks_from_marks(marks: list[int], records: int, size: int, step: int,
-                      rows_per_task: int) -> list[tuple[int, int, int]]:  # fmt: skip
-    """:func:`jsonl_chunks` from a file's :func:`record_marks` (taken every ``rows_per_task // step`` records):
-    every ``step``-th mark ends a range, so one pass over the file serves any multiple of its ``every``."""
+def chunks_from_marks(marks: list[int], records: int, size: int, every: int,
+                      counts: list[int] | None = None) -> list[tuple[int, int, int]]:
+    """The ranges of a file from its :func:`record_marks` (taken every ``every`` records): ``counts`` records
+    each (multiples of ``every``; by default ``every`` each), then the records left (one empty range for a file
+    without records). So one pass over the file serves any cut at its marks."""
     chunks: list[tuple[int, int, int]] = []
     start = first = 0
-    for stop in marks[step - 1 :: step]:
+    for count in [every] * len(marks) if counts is None else counts:
+        stop = marks[(first + count) // every - 1]
         chunks.append((start, stop, first))
-        start, first = stop, first + rows_per_task
+        start, first = stop, first + count
     if records > first or not chunks:
         chunks.append((start, size, first))
     return chunks
