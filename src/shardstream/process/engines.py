@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
+from .pool import ProcessPool
 from .tasks import Task, TaskResult, run_task, set_reporter
 
 __all__ = ["DaskEngine", "Engine", "InlineEngine", "LocalEngine", "make_engine", "run_calls"]
@@ -65,7 +66,7 @@ class Engine:
         return 0
 
     def recover(self, error: BaseException) -> None:
-        """Called after a task failed with ``error``, before it is resubmitted (a broken pool restarts)."""
+        """Called after a task failed with ``error``, before it is resubmitted (to restart what the failure broke)."""
 
     def close(self) -> None:
         """Stop what :meth:`start` started."""
@@ -113,12 +114,12 @@ def _init_worker(progress: Any) -> None:
 
 
 class LocalEngine(Engine):
-    """A pool of ``workers`` processes on this machine (default: the number of CPUs).
+    """A pool of ``workers`` processes on this machine (default: the number of CPUs; see :mod:`.pool`).
 
-    A worker that dies (killed, out of memory) breaks the pool: the pool is restarted and the tasks it held are
-    retried like failed ones. ``start_method`` is multiprocessing's (default: the platform's). Tasks are sent
-    with cloudpickle where it is installed (it comes with ``shardstream[dask]``), so functions defined in
-    ``__main__`` or a notebook work; without it, the function must be importable by name.
+    A worker that dies (killed, out of memory) fails the task it was running, which is retried like a failed
+    one, and a new worker takes its place. ``start_method`` is multiprocessing's (default: the platform's).
+    Tasks are sent with cloudpickle where it is installed (it comes with ``shardstream[dask]``), so functions
+    defined in ``__main__`` or a notebook work; without it, the function must be importable by name.
     """
 
     name = "local"
@@ -128,13 +129,12 @@ class LocalEngine(Engine):
             raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
         self.workers = workers or os.cpu_count() or 1
         self._context = multiprocessing.get_context(start_method)
-        self._pool: cf.ProcessPoolExecutor | None = None
+        self._pool: ProcessPool | None = None
         self._progress: Any = None
 
     def start(self) -> None:
         self._progress = self._context.Queue()
-        self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
-                                            initargs=(self._progress,))  # fmt: skip
+        self._pool = ProcessPool(self.workers, self._context, _init_worker, (self._progress,))
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._pool is not None, "start() the engine first"
@@ -149,8 +149,8 @@ class LocalEngine(Engine):
         return self._pool.submit(_run_pickled, cloudpickle.dumps(task))
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
-        done, _ = cf.wait(handles, timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        return list(done)
+        assert self._pool is not None, "start() the engine first"
+        return self._pool.wait(handles, timeout)
 
     def outcome(self, handle: Any) -> TaskResult:
         return handle.result()
@@ -163,16 +163,9 @@ class LocalEngine(Engine):
             except (queue.Empty, OSError, ValueError):
                 return total
 
-    def recover(self, error: BaseException) -> None:
-        # every task the broken pool held fails with BrokenProcessPool: restart once, not once per task
-        if isinstance(error, cf.process.BrokenProcessPool) and self._pool is not None and self._pool._broken:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
-                                                initargs=(self._progress,))  # fmt: skip
-
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown()
             self._pool = None
         if self._progress is not None:
             self._progress.close()
