@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -90,3 +92,9 @@ def test_shutdown_cancels_the_calls_not_started():
     queued = pool.submit(_slow, 0, "never")
     pool.shutdown()
     assert queued.cancelled() and running.result() == "done"
+
+
+def test_a_pool_never_shut_down_does_not_hold_the_interpreter_at_exit():
+    code = "from shardstream.process.pool import ProcessPool\npool = ProcessPool(2)\nprint(pool.submit(abs, -3) is not None)\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env={**os.environ})
+    assert done.returncode == 0 and done.stdout.strip() == b"True", done.stderr

@@ -18,12 +18,14 @@ fails only the call it was running, with :class:`WorkerDied`, and a new worker t
 
 from __future__ import annotations
 
+import atexit
 import collections
 import concurrent.futures as cf
 import multiprocessing
 import pickle
 import time
 import traceback
+import weakref
 from multiprocessing import connection
 from typing import Any
 
@@ -56,8 +58,11 @@ def _answer(fn: Any, args: tuple[Any, ...]) -> bytes:
             return pickle.dumps((False, (RuntimeError(f"{type(e).__name__}: {e}"), text)), pickle.HIGHEST_PROTOCOL)
 
 
-def _serve(pipe: Any, initializer: Any, initargs: tuple[Any, ...]) -> None:
-    """A worker: run the calls that come down ``pipe`` until the pool says stop (or goes away)."""
+def _serve(pipe: Any, initializer: Any, initargs: tuple[Any, ...], inherited: list[Any]) -> None:
+    """A worker: run the calls that come down ``pipe`` until the pool says stop (or goes away). ``inherited``: the
+    pool's ends of the pipes, copied into this process by a fork; closed, so that each pipe ends with the pool."""
+    for end in inherited:
+        end.close()
     if initializer is not None:
         initializer(*initargs)
     while True:
@@ -73,7 +78,10 @@ def _serve(pipe: Any, initializer: Any, initargs: tuple[Any, ...]) -> None:
             answer = _answer(_raise, (e,))
         else:
             answer = _answer(fn, args)
-        pipe.send_bytes(answer)
+        try:
+            pipe.send_bytes(answer)
+        except OSError:  # the pool went away while the call ran
+            return
 
 
 def _raise(error: BaseException) -> None:
@@ -81,12 +89,27 @@ def _raise(error: BaseException) -> None:
 
 
 class _Worker:
-    def __init__(self, context: Any, initializer: Any, initargs: tuple[Any, ...]):
+    def __init__(self, context: Any, initializer: Any, initargs: tuple[Any, ...], others: list[_Worker]):
         self.pipe, theirs = context.Pipe(duplex=True)
-        self.process = context.Process(target=_serve, args=(theirs, initializer, initargs), name="shardstream-worker")
+        forked = context.get_start_method() == "fork"  # a forked worker holds copies of the pool's ends
+        inherited = [self.pipe, *(w.pipe for w in others)] if forked else []
+        self.process = context.Process(target=_serve, args=(theirs, initializer, initargs, inherited),
+                                       name="shardstream-worker")  # fmt: skip
         self.process.start()
         theirs.close()
         self.future: cf.Future | None = None
+
+
+_live: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _at_exit() -> None:
+    """A pool never shut down: its workers read the end of their pipes and stop, so that the interpreter's wait for
+    its child processes (multiprocessing's exit handler, which runs after this one) ends."""
+    for pool in list(_live):
+        for worker in pool._workers:
+            worker.pipe.close()
 
 
 class ProcessPool:
@@ -97,9 +120,12 @@ class ProcessPool:
     def __init__(self, workers: int, context: Any = None, initializer: Any = None, initargs: tuple[Any, ...] = ()):
         self._context = context or multiprocessing.get_context()
         self._init = (initializer, initargs)
-        self._workers = [_Worker(self._context, initializer, initargs) for _ in range(workers)]
+        self._workers: list[_Worker] = []
+        for _ in range(workers):
+            self._workers.append(_Worker(self._context, initializer, initargs, self._workers))
         self._idle = list(reversed(self._workers))
         self._queue: collections.deque[tuple[cf.Future, bytes]] = collections.deque()
+        _live.add(self)
 
     def submit(self, fn: Any, *args: Any) -> cf.Future:
         future: cf.Future = cf.Future()
@@ -127,7 +153,7 @@ class ProcessPool:
     def _replace(self, worker: _Worker) -> None:
         worker.pipe.close()
         worker.process.join(timeout=1)
-        fresh = _Worker(self._context, *self._init)
+        fresh = _Worker(self._context, *self._init, [w for w in self._workers if w is not worker])
         self._workers[self._workers.index(worker)] = fresh
         if worker in self._idle:
             self._idle.remove(worker)
