@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+from shardstream.process.engines import Engine, LocalEngine, run_calls
 from shardstream.process.pool import ProcessPool, WorkerDied
 
 
@@ -98,3 +100,21 @@ def test_a_pool_never_shut_down_does_not_hold_the_interpreter_at_exit():
     code = "from shardstream.process.pool import ProcessPool\npool = ProcessPool(2)\nprint(pool.submit(abs, -3) is not None)\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env={**os.environ})
     assert done.returncode == 0 and done.stdout.strip() == b"True", done.stderr
+
+
+def test_run_calls_on_an_engine_without_calls_of_its_own_runs_them_here():
+    class Bare(Engine):  # a user's engine from before Engine.call: its wait knows only its own handles
+        def wait(self, handles, timeout):
+            raise AssertionError("not for calls")
+
+    cpu = {}
+    assert run_calls(Bare(), divmod, [(7, 2), (9, 4)], cpu) == [(3, 1), (2, 1)]
+    assert list(cpu) == [f"{socket.gethostname()}:{os.getpid()}"]
+    engine = LocalEngine(2)
+    engine.start()
+    try:
+        cpu = {}
+        assert run_calls(engine, divmod, [(7, 2), (9, 4), (1, 1)], cpu) == [(3, 1), (2, 1), (1, 0)]
+        assert cpu and str(os.getpid()) not in {w.rsplit(":", 1)[1] for w in cpu}
+    finally:
+        engine.close()
