@@ -35,12 +35,16 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..io.urls import expand_inputs
-from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource, run_tasks
+from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource
 from ..process.engines import Engine
+from ..process.job import EngineSession, run_in_session
 from .fields import column_field, safe_key, sniff_extension
-from .folders import ImageFolderSource, list_imagefolder
+from .folders import ImageFolderSource, Mapper, list_imagefolder
+from .lines import chunks_from_marks, jsonl_chunks, record_marks
 from .tables import ArrowSource, CsvSource, ParquetSource, csv_chunks
 from .tfrecord import TFRecordSource, parse_example
 from .to_parquet import ParquetOutput
@@ -81,13 +85,45 @@ def _per_task(total: int, bounds: tuple[int, int]) -> int:
     return min(max(total // TASKS, bounds[0]), bounds[1])
 
 
+def _rows_per_task(total: int) -> int:
+    """Rows per task for ``total`` rows: a multiple of ``ROWS[0]`` (JSON Lines is cut at the marks taken every
+    ``ROWS[0]`` records while counting them: one pass over the file)."""
+    return _per_task(total, ROWS) // ROWS[0] * ROWS[0]
+
+
 def _lines(paths: list[str]) -> int:
     count = 0
     for path in paths:
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
-                count += block.count(b"\n")
+                count += int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))  # bytes.count: 4x slower
     return count
+
+
+def _counts(total: int, per_task: int, unit: int, tail: bool) -> list[int]:
+    """The sizes of the tasks cut from ``total`` rows (or bytes), but for the last one (what is left): ``per_task``
+    each; with ``tail``, the last ``2 * per_task`` go in tasks of half that (multiples of ``unit``), so that the
+    workers run out of tasks nearly together (the tail a worker waits for is half as long)."""
+    counts, left = [], total
+    while left > (2 * per_task if tail else per_task - 1):
+        counts.append(per_task)
+        left -= per_task
+    half = max(unit, per_task // 2 // unit * unit)
+    while tail and left > half:
+        counts.append(half)
+        left -= half
+    return counts
+
+
+def _jsonl_chunks(files: list[str], per_task: int | None) -> list[list[tuple[int, int, int]]]:
+    """The ranges of each JSON Lines file (:func:`.lines.jsonl_chunks`), the files read once; without
+    ``per_task``, the last file ends in half tasks (see :func:`_counts`)."""
+    if per_task:
+        return [jsonl_chunks(url, per_task) for url in files]
+    scans = [record_marks(url, ROWS[0]) for url in files]
+    rows = _rows_per_task(sum(scan[1] for scan in scans))
+    return [chunks_from_marks(*scan, ROWS[0], _counts(scan[1], rows, ROWS[0], n == len(scans) - 1))
+            for n, scan in enumerate(scans)]  # fmt: skip
 
 
 def _files(src: str | list[str]) -> list[str]:
@@ -163,8 +199,11 @@ def _arrow_rows(path: str) -> int:
 
 def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterable[str] | None = None,
          rename: Mapping[str, str] | None = None, split: str | None = None, per_task: int | None = None,
-         rule: str = "first-dot") -> list[TaskSource]:
-    """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring)."""
+         rule: str = "first-dot", mapper: Mapper | None = None) -> list[TaskSource]:
+    """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring).
+
+    ``mapper`` runs the listing of an ImageFolder's class folders (``mapper(fn, [args, ...])`` -> results in
+    order): :func:`convert` lists them on the job's workers, beside each other; by default, here."""
     kind = detect(src) if kind == "auto" else kind
     renamed = tuple(sorted((rename or {}).items()))
     if kind == "shards":
@@ -193,24 +232,33 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
     if kind in ("csv", "tsv", "jsonl"):
         out = []
         files = _folder_files(src, (".csv", ".tsv", ".jsonl", ".ndjson"))
-        rows = per_task or _per_task(_lines(files), ROWS)
-        for url in files:
-            for a, b, first in csv_chunks(url, rows, jsonl=kind == "jsonl"):
+        if kind == "jsonl":
+            cuts = _jsonl_chunks(files, per_task)
+        else:
+            rows = per_task or _rows_per_task(_lines(files))
+            cuts = [csv_chunks(url, rows) for url in files]
+        for url, ranges in zip(files, cuts, strict=True):
+            for a, b, first in ranges:
                 out.append(CsvSource(url, key, None if paths is None else tuple(paths), renamed, kind == "jsonl",
                                      "\t" if kind == "tsv" else ",", a, b, first))  # fmt: skip
         return out
     if kind == "imagefolder":
-        listing = list_imagefolder(src)
+        listing = list_imagefolder(src, mapper)
         sizes = listing.sizes
-        budget = _per_task(sum(sizes), BYTES)
+        left = sum(sizes)
+        budget = _per_task(left, BYTES)
         files_per_task = per_task or ROWS[1]
+        limit = budget if per_task or left > 2 * budget else budget // 2  # the last 2 budgets: half tasks
         chunks, current, size = [], [], 0
         for (rel, number), nbytes in zip(listing.files, sizes, strict=True):
             current.append((rel, number))
             size += nbytes
-            if len(current) >= files_per_task or size >= budget:
+            if len(current) >= files_per_task or size >= limit:
                 chunks.append(current)
+                left -= size
                 current, size = [], 0
+                if not per_task and left <= 2 * budget:
+                    limit = budget // 2
         if current:
             chunks.append(current)
         return [ImageFolderSource(src, chunk) for chunk in chunks]
@@ -246,15 +294,19 @@ def convert(
     be converted, with the reason); a task that fails after its retries raises
     :class:`~shardstream.errors.ProcessingError` at the end.
     """
-    sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task)
-    if not sources:
-        raise ConfigError(f"nothing to convert in {src!r}")
     if to == "shards":
         output: Any = TarOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=maxsize, index=index)
     elif to == "parquet":
         output = ParquetOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=min(maxsize, 512 << 20))
     else:
         raise ConfigError(f"to must be 'shards' or 'parquet', got {to!r}")
-    tasks = [Task(i, source, output) for i, source in enumerate(sources)]
-    return run_tasks(tasks, engine, workers=workers, scheduler=scheduler, retries=retries, progress=progress,
-                     overwrite=overwrite)  # fmt: skip
+    session = EngineSession(engine, workers=workers, scheduler=scheduler)
+    try:  # the planning's listing runs on the workers the tasks run on (their CPU counts in worker_cpu)
+        sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task,
+                       mapper=session.map)  # fmt: skip
+        if not sources:
+            raise ConfigError(f"nothing to convert in {src!r}")
+        tasks = [Task(i, source, output) for i, source in enumerate(sources)]
+        return run_in_session(tasks, session, retries=retries, progress=progress, overwrite=overwrite)
+    finally:
+        session.close()

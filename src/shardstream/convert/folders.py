@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
 from ..process import Skip
 
-__all__ = ["ImageFolderListing", "ImageFolderSource", "list_imagefolder"]
+__all__ = ["ImageFolderListing", "ImageFolderSource", "list_class", "list_imagefolder"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,36 +40,56 @@ class ImageFolderListing:
     sizes: list[int] = dataclasses.field(default_factory=list)
 
 
-def list_imagefolder(root: str) -> ImageFolderListing:
-    """List an ImageFolder tree (see the module docstring)."""
+#: runs ``fn(*args)`` for each ``args`` (maybe on other processes) and gives the results in order
+Mapper = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
+
+
+def _here(fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    return [fn(*args) for args in calls]
+
+
+def list_imagefolder(root: str, mapper: Mapper | None = None) -> ImageFolderListing:
+    """List an ImageFolder tree (see the module docstring). ``mapper`` lists the class folders (one call of
+    :func:`list_class` each), where the job's engine runs them: on its workers, beside each other."""
     if not os.path.isdir(root):
         raise ConfigError(f"{root!r} is not a directory")
     classes = sorted(d for d in os.listdir(root) if not d.startswith(".") and os.path.isdir(os.path.join(root, d)))
     if not classes:
         raise ConfigError(f"{root!r} has no class folders; an ImageFolder is ROOT/<class name>/<file>")
+    skipped = [Skip(name, "a file outside the class folders") for name in sorted(os.listdir(root))
+               if os.path.isfile(os.path.join(root, name))]  # fmt: skip
+    files: list[tuple[str, int]] = []
+    sizes: list[int] = []
+    for got_files, got_sizes, got_skipped in (mapper or _here)(list_class, [(root, cls, number) for number, cls
+                                                                           in enumerate(classes)]):  # fmt: skip
+        files += got_files
+        sizes += got_sizes
+        skipped += got_skipped
+    return ImageFolderListing(classes, files, skipped, sizes)
+
+
+def list_class(root: str, cls: str, number: int) -> tuple[list[tuple[str, int]], list[int], list[Skip]]:
+    """The files ``(relative path, number)`` of the class folder ``root/cls``, their sizes, and what is skipped
+    there (a key is the file's folder and stem, so only files of one folder can share one)."""
     files: list[tuple[str, int]] = []
     sizes: list[int] = []
     skipped: list[Skip] = []
     seen: dict[str, str] = {}
-    for name in sorted(os.listdir(root)):
-        if os.path.isfile(os.path.join(root, name)):
-            skipped.append(Skip(name, "a file outside the class folders"))
-    for number, cls in enumerate(classes):
-        for rel_dir, entry in _walk(os.path.join(root, cls), cls):
-            name = entry.name
-            rel = f"{rel_dir}/{name}"
-            stem, ext = os.path.splitext(name)
-            if name.startswith(".") or not ext or not stem:
-                skipped.append(Skip(rel, "a hidden file or a file without extension"))
-                continue
-            key = f"{rel_dir}/{stem.replace('.', '_')}"
-            if key in seen:
-                skipped.append(Skip(rel, f"same key as {seen[key]!r}"))
-                continue
-            seen[key] = rel
-            files.append((rel, number))
-            sizes.append(entry.stat().st_size)
-    return ImageFolderListing(classes, files, skipped, sizes)
+    for rel_dir, entry in _walk(os.path.join(root, cls), cls):
+        name = entry.name
+        dot = name.rfind(".")
+        if dot <= 0 or name[0] == ".":  # os.path.splitext's rule, for a name that does not start with a dot
+            skipped.append(Skip(f"{rel_dir}/{name}", "a hidden file or a file without extension"))
+            continue
+        rel = f"{rel_dir}/{name}"
+        key = f"{rel_dir}/{name[:dot].replace('.', '_')}"
+        if key in seen:
+            skipped.append(Skip(rel, f"same key as {seen[key]!r}"))
+            continue
+        seen[key] = rel
+        files.append((rel, number))
+        sizes.append(entry.stat().st_size)
+    return files, sizes, skipped
 
 
 def _walk(top: str, rel_dir: str) -> Iterator[tuple[str, os.DirEntry[str]]]:

@@ -19,13 +19,17 @@ import multiprocessing
 import os
 import pickle
 import queue
+import socket
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
+from .pool import ProcessPool
 from .tasks import Task, TaskResult, run_task, set_reporter
 
-__all__ = ["DaskEngine", "Engine", "InlineEngine", "LocalEngine", "make_engine"]
+__all__ = ["DaskEngine", "Engine", "InlineEngine", "LocalEngine", "make_engine", "run_calls"]
 
 
 class Engine:
@@ -42,6 +46,16 @@ class Engine:
     def submit(self, task: Task) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A handle of ``fn(*args)`` run where the tasks run (planning work, such as listing the folders of an
+        input); ``fn`` must be importable by name there. This base class runs it here, at once."""
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -52,7 +66,7 @@ class Engine:
         return 0
 
     def recover(self, error: BaseException) -> None:
-        """Called after a task failed with ``error``, before it is resubmitted (a broken pool restarts)."""
+        """Called after a task failed with ``error``, before it is resubmitted (to restart what the failure broke)."""
 
     def close(self) -> None:
         """Stop what :meth:`start` started."""
@@ -100,12 +114,12 @@ def _init_worker(progress: Any) -> None:
 
 
 class LocalEngine(Engine):
-    """A pool of ``workers`` processes on this machine (default: the number of CPUs).
+    """A pool of ``workers`` processes on this machine (default: the number of CPUs; see :mod:`.pool`).
 
-    A worker that dies (killed, out of memory) breaks the pool: the pool is restarted and the tasks it held are
-    retried like failed ones. ``start_method`` is multiprocessing's (default: the platform's). Tasks are sent
-    with cloudpickle where it is installed (it comes with ``shardstream[dask]``), so functions defined in
-    ``__main__`` or a notebook work; without it, the function must be importable by name.
+    A worker that dies (killed, out of memory) fails the task it was running, which is retried like a failed
+    one, and a new worker takes its place. ``start_method`` is multiprocessing's (default: the platform's).
+    Tasks are sent with cloudpickle where it is installed (it comes with ``shardstream[dask]``), so functions
+    defined in ``__main__`` or a notebook work; without it, the function must be importable by name.
     """
 
     name = "local"
@@ -115,13 +129,16 @@ class LocalEngine(Engine):
             raise ConfigError(f"workers must be an int >= 1, got {workers!r}")
         self.workers = workers or os.cpu_count() or 1
         self._context = multiprocessing.get_context(start_method)
-        self._pool: cf.ProcessPoolExecutor | None = None
+        self._pool: ProcessPool | None = None
         self._progress: Any = None
 
     def start(self) -> None:
         self._progress = self._context.Queue()
-        self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
-                                            initargs=(self._progress,))  # fmt: skip
+        self._pool = ProcessPool(self.workers, self._context, _init_worker, (self._progress,))
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._pool is not None, "start() the engine first"
+        return self._pool.submit(fn, *args)
 
     def submit(self, task: Task) -> Any:
         assert self._pool is not None, "start() the engine first"
@@ -132,8 +149,8 @@ class LocalEngine(Engine):
         return self._pool.submit(_run_pickled, cloudpickle.dumps(task))
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
-        done, _ = cf.wait(handles, timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        return list(done)
+        assert self._pool is not None, "start() the engine first"
+        return self._pool.wait(handles, timeout)
 
     def outcome(self, handle: Any) -> TaskResult:
         return handle.result()
@@ -146,16 +163,9 @@ class LocalEngine(Engine):
             except (queue.Empty, OSError, ValueError):
                 return total
 
-    def recover(self, error: BaseException) -> None:
-        # every task the broken pool held fails with BrokenProcessPool: restart once, not once per task
-        if isinstance(error, cf.process.BrokenProcessPool) and self._pool is not None and self._pool._broken:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_init_worker,
-                                                initargs=(self._progress,))  # fmt: skip
-
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown()
             self._pool = None
         if self._progress is not None:
             self._progress.close()
@@ -226,6 +236,9 @@ class DaskEngine(Engine):
         self.workers = max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
         self._queue = Queue(self._queue_name, client=self.client)
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.client.submit(fn, *args, pure=False)
+
     def submit(self, task: Task) -> Any:
         return self.client.submit(_run_on_dask, task, self._queue_name, pure=False,
                                   key=f"shardstream-task-{task.index}-{uuid.uuid4().hex[:8]}")  # fmt: skip
@@ -252,6 +265,35 @@ class DaskEngine(Engine):
         for thing in self._own:
             thing.close()
         self._own = []
+
+
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, str]:
+    """``fn(*args)``, the CPU seconds it took and where it ran (``host:pid``): what :func:`run_calls` submits."""
+    cpu = time.thread_time()
+    result = fn(*args)
+    return result, time.thread_time() - cpu, f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_calls(engine: Engine, fn: Callable[..., Any], calls: list[tuple[Any, ...]],
+              cpu: dict[str, float] | None = None) -> list[Any]:
+    """``fn(*args)`` for each ``args`` of ``calls`` on the (started) ``engine``, side by side; the results in
+    order (the first error raised). Their CPU seconds are added to ``cpu`` per worker."""
+    if type(engine).call is Engine.call:  # an engine without calls of its own (its wait may not know futures)
+        answers: list[Any] = [timed(fn, *args) for args in calls]
+    else:
+        handles = [engine.call(timed, fn, *args) for args in calls]
+        pending = list(handles)
+        while pending:
+            done = set(engine.wait(pending, timeout=0.5))
+            pending = [h for h in pending if h not in done]
+        answers = [engine.outcome(handle) for handle in handles]  # timed() triples, not TaskResults
+    results = []
+    for got in answers:
+        result, seconds, worker = got
+        if cpu is not None:
+            cpu[worker] = cpu.get(worker, 0.0) + seconds
+        results.append(result)
+    return results
 
 
 def make_engine(engine: str | Engine | None = None, *, workers: int | None = None,

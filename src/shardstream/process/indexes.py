@@ -4,7 +4,9 @@ A :class:`~shardstream.writer.ShardWriter` with ``record_index=True`` keeps, per
 data offsets and sizes it wrote (:class:`~shardstream.writer.records.WrittenIndex`). From them this module writes
 the sidecar index (``.ssidx``, equal to what :func:`~shardstream.indexed.index_shard` builds by scanning) and
 the DALI index (``.idx``, equal to :func:`~shardstream.indexed.write_dali_index`'s), reading back only the
-fingerprint's bytes. Where the default key rule would read a member otherwise than the writer wrote it (a key
+fingerprint's bytes. :func:`shard_indexes` also gives the shard's entry of the dataset index
+(:class:`~shardstream.indexed.ShardEntry`: samples, size, fingerprint), so the job writes ``dataset.json`` from
+what its tasks hand back, without reading the sidecars again. Where the default key rule would read a member otherwise than the writer wrote it (a key
 with a dot in its last part, a field starting with ``__``, a key written twice in the shard, whitespace that
 DALI's format cannot hold), it falls back to those scanning functions, so the result is always theirs.
 
@@ -24,14 +26,14 @@ import os
 from array import array
 from itertools import accumulate
 
-from ..indexed import ShardIndex, fingerprint, index_shard, write_dali_index
+from ..indexed import ShardEntry, ShardIndex, fingerprint, index_shard, write_dali_index
 from ..indexed.shardindex import _U32, rule_spec
 from ..indexed.source import LocalSource
 from ..samples import DEFAULT_RULE
 from ..tar.index import DALI_VERSION
 from ..writer.records import WrittenIndex
 
-__all__ = ["write_shard_indexes"]
+__all__ = ["shard_indexes", "write_shard_indexes"]
 
 
 def _extensions(record: WrittenIndex) -> dict[tuple[str, ...], tuple[str, ...]] | None:
@@ -84,13 +86,21 @@ def _dali_text(record: WrittenIndex, exts: dict[tuple[str, ...], tuple[str, ...]
 def write_shard_indexes(path: str, record: WrittenIndex) -> tuple[str, str]:
     """Write the sidecar and DALI indexes of the local shard ``path`` that ``record`` describes; returns their
     paths. Both are written all or nothing (a temporary name renamed into place)."""
+    entry, dali = shard_indexes(path, record)
+    return entry.index, dali
+
+
+def shard_indexes(path: str, record: WrittenIndex) -> tuple[ShardEntry, str]:
+    """:func:`write_shard_indexes`, returning the shard's dataset index entry (what
+    :func:`~shardstream.indexed.index_dataset` reads back from the sidecar) and the DALI index's path."""
     dali = (path[: -len(".tar")] if path.endswith(".tar") else path) + ".idx"
     exts = _extensions(record)
     if exts is None:  # the rule reads these members otherwise: the scanning builders decide
-        sidecar = index_shard(path).save()
+        scanned = index_shard(path)
+        sidecar = scanned.save()
         write_dali_index(path, f"{dali}.{os.getpid()}.tmp")
         os.replace(f"{dali}.{os.getpid()}.tmp", dali)
-        return sidecar, dali
+        return ShardEntry(path, sidecar, len(scanned), scanned.size, scanned.fingerprint), dali
     with LocalSource(path) as source:
         size, fprint = source.size, fingerprint(source)
     keys, fields = record.keys, record.fields
@@ -116,4 +126,4 @@ def write_shard_indexes(path: str, record: WrittenIndex) -> tuple[str, str]:
     with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
         f.write(text)
     os.replace(tmp, dali)
-    return sidecar, dali
+    return ShardEntry(path, sidecar, len(keys), size, fprint), dali

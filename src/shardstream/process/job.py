@@ -29,12 +29,12 @@ from typing import Any
 from ..errors import ConfigError, ProcessingError
 from ..io.urls import expand_inputs
 from ..writer import ShardInfo
-from .engines import Engine, make_engine
+from .engines import Engine, make_engine, run_calls
 from .outputs import Output, TarOutput, is_remote
 from .sources import ShardSource, Skip, TaskSource
 from .tasks import Task, TaskResult, load_complete
 
-__all__ = ["JobResult", "TaskFailure", "map_dataset", "run_tasks"]
+__all__ = ["EngineSession", "JobResult", "TaskFailure", "map_dataset", "run_in_session", "run_tasks"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,8 @@ class JobResult:
     reused: int
     index: str | None
     failures: tuple[TaskFailure, ...] = ()
-    #: CPU seconds spent in the tasks this run executed, per worker (``host:pid``); reused tasks count nothing
+    #: CPU seconds spent in the tasks this run executed (and in planning calls run on the workers, such as listing
+    #: an ImageFolder's classes), per worker (``host:pid``); reused tasks count nothing
     worker_cpu: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
@@ -111,6 +112,33 @@ def _remove_temporaries(output: Output, tasks: Sequence[Task]) -> None:
             pass
 
 
+class EngineSession:
+    """An engine started when first needed (:meth:`get`) and closed by :meth:`close`, shared by a job's planning
+    calls and its tasks; ``cpu`` counts the CPU seconds of the planning calls per worker."""
+
+    def __init__(self, engine: str | Engine | None = None, *, workers: int | None = None,
+                 scheduler: str | None = None):  # fmt: skip
+        self.spec, self.workers, self.scheduler = engine, workers, scheduler
+        self.engine: Engine | None = None
+        self.cpu: dict[str, float] = {}
+
+    def get(self) -> Engine:
+        if self.engine is None:
+            engine = make_engine(self.spec, workers=self.workers, scheduler=self.scheduler)
+            engine.start()
+            self.engine = engine
+        return self.engine
+
+    def map(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(*args)`` for each of ``calls`` on the engine's workers (see :func:`.engines.run_calls`)."""
+        return run_calls(self.get(), fn, calls, self.cpu)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
 def run_tasks(tasks: Sequence[Task], engine: str | Engine | None = None, *, workers: int | None = None,
               scheduler: str | None = None, retries: int = 2, progress: bool | None = None,
               overwrite: bool = False, raise_on_failure: bool = True) -> JobResult:
@@ -122,6 +150,17 @@ def run_tasks(tasks: Sequence[Task], engine: str | Engine | None = None, *, work
     ``JobResult.failures`` with ``raise_on_failure=False``. The output's indexes are written when all tasks
     succeeded.
     """
+    session = EngineSession(engine, workers=workers, scheduler=scheduler)
+    try:
+        return run_in_session(tasks, session, retries=retries, progress=progress, overwrite=overwrite,
+                              raise_on_failure=raise_on_failure)  # fmt: skip
+    finally:
+        session.close()
+
+
+def run_in_session(tasks: Sequence[Task], session: EngineSession, *, retries: int = 2, progress: bool | None = None,
+                   overwrite: bool = False, raise_on_failure: bool = True) -> JobResult:
+    """:func:`run_tasks` on ``session``'s engine (started if any task is to run; the caller closes it)."""
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"retries must be an int >= 0, got {retries!r}")
     if not tasks:
@@ -139,14 +178,9 @@ def run_tasks(tasks: Sequence[Task], engine: str | Engine | None = None, *, work
             results[task.index] = done
     failures: list[TaskFailure] = []
     if todo:
-        engine = make_engine(engine, workers=workers, scheduler=scheduler)
-        engine.start()
-        try:
-            _loop(engine, todo, retries, progress, results, failures, len(tasks) - len(todo))
-        finally:
-            engine.close()
+        _loop(session.get(), todo, retries, progress, results, failures, len(tasks) - len(todo))
         _remove_temporaries(tasks[0].output, todo)
-    return _finish(tasks, results, failures, raise_on_failure)
+    return _finish(tasks, results, failures, raise_on_failure, session.cpu)
 
 
 def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None, results: dict[int, TaskResult],
@@ -179,8 +213,8 @@ def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None,
         bar.close()
 
 
-def _worker_cpu(results: list[TaskResult]) -> dict[str, float]:
-    cpu: dict[str, float] = {}
+def _worker_cpu(results: list[TaskResult], planning: dict[str, float]) -> dict[str, float]:
+    cpu = dict(planning)
     for r in results:
         if not r.reused:
             cpu[r.worker] = cpu.get(r.worker, 0.0) + r.cpu
@@ -188,15 +222,23 @@ def _worker_cpu(results: list[TaskResult]) -> dict[str, float]:
 
 
 def _finish(tasks: Sequence[Task], results: dict[int, TaskResult], failures: list[TaskFailure],
-            raise_on_failure: bool) -> JobResult:
+            raise_on_failure: bool, planning: dict[str, float]) -> JobResult:
     ordered = [results[t.index] for t in tasks if t.index in results]
     shards = tuple(s for r in ordered for s in r.shards)
-    index = None if failures else tasks[0].output.finish(list(shards))
+    output = tasks[0].output
+    entries = [e for r in ordered for e in r.entries]
+    if failures:
+        index = None
+    elif hasattr(output, "write_indexed") and len(entries) == len(shards):  # every shard's entry came back
+        finish: Any = output.finish  # an output with write_indexed takes the entries (TarOutput.finish)
+        index = finish(list(shards), entries)
+    else:
+        index = output.finish(list(shards))
     result = JobResult(
         shards=shards, samples_in=sum(r.samples_in for r in ordered), samples=sum(r.samples for r in ordered),
         skipped=tuple((r.url, s) for r in ordered for s in r.skipped), tasks=len(tasks),
         reused=sum(r.reused for r in ordered), index=index, failures=tuple(sorted(failures, key=lambda f: f.index)),
-        worker_cpu=_worker_cpu(ordered),
+        worker_cpu=_worker_cpu(ordered, planning),
     )  # fmt: skip
     if failures and raise_on_failure:
         shown = "; ".join(str(f) for f in result.failures[:5]) + (" ..." if len(failures) > 5 else "")

@@ -26,12 +26,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import ConfigError, OpenError
-from ..indexed import index_dataset
+from ..indexed import DatasetIndex, ShardEntry, index_dataset
+from ..indexed.shardindex import rule_spec
 from ..io import open_url, split_scheme
 from ..io.remote_write import open_for_write
 from ..tar.index import format_dali_index
 from ..writer import SampleBatch, ShardInfo, ShardWriter
-from .indexes import write_shard_indexes
+from .indexes import shard_indexes
 
 __all__ = ["Output", "TarOutput", "is_remote", "join", "read_text", "write_text"]
 
@@ -155,6 +156,12 @@ class TarOutput:
     def write(self, task: int, samples: Iterable[Mapping[str, Any]]) -> list[ShardInfo]:
         """Write the samples of task ``task`` into its parts (sample dicts, or :class:`SampleBatch` columns);
         returns them, each published and indexed."""
+        return self.write_indexed(task, samples)[0]
+
+    def write_indexed(self, task: int, samples: Iterable[Mapping[str, Any]]) -> tuple[list[ShardInfo],
+                                                                                       list[ShardEntry]]:
+        """:meth:`write`, with the dataset index entry of each part written with a sidecar (none otherwise):
+        the task hands them back, and :meth:`finish` writes ``dataset.json`` from them."""
         pattern = self.shard_url(task, 0)[: -len(f"000.tar{self._suffix()}")] + "%03d.tar" + self._suffix()
         if not is_remote(self.location):
             os.makedirs(_local(self.location), exist_ok=True)
@@ -168,19 +175,25 @@ class TarOutput:
                     sink.write_batch(sample)
                 else:
                     sink.write(sample)
+        entries = []
         for path, record in (sink.index_records or {}).items():
             if remote:
                 dali = format_dali_index(([(f, o, n, f"{k}.{f}") for f, o, n in fields] for k, fields in
                                           record.entries()), path)  # fmt: skip
                 write_text(path[: -len(".tar")] + ".idx", dali)
             else:
-                write_shard_indexes(path, record)
-        return list(sink.shard_info)
+                entries.append(shard_indexes(path, record)[0])
+        return list(sink.shard_info), entries
 
-    def finish(self, shards: list[ShardInfo]) -> str | None:
-        """After all tasks: the dataset index ``dataset.json`` over the local shards (None for remote ones)."""
+    def finish(self, shards: list[ShardInfo], entries: list[ShardEntry] | None = None) -> str | None:
+        """After all tasks: the dataset index ``dataset.json`` over the local shards (None for remote ones).
+        ``entries``: the shards' entries as their tasks wrote them (see :meth:`write_indexed`), in the order of
+        ``shards``; without them (tasks reused from an earlier run), each shard's sidecar is read back."""
         if not self.index or self._suffix() or is_remote(self.location) or not shards:
             return None
         path = join(self.location, "dataset.json")
-        index_dataset([s.path for s in shards], path)
+        if entries is not None and [e.url for e in entries] == [s.path for s in shards]:
+            DatasetIndex(tuple(entries), *rule_spec(None)).save(path)  # what index_dataset writes, from the tasks
+        else:
+            index_dataset([s.path for s in shards], path)
         return path

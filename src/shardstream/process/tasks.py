@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConfigError, add_context
+from ..indexed import ShardEntry
 from ..writer import SampleBatch, ShardInfo
 from .outputs import Output, is_remote, read_text, write_text
 from .sources import Skip, TaskSource
@@ -103,6 +104,9 @@ class TaskResult:
     #: CPU seconds of the thread that ran the task, and the worker it ran on (``host:pid``)
     cpu: float = 0.0
     worker: str = ""
+    #: the dataset index entries of the shards, where the output writes them (:meth:`TarOutput.write_indexed`);
+    #: empty for a task reused from an earlier run (the job then reads the sidecars)
+    entries: tuple[ShardEntry, ...] = ()
 
     def to_json(self, fingerprint: str) -> str:
         doc = {
@@ -217,11 +221,15 @@ def run_task(task: Task) -> TaskResult:
             yield sample
             counts.wrote(len(sample.keys) if sample.__class__ is SampleBatch else 1)
 
-    shards = task.output.write(task.index, counted())
+    write_indexed = getattr(task.output, "write_indexed", None)
+    if write_indexed is not None:
+        shards, entries = write_indexed(task.index, counted())
+    else:
+        shards, entries = task.output.write(task.index, counted()), []
     counts.flush()
     write_text(task.output.manifest_url(task.index), TaskResult(
         task.index, task.source.url, tuple(shards), counts.read, counts.written, tuple(counts.skipped)
     ).to_json(task.fingerprint()))  # fmt: skip
     return TaskResult(task.index, task.source.url, tuple(shards), counts.read, counts.written, tuple(counts.skipped),
                       time.monotonic() - start, cpu=time.thread_time() - cpu,
-                      worker=f"{socket.gethostname()}:{os.getpid()}")  # fmt: skip
+                      worker=f"{socket.gethostname()}:{os.getpid()}", entries=tuple(entries))  # fmt: skip
