@@ -1,8 +1,8 @@
 """Reading shards into samples and column batches, the fast way: the C header walk groups members while it can.
 
 :func:`iter_samples` is ``group_samples(iter_tar(stream, url), url, ...)`` made fast, and :class:`ColumnBatches`
-reads straight into ``{field: [value, ...]}`` batches. Both drive the C ``scan_samples`` through one loop
-(:func:`_scanned`) that hands the rest of a shard to the Python walk and :func:`~shardstream.samples.group_samples`
+reads straight into ``{field: [value, ...]}`` batches. Both drive the C grouping (``scan_samples`` into dicts,
+``scan_columns`` into columns) through one loop (:func:`_scanned`) that hands the rest of a shard to the Python walk and :func:`~shardstream.samples.group_samples`
 at the first thing the C code leaves to Python, so every decision and error message is the Python one.
 
 >>> import io
@@ -24,7 +24,7 @@ from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _gro
 from .tar import compress, native, reader
 from .tar.buffers import source_for
 
-__all__ = ["ColumnBatches", "iter_samples"]
+__all__ = ["ColumnBatches", "ColumnRequest", "ColumnRun", "iter_samples"]
 
 #: members at least this large leave the C grouping (the Python walk reads them with one copy, not two)
 _C_GROUP_MAX = 1 << 20
@@ -36,11 +36,12 @@ def _is_default(rule: KeyRule) -> bool:
 
 
 def _c_scan(accelerate: bool | None, rule: KeyRule) -> Any:
-    """``(C grouping, member scan to resume with in Python)``, or None when the C grouping cannot run."""
-    grouper = native.sample_grouper(accelerate)
-    if grouper is None or not _is_default(rule):
+    """``(C grouping into dicts, into columns, member scan to resume with in Python)``, or None when the C grouping
+    cannot run."""
+    grouper, columns = native.sample_grouper(accelerate), native.column_grouper(accelerate)
+    if grouper is None or columns is None or not _is_default(rule):
         return None
-    return grouper, native.member_scan(accelerate)
+    return grouper, columns, native.member_scan(accelerate)
 
 
 def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -48,22 +49,72 @@ def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield [sample]
 
 
+class ColumnRequest:
+    """What a reader of chunks (``iter_samples(chunks=True, columns=request)``) wants as columns now: ``want`` is
+    None (lists of sample dicts) or ``(fields, modes, exact)`` (see ``scan_columns`` in ``_scan.c``): the chunks
+    the C grouping makes while it is set are then :class:`ColumnRun` objects where the samples fit, and lists of one
+    sample dict where one does not (a missing or, with ``exact``, extra field; a value that does not convert)."""
+
+    __slots__ = ("want",)
+
+    def __init__(self) -> None:
+        self.want: tuple[tuple[str, ...], bytes, bool] | None = None
+
+
+class ColumnRun:
+    """Consecutive samples as ``rows`` rows of the wanted fields: ``columns[j]`` holds field j's converted values."""
+
+    __slots__ = ("columns", "rows")
+
+    def __init__(self, columns: list[list[Any]], rows: int):
+        self.columns, self.rows = columns, rows
+
+
+#: misfits of a column request in one shard before its reading goes back to sample dicts (data the request does
+#: not fit costs one C call per sample otherwise)
+_MISFITS = 64
+
+
 def _scanned(
     src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None,
-    chunks: bool = False,
+    chunks: bool = False, request: ColumnRequest | None = None,
 ) -> Iterator[Any]:
-    """The ONE driver of the C ``scan_samples``: samples (or, with ``batches``, full column batches; with
-    ``chunks``, lists of samples) grouped in C while it can; then the Python walk and grouping from the state the
-    C code reached."""
-    (scan_samples, scan), split = c_scan, DEFAULT_RULE.split
+    """The ONE driver of the C grouping: samples (or, with ``batches``, full column batches; with ``chunks``, lists
+    of samples, or :class:`ColumnRun` chunks while ``request`` asks for them) grouped in C while it can; then the
+    Python walk and grouping from the state the C code reached."""
+    (scan_samples, scan_columns, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
     keys: list[str] = []  # the keys so far while they increase (the C pass hashes none of them): seen | set(keys)
     current: dict[str, Any] | None = None
     current_key: str | None = None
+    misfits = 0
     while True:
-        if batches is None:
+        want = request.want if request is not None and misfits < _MISFITS else None
+        if batches is not None:
+            rows, src.pos, current, current_key, need, _ = scan_columns(
+                src.buf, src.pos, url, seen, current, current_key, split, keys, batches.columns, batches.batch_size
+            )
+            stats.samples += rows
+            if need == -2:  # the batch is full, or the next sample has other fields
+                yield batches.flush()
+                continue
+        elif want is not None:
+            lists: list[list[Any]] = [[] for _ in want[0]]
+            rows, src.pos, current, current_key, need, odd = scan_columns(
+                src.buf, src.pos, url, seen, current, current_key, split, keys, lists, 1 << 62, *want
+            )
+            stats.samples += rows
+            if rows:
+                yield ColumnRun(lists, rows)
+            if odd is not None:
+                misfits += 1
+                stats.samples += 1
+                yield [odd]
+            if need == -2:
+                continue
+        else:
             done, src.pos, current, current_key, need = scan_samples(
-                src.buf, src.pos, url, seen, current, current_key, split, None, 0, keys
+                src.buf, src.pos, url, seen, current, current_key, split, keys
             )
             if done:
                 stats.samples += len(done)
@@ -71,15 +122,6 @@ def _scanned(
                     yield done
                 else:
                     yield from done
-        else:
-            before = batches.rows()
-            _, src.pos, current, current_key, need = scan_samples(
-                src.buf, src.pos, url, seen, current, current_key, split, batches.columns, batches.batch_size, keys
-            )
-            stats.samples += batches.rows() - before
-            if need == -2:  # the batch is full
-                yield batches.flush()
-                continue
         try:
             more = 0 < need < _C_GROUP_MAX and src.fill(need)
         except Exception as exc:  # the stream broke: Python reads what arrived before, then reports the error
@@ -119,6 +161,7 @@ def iter_samples(
     accelerate: bool | None = None,
     zero_copy: bool = False,
     chunks: bool = False,
+    columns: ColumnRequest | None = None,
 ) -> Iterator[Any]:
     """The samples of one tar shard (plain or compressed): ``group_samples(iter_tar(stream, url), url, ...)``.
 
@@ -139,7 +182,9 @@ def iter_samples(
 
     ``chunks=True`` yields lists of consecutive samples instead (as many as one C pass grouped; one at a time
     where Python groups them): the same samples and errors, at the same points of the stream, for readers that
-    take several samples at once.
+    take several samples at once. With ``chunks`` and a :class:`ColumnRequest` as ``columns``, the chunks made while
+    the request asks for columns are :class:`ColumnRun` objects (the rows of the samples that fit, their fields
+    converted) and lists of one sample (those that do not fit); nothing else changes.
 
     >>> import io
     >>> from shardstream.tar import TarStreamWriter
@@ -166,7 +211,8 @@ def iter_samples(
         grouped = _group(members, url, key_rule.split, on_error, stats)
         return _lists(grouped) if chunks else grouped
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks)
+        stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks,
+                                         request=columns if chunks else None)
     )
 
 

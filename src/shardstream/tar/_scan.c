@@ -384,96 +384,144 @@ static int is_ascii(const unsigned char *p, Py_ssize_t n)
 
 static PyObject *str_key, *str_url; /* "__key__", "__url__" (interned) */
 
-/* Append the fields of a complete sample to the batch ``columns`` ({field: list}). An empty batch takes the
- * sample's fields (in its order). Returns 1 (added; *full set when the batch reached batch_size rows), 0 when
- * the sample's fields are not the batch's (nothing added), -1 on error. */
-static int add_columns(PyObject *columns, PyObject *sample, Py_ssize_t batch_size, int *full)
-{
-    Py_ssize_t i = 0, n = PyDict_GET_SIZE(columns);
-    PyObject *k, *v, *column = NULL;
+/* Where the walk puts what it groups: the current sample and what becomes of it when complete. Two sinks share
+ * the walk (group_members), which makes every grouping decision: the dict sink (scan_samples: sample dicts) and
+ * the column sink (scan_columns, below slice_column: values appended straight to columns). */
+typedef struct sink sink;
+struct sink {
+    PyObject *key; /* the current sample's key (owned); NULL when there is no current sample */
+    /* 1 when the current sample has the field ext, 0 when not, -1 on error */
+    int (*has)(sink *s, PyObject *ext);
+    /* add a field to the current sample: 0, or -1 on error */
+    int (*add)(sink *s, PyObject *ext, const char *data, Py_ssize_t size);
+    /* the current sample is complete: 1 taken (*stop set: the walk ends once the next sample has started), 0 the
+     * walk ends before the next sample (the current one stays current), -1 on error */
+    int (*done)(sink *s, int *stop);
+    /* a new current sample (key: a reference given to the sink) with its first field: 0, or -1 on error */
+    int (*start)(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size);
+};
 
-    if (n == 0) {
-        while (PyDict_Next(sample, &i, &k, &v)) {
-            column = PyList_New(1);
-            if (column == NULL)
-                return -1;
-            Py_INCREF(v);
-            PyList_SET_ITEM(column, 0, v);
-            if (PyDict_SetItem(columns, k, column) < 0) {
-                Py_DECREF(column);
-                return -1;
-            }
-            Py_DECREF(column);
-        }
-    } else {
-        if (n != PyDict_GET_SIZE(sample))
+/* The grouping state of a shard that the walk carries across calls (see scan_samples' docstring). */
+typedef struct {
+    PyObject *seen, *keys, *split;
+    ext_cache cache;
+} grouping;
+
+/* The key and the extension of a member named ``name`` by the default rule. Returns 1: *ext is set (a new
+ * reference), and *key (a new reference) unless the key is current_key (then *same = 1 and *key = NULL);
+ * 0 when Python's grouping must see the member (no extension, an empty one, one starting with "__"); -1 on error. */
+static int split_name(grouping *g, span name, PyObject *current_key, PyObject **key, PyObject **ext, int *same)
+{
+    const unsigned char *p = name.data;
+    Py_ssize_t len = name.len, slash, dot;
+    PyObject *text, *parts, *k, *e;
+
+    *key = *ext = NULL;
+    if (is_ascii(p, len)) {
+        for (slash = len - 1; slash >= 0 && p[slash] != '/'; slash--)
+            ;
+        for (dot = slash + 1; dot < len && p[dot] != '.'; dot++)
+            ;
+        if (dot >= len - 1 || (len - dot > 2 && p[dot + 1] == '_' && p[dot + 2] == '_'))
             return 0;
-        while (PyDict_Next(sample, &i, &k, &v)) {
-            column = PyDict_GetItemWithError(columns, k);
-            if (column == NULL)
-                return PyErr_Occurred() ? -1 : 0;
-            if (!PyList_CheckExact(column)) {
-                PyErr_SetString(PyExc_TypeError, "scan_samples: the columns of a batch must be lists");
-                return -1;
-            }
+        *same = current_key != NULL && PyUnicode_IS_COMPACT_ASCII(current_key) &&
+                PyUnicode_GET_LENGTH(current_key) == dot &&
+                memcmp(PyUnicode_1BYTE_DATA(current_key), p, (size_t)dot) == 0;
+        if (!*same && (*key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, p, dot)) == NULL)
+            return -1;
+        if ((*ext = cached_ext(&g->cache, p + dot + 1, len - dot - 1)) == NULL) {
+            Py_CLEAR(*key);
+            return -1;
         }
-        i = 0;
-        while (PyDict_Next(sample, &i, &k, &v)) {
-            column = PyDict_GetItemWithError(columns, k); /* found above */
-            if (column == NULL || PyList_Append(column, v) < 0)
-                return -1;
-        }
+        return 1;
     }
-    *full = column != NULL && PyList_GET_SIZE(column) >= batch_size;
+    text = PyUnicode_DecodeUTF8((const char *)p, len, "surrogateescape");
+    if (text == NULL)
+        return -1;
+    parts = PyObject_CallOneArg(g->split, text);
+    Py_DECREF(text);
+    if (parts == NULL)
+        return -1;
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(parts, 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(parts, 1))) {
+        Py_DECREF(parts);
+        return 0;
+    }
+    k = PyTuple_GET_ITEM(parts, 0);
+    e = PyTuple_GET_ITEM(parts, 1);
+    if (PyUnicode_GET_LENGTH(e) == 0 ||
+        (PyUnicode_GET_LENGTH(e) >= 2 && PyUnicode_READ_CHAR(e, 0) == '_' && PyUnicode_READ_CHAR(e, 1) == '_')) {
+        Py_DECREF(parts); /* no extension, or one Python must see */
+        return 0;
+    }
+    *same = current_key != NULL ? PyObject_RichCompareBool(k, current_key, Py_EQ) : 0;
+    if (*same < 0) {
+        Py_DECREF(parts);
+        return -1;
+    }
+    if (!*same) {
+        Py_INCREF(k);
+        *key = k;
+    }
+    Py_INCREF(e);
+    *ext = e;
+    Py_DECREF(parts);
     return 1;
 }
 
-static PyObject *scan_samples(PyObject *self, PyObject *args)
+/* Record the key of a new sample. While the keys of the shard come in increasing order (as writers write them)
+ * they go to the list ``keys``, with no hashing: a key greater than the last one cannot have been seen. At the
+ * first key out of order the list moves into the set ``seen``; from then on a set that does not grow already held
+ * it. Returns 1 (a new key; *fresh: it went to the list), 0 (a key seen before), -1 on error. */
+static int record_key(grouping *g, PyObject *key, int *fresh)
 {
-    Py_buffer view;
-    Py_ssize_t pos, need = 0;
-    PyObject *url, *seen, *current, *current_key, *split, *columns = Py_None, *keys = Py_None;
-    Py_ssize_t batch_size = 0;
-    PyObject *samples = NULL, *result = NULL;
+    Py_ssize_t i, before;
+
+    *fresh = 0;
+    if (g->keys != Py_None && PySet_GET_SIZE(g->seen) == 0) {
+        Py_ssize_t n = PyList_GET_SIZE(g->keys);
+        int greater = n == 0 || PyUnicode_Compare(key, PyList_GET_ITEM(g->keys, n - 1)) > 0;
+        if (PyErr_Occurred())
+            return -1;
+        if (greater) {
+            *fresh = 1;
+            return PyList_Append(g->keys, key) < 0 ? -1 : 1;
+        }
+        for (i = 0; i < n; i++)
+            if (PySet_Add(g->seen, PyList_GET_ITEM(g->keys, i)) < 0)
+                return -1;
+        if (PyList_SetSlice(g->keys, 0, n, NULL) < 0)
+            return -1;
+    }
+    before = PySet_GET_SIZE(g->seen);
+    if (PySet_Add(g->seen, key) < 0)
+        return -1;
+    return PySet_GET_SIZE(g->seen) != before;
+}
+
+/* Take back the key record_key made (the walk ends before that sample after all). */
+static int unrecord_key(grouping *g, PyObject *key, int fresh)
+{
+    if (fresh) {
+        Py_ssize_t n = PyList_GET_SIZE(g->keys);
+        return PyList_SetSlice(g->keys, n - 1, n, NULL);
+    }
+    return PySet_Discard(g->seen, key) < 0 ? -1 : 0;
+}
+
+/* The walk of scan_samples and scan_columns: from pos, the regular members of buf[0:end] grouped into the samples
+ * of the sink s by the rule above. Returns the position where it stopped and sets *need as scan_samples' docstring
+ * says; -1 on error. */
+static Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, grouping *g, sink *s,
+                                Py_ssize_t *need)
+{
     char joined[256];
     member m;
-    ext_cache cache = {{NULL}, 0, 0};
 
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOO|OnO", &view, &pos, &url, &PySet_Type, &seen, &current, &current_key,
-                          &split, &columns, &batch_size, &keys))
-        return NULL;
-    if (keys != Py_None && !PyList_CheckExact(keys)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "scan_samples: keys must be a list or None");
-        return NULL;
-    }
-    if (columns != Py_None && !PyDict_CheckExact(columns)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "scan_samples: columns must be a dict or None");
-        return NULL;
-    }
-    if (pos < 0 || pos > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan_samples: position outside the buffer");
-        return NULL;
-    }
-    if (current != Py_None && !PyDict_CheckExact(current)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "scan_samples: the current sample must be a dict or None");
-        return NULL;
-    }
-    samples = PyList_New(0);
-    if (samples == NULL)
-        goto done;
-    Py_INCREF(current);
-    Py_INCREF(current_key);
     for (;;) {
-        const unsigned char *name;
-        Py_ssize_t len, slash, dot, i;
-        PyObject *key = NULL, *ext = NULL, *data;
-        int fresh = 0, seen_before = 0;
-        int same, kind = next_member(view.buf, view.len, pos, joined, &m, &need);
+        PyObject *key, *ext;
+        const char *data;
+        int same = 0, fresh, stop = 0, r, kind = next_member(buf, end, pos, joined, &m, need);
 
         if (kind == M_NODATA) {
             pos = m.next;
@@ -481,168 +529,182 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
         }
         if (kind != M_FILE) {
             if (kind == M_OTHER)
-                need = 0;
-            break;
+                *need = 0;
+            return pos;
         }
-        name = m.name.data;
-        len = m.name.len;
-        if (is_ascii(name, len)) {
-            for (slash = len - 1; slash >= 0 && name[slash] != '/'; slash--)
-                ;
-            for (dot = slash + 1; dot < len && name[dot] != '.'; dot++)
-                ;
-            /* no extension, an empty one, or one starting with "__": Python's grouping decides */
-            if (dot >= len - 1 || (len - dot > 2 && name[dot + 1] == '_' && name[dot + 2] == '_')) {
-                need = -1;
-                break;
-            }
-            same = current != Py_None && PyUnicode_IS_COMPACT_ASCII(current_key) &&
-                   PyUnicode_GET_LENGTH(current_key) == dot &&
-                   memcmp(PyUnicode_1BYTE_DATA(current_key), name, (size_t)dot) == 0;
-            if (!same && (key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, name, dot)) == NULL)
-                goto fail;
-            if ((ext = cached_ext(&cache, name + dot + 1, len - dot - 1)) == NULL)
-                goto fail_key;
-        } else {
-            PyObject *text = PyUnicode_DecodeUTF8((const char *)name, len, "surrogateescape"), *parts;
-            if (text == NULL)
-                goto fail;
-            parts = PyObject_CallOneArg(split, text);
-            Py_DECREF(text);
-            if (parts == NULL)
-                goto fail;
-            if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(parts, 0)) ||
-                !PyUnicode_Check(PyTuple_GET_ITEM(parts, 1)) || PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(parts, 1)) == 0 ||
-                (PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(parts, 1)) >= 2 && PyUnicode_READ_CHAR(PyTuple_GET_ITEM(parts, 1), 0) == '_' &&
-                 PyUnicode_READ_CHAR(PyTuple_GET_ITEM(parts, 1), 1) == '_')) {
-                Py_DECREF(parts); /* no extension, or one Python must see */
-                need = -1;
-                break;
-            }
-            key = PyTuple_GET_ITEM(parts, 0);
-            ext = PyTuple_GET_ITEM(parts, 1);
-            Py_INCREF(key);
-            Py_INCREF(ext);
-            Py_DECREF(parts);
-            same = 0;
-            if (current != Py_None && (same = PyObject_RichCompareBool(key, current_key, Py_EQ)) < 0)
-                goto fail_key;
-            if (same)
-                Py_CLEAR(key);
+        r = split_name(g, m.name, s->key, &key, &ext, &same);
+        if (r <= 0) {
+            *need = -1;
+            return r < 0 ? -1 : pos;
         }
+        data = (const char *)buf + m.data_pos;
         if (same) {
-            int has = PyDict_Contains(current, ext);
-            if (has < 0)
-                goto fail_key;
-            if (has) { /* the same extension twice in one sample */
-                Py_DECREF(ext);
-                need = -1;
-                break;
-            }
+            r = s->has(s, ext); /* 1: the same extension twice in one sample */
+            if (r == 0)
+                r = s->add(s, ext, data, (Py_ssize_t)m.size);
+            else if (r > 0)
+                *need = -1;
+            Py_DECREF(ext);
+            if (r != 0)
+                return r < 0 ? -1 : pos;
         } else {
-            /* The key is recorded now (and taken out again if the batch ends before it). While the keys of the
-             * shard come in increasing order (as writers write them) they go to the list ``keys``, with no
-             * hashing: a key greater than the last one cannot have been seen. At the first key out of order
-             * the list moves into the set ``seen``; from then on a set that does not grow already held it. */
-            fresh = 0;
-            if (keys != Py_None && PySet_GET_SIZE(seen) == 0) {
-                Py_ssize_t n = PyList_GET_SIZE(keys);
-                fresh = n == 0 || PyUnicode_Compare(key, PyList_GET_ITEM(keys, n - 1)) > 0;
-                if (PyErr_Occurred())
-                    goto fail_key;
-                if (fresh && PyList_Append(keys, key) < 0)
-                    goto fail_key;
-                if (!fresh) {
-                    for (i = 0; i < n; i++)
-                        if (PySet_Add(seen, PyList_GET_ITEM(keys, i)) < 0)
-                            goto fail_key;
-                    if (PyList_SetSlice(keys, 0, n, NULL) < 0)
-                        goto fail_key;
+            r = record_key(g, key, &fresh);
+            if (r == 0) {
+                *need = -1; /* a key that reappears after other keys */
+            } else if (r > 0 && s->key != NULL) { /* the current sample is complete */
+                r = s->done(s, &stop);
+                if (r == 0) {
+                    *need = -2; /* the walk ends before this sample */
+                    if (unrecord_key(g, key, fresh) < 0)
+                        r = -1;
                 }
             }
-            if (!fresh) {
-                Py_ssize_t before = PySet_GET_SIZE(seen);
-                if (PySet_Add(seen, key) < 0)
-                    goto fail_key;
-                seen_before = PySet_GET_SIZE(seen) == before;
-            }
-            if (!fresh && seen_before) { /* a key that reappears after other keys */
+            if (r <= 0) {
                 Py_DECREF(key);
                 Py_DECREF(ext);
-                need = -1;
-                break;
+                return r < 0 ? -1 : pos;
             }
-        }
-        if (same) {
-            data = PyBytes_FromStringAndSize((const char *)view.buf + m.data_pos, (Py_ssize_t)m.size);
-            if (data == NULL)
-                goto fail_key;
-            i = PyDict_SetItem(current, ext, data);
-            Py_DECREF(data);
+            r = s->start(s, key, ext, data, (Py_ssize_t)m.size);
             Py_DECREF(ext);
-            if (i < 0)
-                goto fail;
-        } else {
-            PyObject *sample;
-            int full = 0;
-            if (current != Py_None) { /* the current sample is complete */
-                if (columns != Py_None) {
-                    int added = add_columns(columns, current, batch_size, &full);
-                    if (added < 0)
-                        goto fail_key;
-                    if (added == 0) { /* other fields than the batch's: the batch ends before this sample */
-                        if (fresh ? PyList_SetSlice(keys, PyList_GET_SIZE(keys) - 1, PyList_GET_SIZE(keys), NULL) < 0
-                                  : PySet_Discard(seen, key) < 0)
-                            goto fail_key;
-                        Py_DECREF(key);
-                        Py_DECREF(ext);
-                        need = -2;
-                        break;
-                    }
-                } else if (PyList_Append(samples, current) < 0) {
-                    goto fail_key;
-                }
-            }
-            data = PyBytes_FromStringAndSize((const char *)view.buf + m.data_pos, (Py_ssize_t)m.size);
-            if (data == NULL)
-                goto fail_key;
-            sample = PyDict_New();
-            if (sample == NULL || PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, url) < 0 ||
-                PyDict_SetItem(sample, ext, data) < 0) {
-                Py_XDECREF(sample);
-                Py_DECREF(data);
-                goto fail_key;
-            }
-            Py_DECREF(data);
-            Py_DECREF(ext);
-            Py_DECREF(current);
-            Py_DECREF(current_key);
-            current = sample;
-            current_key = key; /* the reference made above */
-            if (full) { /* the batch is full: Python hands it out */
-                pos = m.next;
-                need = -2;
-                break;
+            if (r < 0)
+                return -1;
+            if (stop) {
+                *need = -2;
+                return m.next;
             }
         }
         pos = m.next;
-        continue;
-    fail_key:
-        Py_XDECREF(key);
-        Py_XDECREF(ext);
-        goto fail;
     }
-    result = Py_BuildValue("(NnNNn)", samples, pos, current, current_key, need);
-    samples = NULL;
-    goto done;
-fail:
-    Py_DECREF(current);
-    Py_DECREF(current_key);
-done:
-    Py_XDECREF(samples);
-    clear_cache(&cache);
+}
+
+/* Checks shared by scan_samples and scan_columns; they release the buffer and raise on failure. */
+static int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *current_key, PyObject *keys,
+                      const char *who)
+{
+    const char *problem = NULL;
+    if (keys != Py_None && !PyList_CheckExact(keys))
+        problem = "keys must be a list or None";
+    else if (pos < 0 || pos > view->len)
+        problem = "position outside the buffer";
+    else if (current != Py_None && !PyDict_CheckExact(current))
+        problem = "the current sample must be a dict or None";
+    else if (current != Py_None && !PyUnicode_Check(current_key))
+        problem = "the current key must be a str";
+    if (problem == NULL)
+        return 0;
+    PyErr_Format(pos < 0 || pos > view->len ? PyExc_ValueError : PyExc_TypeError, "%s: %s", who, problem);
+    PyBuffer_Release(view);
+    return -1;
+}
+
+/* The dict sink: samples as {"__key__": key, "__url__": url, ext: bytes, ...}, complete ones appended to a list. */
+typedef struct {
+    sink base;
+    PyObject *url, *current, *samples; /* current: the sample in progress (owned), or NULL */
+} dict_sink;
+
+static int dict_has(sink *s, PyObject *ext)
+{
+    return PyDict_Contains(((dict_sink *)s)->current, ext);
+}
+
+static int dict_add(sink *s, PyObject *ext, const char *data, Py_ssize_t size)
+{
+    PyObject *value = PyBytes_FromStringAndSize(data, size);
+    int r;
+    if (value == NULL)
+        return -1;
+    r = PyDict_SetItem(((dict_sink *)s)->current, ext, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static int dict_done(sink *s, int *stop)
+{
+    (void)stop;
+    return PyList_Append(((dict_sink *)s)->samples, ((dict_sink *)s)->current) < 0 ? -1 : 1;
+}
+
+static int dict_start(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size)
+{
+    dict_sink *d = (dict_sink *)s;
+    PyObject *sample = PyDict_New();
+    Py_XSETREF(s->key, key);
+    if (sample == NULL)
+        return -1;
+    Py_XSETREF(d->current, sample);
+    if (PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, d->url) < 0)
+        return -1;
+    return dict_add(s, ext, data, size);
+}
+
+static PyObject *scan_samples(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, need = 0;
+    PyObject *current, *current_key, *result = NULL;
+    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
+    dict_sink d = {{NULL, dict_has, dict_add, dict_done, dict_start}, NULL, NULL, NULL};
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nOO!OOO|O", &view, &pos, &d.url, &PySet_Type, &g.seen, &current, &current_key,
+                          &g.split, &g.keys))
+        return NULL;
+    if (check_walk(&view, pos, current, current_key, g.keys, "scan_samples") < 0)
+        return NULL;
+    if (current != Py_None) {
+        Py_INCREF(current);
+        Py_INCREF(current_key);
+        d.current = current;
+        d.base.key = current_key;
+    }
+    d.samples = PyList_New(0);
+    if (d.samples != NULL) {
+        pos = group_members(view.buf, view.len, pos, &g, &d.base, &need);
+        if (pos >= 0)
+            result = Py_BuildValue("(OnOOn)", d.samples, pos, d.current ? d.current : Py_None,
+                                   d.base.key ? d.base.key : Py_None, need);
+    }
+    Py_XDECREF(d.samples);
+    Py_XDECREF(d.current);
+    Py_XDECREF(d.base.key);
+    clear_cache(&g.cache);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* One value of a column, converted by mode (see slice_column): 1 with *out set (a new reference), 0 when the value
+ * is not of the mode's simple form (nothing set, no error: the caller leaves the value to the Python codec), -1 on
+ * error. */
+static int convert_value(const char *p, Py_ssize_t n, int mode, PyObject **out)
+{
+    if (mode == 0) {
+        *out = PyBytes_FromStringAndSize(p, n);
+    } else if (mode == 1 || mode == 2) {
+        *out = PyUnicode_DecodeUTF8(p, n, mode == 2 ? "surrogateescape" : NULL);
+        if (*out == NULL && mode == 1 && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        Py_ssize_t k = 0;
+        int64_t value = 0;
+        int negative = 0;
+        if (n > 0 && (p[0] == '-' || p[0] == '+')) {
+            negative = p[0] == '-';
+            k = 1;
+        }
+        if (n - k < 1 || n - k > 18)
+            return 0;
+        for (; k < n; k++) {
+            unsigned d = (unsigned char)p[k] - '0';
+            if (d > 9)
+                return 0;
+            value = value * 10 + d;
+        }
+        *out = PyLong_FromLongLong(negative ? -value : value);
+    }
+    return *out == NULL ? -1 : 1;
 }
 
 /* slice_column(buf, offsets, sizes, start, stop, mode) -> list | None
@@ -659,6 +721,7 @@ static PyObject *slice_column(PyObject *self, PyObject *args)
     Py_ssize_t start, stop;
     int mode;
     Py_buffer buf, off, size;
+    (void)self;
     if (!PyArg_ParseTuple(args, "OOOnni", &bufobj, &offobj, &sizeobj, &start, &stop, &mode))
         return NULL;
     if (mode < 0 || mode > 3) {
@@ -689,61 +752,378 @@ static PyObject *slice_column(PyObject *self, PyObject *args)
         goto done;
     for (Py_ssize_t i = start; i < stop; i++) {
         int64_t o = offsets[i], n = sizes[i];
+        PyObject *item;
+        int r;
         if (o < 0 || n < 0 || o > buf.len || n > buf.len - o) {
             PyErr_Format(PyExc_ValueError, "slice_column: row %zd (offset %lld, size %lld) is outside the buffer",
                          i, (long long)o, (long long)n);
-            goto fail;
+            Py_CLEAR(list);
+            goto done;
         }
-        const char *p = data + o;
-        PyObject *item;
-        if (mode == 0) {
-            item = PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
-        } else if (mode == 1 || mode == 2) {
-            item = PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, mode == 2 ? "surrogateescape" : NULL);
-            if (item == NULL && mode == 1 && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                Py_CLEAR(list);
+        r = convert_value(data + o, (Py_ssize_t)n, mode, &item);
+        if (r <= 0) {
+            Py_CLEAR(list);
+            if (r == 0) { /* not simple: the Python codec decodes the column */
                 Py_INCREF(Py_None);
                 list = Py_None;
-                goto done;
             }
-        } else {
-            int64_t k = 0, value = 0;
-            int negative = 0;
-            if (n > 0 && (p[0] == '-' || p[0] == '+')) {
-                negative = p[0] == '-';
-                k = 1;
-            }
-            if (n - k < 1 || n - k > 18) {
-                Py_CLEAR(list);
-                Py_INCREF(Py_None);
-                list = Py_None;
-                goto done;
-            }
-            for (; k < n; k++) {
-                unsigned d = (unsigned char)p[k] - '0';
-                if (d > 9) {
-                    Py_CLEAR(list);
-                    Py_INCREF(Py_None);
-                list = Py_None;
-                    goto done;
-                }
-                value = value * 10 + d;
-            }
-            item = PyLong_FromLongLong(negative ? -value : value);
+            goto done;
         }
-        if (item == NULL)
-            goto fail;
         PyList_SET_ITEM(list, i - start, item);
     }
-    goto done;
-fail:
-    Py_CLEAR(list);
 done:
     PyBuffer_Release(&size);
     PyBuffer_Release(&off);
     PyBuffer_Release(&buf);
     return list;
+}
+
+/* ---- scan_columns: the walk of scan_samples, its samples appended straight to columns ----
+ *
+ * The column sink keeps the current sample as (extension, data) pairs pointing into the scanned buffer, and
+ * makes a dict only of what leaves C as a sample: the sample in progress when the call ends, and in run mode a
+ * sample that does not fit. Two modes:
+ * - batch mode (ColumnBatches, reading.py): complete samples go to the batch {"__key__": [...], "__url__": [...],
+ *   ext: [bytes, ...]}, which an empty batch takes from its first sample (fields in member order); a sample with
+ *   other fields ends the walk before it; the walk also ends when the batch holds `limit` rows.
+ * - run mode (the pipeline's reader, for fused plans): rows of the wanted fields, each converted by its mode as
+ *   slice_column does, appended to one list per field. A sample without one of them (or, with exact, with other
+ *   fields too), or with a value that does not convert simply, is handed back as its dict ("odd") and ends the
+ *   walk once the next sample has started; the caller's dict path makes its row (or its error). */
+
+#define INLINE_FIELDS 8
+#define MAX_WANTED 16
+
+typedef struct {
+    PyObject *ext;   /* owned */
+    const char *data;
+    Py_ssize_t size;
+    PyObject *owner; /* the bytes object that holds data (owned; a sample carried in from Python), or NULL */
+} field;
+
+typedef struct {
+    sink base;
+    PyObject *url;
+    field *f, inline_f[INLINE_FIELDS]; /* the fields of the current sample */
+    Py_ssize_t n, cap;
+    Py_ssize_t rows, limit;        /* rows added in this call; where to stop */
+    PyObject *batch;               /* batch mode: the batch (a dict); NULL in run mode */
+    PyObject *key_list, *url_list; /* batch mode: its "__key__" and "__url__" columns (borrowed) */
+    PyObject *fields, *lists;      /* run mode: the wanted fields (a tuple of str), their columns (a list of lists) */
+    const char *modes;             /* run mode: a conversion mode per wanted field */
+    int exact;                     /* run mode: no field besides the wanted ones */
+    PyObject *hint[MAX_WANTED];    /* per wanted field (run mode) or position (batch mode): the extension object
+                                      last matched (owned), compared by identity before by value */
+    PyObject *hint_list[MAX_WANTED]; /* batch mode: that extension's column (borrowed from the batch) */
+    PyObject *odd;                 /* run mode: the sample that did not fit (a dict), or NULL */
+} column_sink;
+
+static int same_str(PyObject *a, PyObject *b)
+{
+    return a == b || (PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) && PyUnicode_Compare(a, b) == 0);
+}
+
+static void clear_fields(column_sink *c)
+{
+    Py_ssize_t i;
+    for (i = 0; i < c->n; i++) {
+        Py_DECREF(c->f[i].ext);
+        Py_XDECREF(c->f[i].owner);
+    }
+    c->n = 0;
+}
+
+static int col_has(sink *s, PyObject *ext)
+{
+    column_sink *c = (column_sink *)s;
+    Py_ssize_t i;
+    for (i = 0; i < c->n; i++)
+        if (same_str(c->f[i].ext, ext))
+            return 1;
+    return 0;
+}
+
+static int col_add_owned(column_sink *c, PyObject *ext, const char *data, Py_ssize_t size, PyObject *owner)
+{
+    if (c->n == c->cap) {
+        Py_ssize_t cap = c->cap * 2;
+        field *f = PyMem_Malloc((size_t)cap * sizeof(field));
+        if (f == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(f, c->f, (size_t)c->n * sizeof(field));
+        if (c->f != c->inline_f)
+            PyMem_Free(c->f);
+        c->f = f;
+        c->cap = cap;
+    }
+    Py_INCREF(ext);
+    Py_XINCREF(owner);
+    c->f[c->n].ext = ext;
+    c->f[c->n].data = data;
+    c->f[c->n].size = size;
+    c->f[c->n].owner = owner;
+    c->n++;
+    return 0;
+}
+
+static int col_add(sink *s, PyObject *ext, const char *data, Py_ssize_t size)
+{
+    return col_add_owned((column_sink *)s, ext, data, size, NULL);
+}
+
+static int col_start(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size)
+{
+    Py_XSETREF(s->key, key);
+    clear_fields((column_sink *)s);
+    return col_add(s, ext, data, size);
+}
+
+/* The current sample as the dict sink makes it: {"__key__": key, "__url__": url, ext: bytes, ...}. */
+static PyObject *col_dict(column_sink *c)
+{
+    PyObject *d = PyDict_New(), *v;
+    Py_ssize_t i;
+    if (d == NULL || PyDict_SetItem(d, str_key, c->base.key) < 0 || PyDict_SetItem(d, str_url, c->url) < 0)
+        goto fail;
+    for (i = 0; i < c->n; i++) {
+        v = c->f[i].owner;
+        if (v != NULL)
+            Py_INCREF(v);
+        else if ((v = PyBytes_FromStringAndSize(c->f[i].data, c->f[i].size)) == NULL)
+            goto fail;
+        if (PyDict_SetItem(d, c->f[i].ext, v) < 0) {
+            Py_DECREF(v);
+            goto fail;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+fail:
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The column of the batch for the current sample's field i (borrowed), or NULL (no error set: not a field of the
+ * batch; or an error). */
+static PyObject *batch_column(column_sink *c, Py_ssize_t i)
+{
+    PyObject *ext = c->f[i].ext, *column;
+    if (i < MAX_WANTED && c->hint[i] == ext)
+        return c->hint_list[i];
+    column = PyDict_GetItemWithError(c->batch, ext);
+    if (column == NULL)
+        return NULL;
+    if (!PyList_CheckExact(column)) {
+        PyErr_SetString(PyExc_TypeError, "scan_columns: the columns of a batch must be lists");
+        return NULL;
+    }
+    if (i < MAX_WANTED) {
+        Py_INCREF(ext);
+        Py_XSETREF(c->hint[i], ext);
+        c->hint_list[i] = column;
+    }
+    return column;
+}
+
+static int append_new(PyObject *list, PyObject *item)
+{
+    int r;
+    if (item == NULL)
+        return -1;
+    r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static int batch_done(column_sink *c, int *stop)
+{
+    Py_ssize_t i;
+    if (PyDict_GET_SIZE(c->batch) == 0) { /* the first sample: the batch takes its fields */
+        c->key_list = c->url_list = NULL;
+        for (i = -2; i < c->n; i++) {
+            PyObject *column = PyList_New(0);
+            int r = column == NULL ? -1 : PyDict_SetItem(c->batch, i == -2 ? str_key : i == -1 ? str_url : c->f[i].ext,
+                                                        column);
+            Py_XDECREF(column); /* the batch holds it */
+            if (r < 0)
+                return -1;
+        }
+    } else if (PyDict_GET_SIZE(c->batch) != c->n + 2) {
+        return 0;
+    }
+    if (c->key_list == NULL) {
+        c->key_list = PyDict_GetItemWithError(c->batch, str_key);
+        c->url_list = c->key_list == NULL ? NULL : PyDict_GetItemWithError(c->batch, str_url);
+        if (c->url_list == NULL || !PyList_CheckExact(c->key_list) || !PyList_CheckExact(c->url_list)) {
+            c->key_list = NULL;
+            return PyErr_Occurred() ? -1 : 0;
+        }
+    }
+    for (i = 0; i < c->n; i++) /* every field is one of the batch's (as many: the same set) */
+        if (batch_column(c, i) == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+    if (PyList_Append(c->key_list, c->base.key) < 0 || PyList_Append(c->url_list, c->url) < 0)
+        return -1;
+    for (i = 0; i < c->n; i++)
+        if (append_new(batch_column(c, i), PyBytes_FromStringAndSize(c->f[i].data, c->f[i].size)) < 0)
+            return -1;
+    c->rows++;
+    *stop = PyList_GET_SIZE(c->key_list) >= c->limit;
+    return 1;
+}
+
+/* The current sample's field named like wanted field j, or NULL. */
+static field *wanted_field(column_sink *c, Py_ssize_t j)
+{
+    PyObject *want = PyTuple_GET_ITEM(c->fields, j);
+    Py_ssize_t i;
+    for (i = 0; i < c->n; i++)
+        if (c->f[i].ext == c->hint[j])
+            return &c->f[i];
+    for (i = 0; i < c->n; i++)
+        if (same_str(c->f[i].ext, want)) {
+            Py_INCREF(c->f[i].ext);
+            Py_XSETREF(c->hint[j], c->f[i].ext);
+            return &c->f[i];
+        }
+    return NULL;
+}
+
+static int run_done(column_sink *c, int *stop)
+{
+    Py_ssize_t nwant = PyTuple_GET_SIZE(c->fields), j;
+    field *found[MAX_WANTED];
+    PyObject *items[MAX_WANTED];
+
+    if (c->exact ? c->n != nwant : c->n < nwant)
+        goto odd;
+    for (j = 0; j < nwant; j++)
+        if ((found[j] = wanted_field(c, j)) == NULL)
+            goto odd;
+    for (j = 0; j < nwant; j++) {
+        int r = convert_value(found[j]->data, found[j]->size, c->modes[j], &items[j]);
+        if (r <= 0) {
+            while (j-- > 0)
+                Py_DECREF(items[j]);
+            if (r < 0)
+                return -1;
+            goto odd;
+        }
+    }
+    for (j = 0; j < nwant; j++)
+        if (append_new(PyList_GET_ITEM(c->lists, j), items[j]) < 0) {
+            while (++j < nwant)
+                Py_DECREF(items[j]);
+            return -1;
+        }
+    c->rows++;
+    *stop = c->rows >= c->limit;
+    return 1;
+odd:
+    if ((c->odd = col_dict(c)) == NULL)
+        return -1;
+    *stop = 1;
+    return 1;
+}
+
+static int col_done(sink *s, int *stop)
+{
+    column_sink *c = (column_sink *)s;
+    return c->batch != NULL ? batch_done(c, stop) : run_done(c, stop);
+}
+
+/* Take the sample in progress that Python hands in (a dict made by this module) as the sink's current one. */
+static int col_load(column_sink *c, PyObject *current, PyObject *current_key)
+{
+    Py_ssize_t i = 0;
+    PyObject *k, *v;
+    Py_INCREF(current_key);
+    c->base.key = current_key;
+    while (PyDict_Next(current, &i, &k, &v)) {
+        if (same_str(k, str_key) || same_str(k, str_url))
+            continue;
+        if (!PyUnicode_Check(k) || !PyBytes_CheckExact(v)) {
+            PyErr_SetString(PyExc_TypeError, "scan_columns: the current sample's fields must be str: bytes");
+            return -1;
+        }
+        if (col_add_owned(c, k, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), v) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *scan_columns(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, need = 0, j;
+    PyObject *current, *current_key, *out, *fields = Py_None, *modes = NULL, *result = NULL, *now = NULL;
+    int exact = 1;
+    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
+    column_sink c;
+
+    (void)self;
+    memset(&c, 0, sizeof c);
+    c.base.has = col_has;
+    c.base.add = col_add;
+    c.base.done = col_done;
+    c.base.start = col_start;
+    c.f = c.inline_f;
+    c.cap = INLINE_FIELDS;
+    if (!PyArg_ParseTuple(args, "y*nOO!OOOOOn|OSp", &view, &pos, &c.url, &PySet_Type, &g.seen, &current,
+                          &current_key, &g.split, &g.keys, &out, &c.limit, &fields, &modes, &exact))
+        return NULL;
+    if (check_walk(&view, pos, current, current_key, g.keys, "scan_columns") < 0)
+        return NULL;
+    c.exact = exact;
+    if (fields == Py_None) {
+        if (!PyDict_CheckExact(out)) {
+            PyErr_SetString(PyExc_TypeError, "scan_columns: the batch must be a dict");
+            goto done;
+        }
+        c.batch = out;
+    } else {
+        if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) < 1 || PyTuple_GET_SIZE(fields) > MAX_WANTED ||
+            !PyList_CheckExact(out) || PyList_GET_SIZE(out) != PyTuple_GET_SIZE(fields) || modes == NULL ||
+            PyBytes_GET_SIZE(modes) != PyTuple_GET_SIZE(fields)) {
+            PyErr_Format(PyExc_ValueError, "scan_columns: fields must be a tuple of 1 to %d str, with a list per "
+                         "field and a mode per field", MAX_WANTED);
+            goto done;
+        }
+        for (j = 0; j < PyTuple_GET_SIZE(fields); j++) {
+            char mode = PyBytes_AS_STRING(modes)[j];
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(fields, j)) || !PyList_CheckExact(PyList_GET_ITEM(out, j)) ||
+                (mode != 0 && mode != 1 && mode != 3)) {
+                PyErr_SetString(PyExc_ValueError, "scan_columns: fields are str, their columns lists, modes 0, 1 or 3");
+                goto done;
+            }
+        }
+        c.fields = fields;
+        c.lists = out;
+        c.modes = PyBytes_AS_STRING(modes);
+    }
+    if (current != Py_None && col_load(&c, current, current_key) < 0)
+        goto done;
+    pos = group_members(view.buf, view.len, pos, &g, &c.base, &need);
+    if (pos < 0)
+        goto done;
+    if (c.base.key != NULL && (now = col_dict(&c)) == NULL)
+        goto done;
+    result = Py_BuildValue("(nnOOnO)", c.rows, pos, now ? now : Py_None, c.base.key ? c.base.key : Py_None, need,
+                           c.odd ? c.odd : Py_None);
+done:
+    Py_XDECREF(now);
+    Py_XDECREF(c.odd);
+    clear_fields(&c);
+    if (c.f != c.inline_f)
+        PyMem_Free(c.f);
+    Py_XDECREF(c.base.key);
+    for (j = 0; j < MAX_WANTED; j++)
+        Py_XDECREF(c.hint[j]);
+    clear_cache(&g.cache);
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* gather_samples(tables, ends, rows, columns=False) -> list[dict] | dict[str, list] | int | None
@@ -1428,7 +1808,7 @@ static PyMethodDef methods[] = {
      "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
     {"scan_samples", scan_samples, METH_VARARGS,
-     "scan_samples(buf, pos, url, seen, current, current_key, split, columns=None, batch_size=0, keys=None)\n"
+     "scan_samples(buf, pos, url, seen, current, current_key, split, keys=None)\n"
      "    -> (samples, new_pos, current, current_key, need)\n\n"
      "Walk plain tar headers in buf from pos as scan() does and group the regular members into sample dicts\n"
      "with the default key rule (split: the Python splitter, used for non-ASCII names). seen (a set of the keys\n"
@@ -1437,11 +1817,20 @@ static PyMethodDef methods[] = {
      "need > 0: the buffer must hold need bytes from new_pos to go on; need == 0: a header the Python walk must\n"
      "read; need == -1: a member Python's grouping must see (missing, empty or '__' extension, a repeated\n"
      "extension, a key seen before).\n"
-     "With columns (a dict {field: list}, the batch being filled) and batch_size, complete samples are appended to\n"
-     "the columns instead of returned; need == -2: the batch is full, or the next sample has other fields (the\n"
-     "batch ends before it): Python hands the batch out and calls again with an empty dict.\n"
      "With keys (a list), the keys of a shard whose keys increase go to keys (no hashing) while seen is empty;\n"
      "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys)."},
+    {"scan_columns", scan_columns, METH_VARARGS,
+     "scan_columns(buf, pos, url, seen, current, current_key, split, keys, out, limit, fields=None, modes=b'',\n"
+     "             exact=True) -> (rows, new_pos, current, current_key, need, odd)\n\n"
+     "The walk and grouping of scan_samples (same state, same stops), complete samples appended to columns\n"
+     "instead of returned as dicts; rows: the samples added in this call.\n"
+     "fields None (batch mode): out is the batch {field: list} being filled, as ColumnBatches.add fills it\n"
+     "('__key__', '__url__' and the fields, bytes); need == -2: the batch holds limit rows, or the next sample\n"
+     "has other fields (the batch ends before it).\n"
+     "fields a tuple of str (run mode): out holds a list per field; a sample with each of the fields (and no\n"
+     "other one, with exact) whose values all convert by their mode (modes: a byte per field, 0 bytes, 1 str\n"
+     "= bytes.decode, 3 int of [+-]?[0-9]{1,18}, as slice_column) adds a row; any other sample ends the walk\n"
+     "as odd (its dict), right after the next sample's first member (need == -2, as at limit rows)."},
     {"slice_column", slice_column, METH_VARARGS,
      "slice_column(buf, offsets, sizes, start, stop, mode) -> list | None\n\n"
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"

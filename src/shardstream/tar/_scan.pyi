@@ -15,11 +15,25 @@ def scan_samples(
     current: dict[str, Any] | None,
     current_key: str | None,
     split: Callable[[str], tuple[str, str]],
-    columns: dict[str, list[Any]] | None = ...,
-    batch_size: int = ...,
     keys: list[str] | None = ...,
     /,
 ) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None, str | None, int]: ...
+def scan_columns(
+    buf: Buffer,
+    pos: int,
+    url: str,
+    seen: set[str],
+    current: dict[str, Any] | None,
+    current_key: str | None,
+    split: Callable[[str], tuple[str, str]],
+    keys: list[str] | None,
+    out: dict[str, list[Any]] | list[list[Any]],
+    limit: int,
+    fields: tuple[str, ...] | None = ...,
+    modes: bytes = ...,
+    exact: bool = ...,
+    /,
+) -> tuple[int, int, dict[str, Any] | None, str | None, int, dict[str, Any] | None]: ...
 def slice_column(
     buf: Buffer, offsets: Buffer, sizes: Buffer, start: int, stop: int, mode: int, /
 ) -> list[Any] | None: ...

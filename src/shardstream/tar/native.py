@@ -8,6 +8,9 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
 - :func:`accelerated`: whether the C header walk is used by default.
 - :func:`member_scan`: the C header walk for an ``accelerate=`` argument, or None.
 - :func:`sample_grouper`: the C walk that also groups members into samples (``scan_samples``), or None.
+- :func:`column_grouper`: the same walk and grouping, the samples appended straight to columns (``scan_columns``),
+  or None.
+- :data:`CONVERSIONS`: the codecs whose values the C column makers convert themselves, and their modes.
 - :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
 - :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
 - :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
@@ -31,8 +34,13 @@ from typing import TYPE_CHECKING, Any
 from . import reader
 from .reader import accelerated, member_scan
 
-__all__ = ["Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_slicer", "member_scan", "position_permuter", "sample_gatherer",
-           "sample_grouper"]
+__all__ = ["CONVERSIONS", "Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_grouper",
+           "column_slicer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
+
+#: codec-table codec name -> the conversion mode of ``slice_column`` and ``scan_columns`` that gives its value for
+#: simple data (and declines the rest, which the codec then decodes): ``""`` bytes kept, ``"text"`` strict UTF-8 str,
+#: ``"int"`` int of an ASCII decimal (tests check each mode equal to its codec)
+CONVERSIONS = {"": 0, "text": 1, "int": 3}
 
 
 def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
@@ -47,6 +55,19 @@ def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
     if member_scan(accelerate) is None:
         return None
     return getattr(reader._scan, "scan_samples", None)
+
+
+def column_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
+    """The C ``scan_columns`` (the walk and grouping of :func:`sample_grouper`, complete samples appended straight to
+    column lists) when the C path is on for ``accelerate`` and the extension has it; else None (callers then group
+    sample dicts in Python, which give the same values).
+
+    >>> column_grouper(False) is None
+    True
+    """
+    if member_scan(accelerate) is None:
+        return None
+    return getattr(reader._scan, "scan_columns", None)
 
 
 def column_slicer() -> Callable[..., Any] | None:
