@@ -126,6 +126,20 @@ class _Split(Tally, Counted):
         self.mine += len(items)
         return items
 
+    def take_columns(self, n: int, want: Any) -> tuple[Any, list[Any]]:
+        """:meth:`take`, or rows as columns where this keeps all and the input gives them (see
+        ``ReaderCursor.take_columns``): ``(columns, [])`` or ``(None, items)``."""
+        take_columns = getattr(self.upstream, "take_columns", None)
+        if self.count != 1 or take_columns is None:
+            return None, self.take(n)
+        columns, items = take_columns(n, want)
+        got = len(items) if columns is None else len(columns[0])
+        if not got and self.mine == 0 and self.on_empty is not None:
+            raise self.on_empty(self.total)
+        self.total += got
+        self.mine += got
+        return columns, items
+
     def give_back(self, n: int) -> None:
         """Undo the taking of the last ``n`` items of the latest :meth:`take`."""
         if n:
