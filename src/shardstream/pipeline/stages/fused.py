@@ -36,6 +36,7 @@ import numpy as np
 
 from ...codecs import Decoder
 from ...codecs.table import lookup
+from ...tar.native import CONVERSIONS
 from ..core import Stage
 from ..cursors import stage_arguments
 from .batching import _collate_column, default_collation_fn
@@ -48,6 +49,8 @@ _PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a samp
 _SKIP, _STOP = object(), object()
 _NEVER_NONE = ("text", "int", "")  # codec-table decoders that never give None
 _DICT, _BYTES = {dict}, {bytes}
+#: map_tuple builtins -> the reader's conversion of a bytes field that equals them on simple data (``scan_columns``)
+_CONVERTED = ((None, 0), (bytes.decode, 1), (int, 3))
 
 
 def _name(item: Any) -> str | None:
@@ -79,6 +82,22 @@ class _Plan:
         self.tup_options = dict(tup.kwargs, handler=self.handlers[1])
         # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
         self.columnar_ok = self.decoder is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
+        self.want = self._columns_wanted(fs)
+
+    def _columns_wanted(self, fs: tuple[Any, ...]) -> tuple[tuple[str, ...], bytes, bool] | None:
+        """What to ask a reader that can group samples straight into columns (``take_columns``): the fields, the
+        conversion per field that gives the row's value, and whether the sample must have no other field (for
+        ``decode``, whose fast rows are those of samples with only the wanted fields besides metadata); None when
+        a function is not one the reader makes."""
+        if self.decoder is not None:
+            if any(g is not None for g in fs):
+                return None
+            modes = [CONVERSIONS.get(self.decoder.table_codec(f)) for f in self.fields]  # type: ignore[arg-type]
+        else:
+            modes = [next((m for g2, m in _CONVERTED if g is g2), None) for g in fs]
+        if None in modes or len(self.fields) > 16:
+            return None
+        return self.fields, bytes(modes), self.decoder is not None  # type: ignore[arg-type]
 
     def _codec(self, field: str) -> Callable[[bytes], Any] | None:
         name = self.decoder.table_codec(field)  # type: ignore[union-attr]
@@ -123,6 +142,7 @@ class _Plan:
 
     def __call__(self, source: Iterable[Any]) -> Iterator[Any]:
         take, give_back = getattr(source, "take", None), getattr(source, "give_back", None)
+        take_columns = getattr(source, "take_columns", None) if self.want is not None else None
         if take is None or give_back is None:  # one sample at a time
             it = iter(source)
 
@@ -138,34 +158,19 @@ class _Plan:
         appends = [c.append for c in columns]
         rows, stopped = 0, False
         while not stopped:
-            chunk = take(size - rows)  # never more than the batch needs: its position is the chain's
-            if not chunk:
-                break
-            done = self.columnar(chunk) if self.columnar_ok else None
-            if done is not None:  # every sample of the chunk the fast way, a column at a time
-                for column, values in zip(columns, done, strict=True):
+            made = None
+            if take_columns is not None:  # rows straight from the reader where the samples fit
+                made, chunk = take_columns(size - rows, self.want)
+            else:
+                chunk = take(size - rows)  # never more than the batch needs: its position is the chain's
+            if made is not None:
+                for column, values in zip(columns, made, strict=True):
                     column += values
-                rows += len(chunk)
-                chunk = ()
-            used = 0
-            try:
-                for sample in chunk:
-                    used += 1
-                    row = self.fast(sample)
-                    if row is None:
-                        row = self.slow(sample)
-                        if row is _SKIP:
-                            continue
-                        if row is _STOP:
-                            give_back(len(chunk) - used)
-                            stopped = True
-                            break
-                    for i in range(width):
-                        appends[i](row[i])
-                    rows += 1
-            except BaseException:
-                give_back(len(chunk) - used)
-                raise
+                rows += len(made[0])
+            elif not chunk:
+                break
+            else:
+                rows, stopped = self._rows(chunk, columns, appends, rows, give_back)
             if rows == size:
                 yield self.collate(columns)
                 columns = [[] for _ in range(width)]
@@ -173,6 +178,35 @@ class _Plan:
                 rows = 0
         if rows and self.partial:
             yield self.collate(columns)
+
+    def _rows(self, chunk: list[Any], columns: list[list[Any]], appends: list[Any], rows: int,
+              give_back: Callable[[int], None]) -> tuple[int, bool]:
+        """Add the rows of a chunk of samples to the columns: ``(rows, stopped)`` after it (the samples after a
+        stop, or after an error, are given back)."""
+        done = self.columnar(chunk) if self.columnar_ok else None
+        if done is not None:  # every sample of the chunk the fast way, a column at a time
+            for column, values in zip(columns, done, strict=True):
+                column += values
+            return rows + len(chunk), False
+        used, width = 0, len(columns)
+        try:
+            for sample in chunk:
+                used += 1
+                row = self.fast(sample)
+                if row is None:
+                    row = self.slow(sample)
+                    if row is _SKIP:
+                        continue
+                    if row is _STOP:
+                        give_back(len(chunk) - used)
+                        return rows, True
+                for i in range(width):
+                    appends[i](row[i])
+                rows += 1
+        except BaseException:
+            give_back(len(chunk) - used)
+            raise
+        return rows, False
 
     def columnar(self, chunk: list[Any]) -> list[list[Any]] | None:
         """The rows of a whole chunk as columns, or None when one of them is not a fast row (see :meth:`fast`):

@@ -26,7 +26,7 @@ from typing import Any
 from ...errors import SampleFormatError, StateError
 from ...io import finish_stream, local_path, open_url
 from ...io.prefetch import Lookahead
-from ...reading import iter_samples
+from ...reading import ColumnRequest, ColumnRun, iter_samples
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
@@ -85,15 +85,17 @@ def _tarfile_samples(source: Iterable[Any], handler: Handler = reraise_exception
 
 def _read_shards(source: Iterable[Any], handler: Handler, select_files: Callable[[str], bool] | None,
                  rename_files: Callable[[str], str] | None, keys: Any, opener: Callable[[str], Any] | None,
-                 zero_copy: bool, chunks: bool, local_paths: bool = False) -> Iterator[Any]:
-    """``tarfile_to_samples``' loop; with ``chunks``, lists of consecutive samples (see ``iter_samples``)."""
+                 zero_copy: bool, chunks: bool, local_paths: bool = False,
+                 request: ColumnRequest | None = None) -> Iterator[Any]:
+    """``tarfile_to_samples``' loop; with ``chunks``, lists of consecutive samples (see ``iter_samples``), and
+    :class:`~shardstream.reading.ColumnRun` chunks while ``request`` asks for columns."""
     rule = None if keys is None else keys if isinstance(keys, KeyRule) else KeyRule(keys)
     reading = ShardReading(handler)
 
     def read(stream: Any, url: str) -> Iterator[Any]:
         if select_files is None and rename_files is None:  # the C walk + grouping, when built
             samples = iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
-                                   chunks=chunks)
+                                   chunks=chunks, columns=request)
         else:
             members = _members(stream, url, select_files, rename_files, zero_copy)
             grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
@@ -118,8 +120,9 @@ def _local_file(url: str, opener: Any) -> str | None:
 
 def _with_local_path(samples: Iterator[Any], path: str, chunks: bool = False) -> Iterator[Any]:
     for item in samples:
-        for sample in item if chunks else (item,):
-            sample["__local_path__"] = path
+        if item.__class__ is not ColumnRun:  # rows of fields only: no metadata
+            for sample in item if chunks else (item,):
+                sample["__local_path__"] = path
         yield item
 
 
@@ -200,9 +203,11 @@ class ReaderCursor(Chunks, Cursor):
     def __init__(self, upstream: Cursor, options: dict[str, Any], name: str):
         self.upstream, self.options, self.name = upstream, options, name
         self.restorable = upstream.restorable
-        self._samples: Iterator[list[dict[str, Any]]] | None = None
+        self._samples: Iterator[Any] | None = None
         self._chunk: list[dict[str, Any]] = []
+        self._run: ColumnRun | None = None  # the chunk, when it is rows as columns (then _chunk is empty)
         self._i = 0  # the next sample of the chunk
+        self._request = ColumnRequest()  # set by take_columns while it reads a chunk
         self._shard: Any = None  # the shard list's mark before the current shard
         self._url: str | None = None
         self._count, self._stopped, self._stop = 0, False, [False]
@@ -225,17 +230,20 @@ class ReaderCursor(Chunks, Cursor):
         options = dict(self.options, handler=watched)
         self._samples = _read_shards(self._next.one_shard(item), options["handler"], options.get("select_files"),
                                      options.get("rename_files"), options.get("keys"), options.get("opener"),
-                                     bool(options.get("zero_copy")), True, bool(options.get("local_paths")))
+                                     bool(options.get("zero_copy")), True, bool(options.get("local_paths")),
+                                     self._request)
         self._stop, self._url, self._count = stop, url_of(item), 0
 
     def _close(self) -> None:
-        self._chunk, self._i = [], 0
+        self._chunk, self._run, self._i = [], None, 0
         if self._samples is not None:
             self._samples.close()  # type: ignore[attr-defined]
             self._samples = None
 
     def _fill(self) -> bool:
         """The next chunk (opening the next shards as needed); False at the end."""
+        if self._run is not None and self._i < self._run.rows:  # the samples of these rows are not dicts
+            raise StateError(f"stage {self.name}: samples asked for one by one inside rows taken as columns")
         while not self._stopped:
             if self._samples is None:
                 mark, item = self._next.take()
@@ -244,11 +252,22 @@ class ReaderCursor(Chunks, Cursor):
                 self._open(item)
                 self._shard = mark
             try:
-                self._chunk, self._i = next(self._samples), 0  # type: ignore[arg-type]
+                self._set(next(self._samples))  # type: ignore[arg-type]
                 return True
             except StopIteration:
-                self._samples, self._chunk, self._stopped = None, [], self._stop[0]
+                self._samples, self._chunk, self._run, self._stopped = None, [], None, self._stop[0]
         return False
+
+    def _set(self, chunk: Any) -> None:
+        if chunk.__class__ is ColumnRun:
+            self._chunk, self._run = [], chunk
+        else:
+            self._chunk, self._run = chunk, None
+        self._i = 0
+
+    def _size(self) -> int:
+        """The number of samples in the chunk."""
+        return len(self._chunk) if self._run is None else self._run.rows
 
     # next(): Chunks serves self._chunk[self._i] (advancing _i and _count), and calls _fill() at the end of a chunk
     __next__ = Chunks.__next__
@@ -263,6 +282,32 @@ class ReaderCursor(Chunks, Cursor):
         self._i = i + len(out)
         self._count += len(out)
         return out
+
+    def take_columns(self, n: int, want: tuple[tuple[str, ...], bytes, bool]) -> tuple[list[list[Any]] | None,
+                                                                                     list[dict[str, Any]]]:
+        """The next samples, at most ``n``, as :meth:`take` gives them, or as columns: ``(columns, [])`` where
+        ``columns[j]`` holds wanted field j of each sample (converted), or ``(None, samples)``; ``(None, [])`` at
+        the end. ``want`` is ``(fields, modes, exact)`` (``scan_columns`` in ``_scan.c``): a sample that lacks a
+        field, has others too (with ``exact``) or has a value that does not convert simply comes as a dict, as do
+        the samples of shards the C grouping does not read. The position (``_count``) is the same either way."""
+        run = self._run
+        if run is None or self._i >= run.rows:
+            if self._i < len(self._chunk):
+                return None, self.take(n)
+            self._request.want = want
+            try:
+                if not self._fill():
+                    return None, []
+            finally:
+                self._request.want = None
+            run = self._run
+            if run is None:
+                return None, self.take(n)
+        i = self._i
+        k = min(n, run.rows - i)
+        self._i = i + k
+        self._count += k
+        return [column[i:i + k] for column in run.columns], []
 
     def give_back(self, n: int) -> None:
         """Undo the taking of the last ``n`` samples of the latest :meth:`take` (they come again)."""
@@ -299,13 +344,13 @@ class ReaderCursor(Chunks, Cursor):
                                  f"{None if item is None else url_of(item)!r} where the state read {url!r}")
             self._open(item)
         while self._count < count:  # the current shard's first samples, read again
-            if self._i >= len(self._chunk):
+            if self._i >= self._size():
                 try:
-                    self._chunk, self._i = next(self._samples), 0  # type: ignore[arg-type]
+                    self._set(next(self._samples))  # type: ignore[arg-type]
                 except StopIteration:
                     raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
                                      f"state says {count} were read") from None
-            step = min(count - self._count, len(self._chunk) - self._i)
+            step = min(count - self._count, self._size() - self._i)
             self._i += step
             self._count += step
 
