@@ -91,10 +91,13 @@ def _scanned(
     while True:
         want = request.want if request is not None and misfits < _MISFITS else None
         if batches is not None:
-            rows, src.pos, current, current_key, need, _ = scan_columns(
-                src.buf, src.pos, url, seen, current, current_key, split, keys, batches.columns, batches.batch_size
+            rows, src.pos, current, current_key, need, raw = scan_columns(
+                src.buf, src.pos, url, seen, current, current_key, split, keys, batches.columns, batches.batch_size,
+                None, batches._mode if batches.decoder is not None else None,
             )
             stats.samples += rows
+            if raw:  # fields with values the C conversion left as bytes
+                batches._raw.update(raw)
             if need == -2:  # the batch is full, or the next sample has other fields
                 yield batches.flush()
                 continue
@@ -226,6 +229,10 @@ class ColumnBatches:
     per-sample Python code runs (the fast path for batches of small fields; decode the columns with
     :meth:`shardstream.codecs.Decoder.decode_columns`).
 
+    ``decoder`` (a :class:`~shardstream.codecs.Decoder`): the batches come decoded, ``decoder.decode_columns(batch)``
+    (same values, same errors, raised where the batch is made); the codec table's text and integer fields are
+    converted in C while the values are simple, the rest by ``decode_columns``.
+
     >>> import io
     >>> from shardstream.tar import TarStreamWriter
     >>> out = io.BytesIO()
@@ -248,6 +255,7 @@ class ColumnBatches:
         stats: SampleStats | None = None,
         bufsize: int = 1 << 20,
         accelerate: bool | None = None,
+        decoder: Any = None,
     ):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -255,6 +263,9 @@ class ColumnBatches:
         self.rule, self.handler, self.bufsize, self.accelerate = _rule(rule), handler, bufsize, accelerate
         self.stats = stats if stats is not None else SampleStats()
         self.columns: dict[str, list[Any]] = {}
+        self.decoder = decoder
+        self._modes: dict[str, int] = {}  # field -> conversion mode (CONVERSIONS) of the decoder's codec
+        self._raw: set[str] = set()  # the batch's fields that hold values left as bytes (to decode in Python)
 
     def read(self, stream: BinaryIO, url: str = "<stream>") -> Iterator[dict[str, list[Any]]]:
         """Read one shard; yield the batches it completes (the last, partial one stays for the next shard)."""
@@ -277,7 +288,9 @@ class ColumnBatches:
         """Add one sample; return the batch it completed or ended (None if none)."""
         columns, done = self.columns, None
         if columns and columns.keys() != sample.keys():  # other fields: the batch ends before this sample
-            done, columns = columns, {}
+            done, columns = self._done(columns), {}
+        if self.decoder is not None:
+            self._raw.update(sample)  # values as read
         if not columns:
             self.columns = columns = {k: [v] for k, v in sample.items()}
         else:
@@ -285,13 +298,46 @@ class ColumnBatches:
                 columns[k].append(v)
         if len(next(iter(columns.values()))) >= self.batch_size:
             # full; when the batch also ended before this sample (done is set), batch_size >= 2, so not here
-            done, self.columns = columns, {}
+            done, self.columns = self._done(columns), {}
         return done
 
     def flush(self) -> dict[str, list[Any]] | None:
         """The partial batch left (None if empty); the batcher starts empty again."""
         columns, self.columns = self.columns, {}
-        return columns or None
+        return self._done(columns) if columns else None
+
+    def _mode(self, field: str) -> int:
+        """The C conversion of ``field`` that gives the decoder's value on simple data; 0: none (bytes)."""
+        mode = self._modes.get(field)
+        if mode is None:
+            codec = self.decoder.table_codec(field) if isinstance(field, str) and field[:2] != "__" else None
+            mode = self._modes[field] = native.CONVERSIONS.get(codec, 0)  # type: ignore[arg-type]
+        return mode
+
+    def _done(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """A complete batch, decoded when there is a decoder: ``decoder.decode_columns`` of its values as read, on
+        the values left as bytes only (the others are that codec's value)."""
+        raw, self._raw = self._raw, set()
+        if self.decoder is None:
+            return batch
+        context: dict[str, list[Any]] = {name: batch[name] for name in ("__key__", "__url__") if name in batch}
+        out = {}
+        for field, column in batch.items():
+            if not self._mode(field):
+                out[field] = self._decode_column(context, field, column)
+                continue
+            if field in raw:  # converted where simple: decode the others, with their rows' keys
+                rows = [i for i, value in enumerate(column) if value.__class__ is not str and value.__class__ is not int]
+                part: dict[str, list[Any]] = {name: [values[i] for i in rows] for name, values in context.items()}
+                for i, value in zip(rows, self._decode_column(part, field, [column[i] for i in rows]), strict=True):
+                    column[i] = value
+            out[field] = column
+        return out
+
+    def _decode_column(self, context: dict[str, list[Any]], field: str, column: list[Any]) -> list[Any]:
+        batch = dict(context)
+        batch[field] = column
+        return self.decoder.decode_columns(batch)[field]
 
     def _add_all(self, samples: Iterable[dict[str, Any]]) -> Iterator[dict[str, list[Any]]]:
         for sample in samples:

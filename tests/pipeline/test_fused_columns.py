@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 import shardstream as wds
+from shardstream.errors import StateError
 from shardstream.pipeline import iteration, reraise_exception, warn_and_continue
+from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
+from shardstream.pipeline.iteration import build_chain
 from shardstream.pipeline.stages import reading
 from shardstream.tar import reader
 
@@ -148,10 +151,6 @@ def test_a_plan_that_needs_other_fields_reads_dicts(tmp_path, monkeypatch):
 def test_samples_one_by_one_inside_rows_is_refused(tmp_path):
     """The samples of rows taken as columns are not dicts: asking for them one by one inside such rows is an
     error, not a silent skip; after the rows, the samples come one by one again (and the count goes on)."""
-    from shardstream.errors import StateError
-    from shardstream.pipeline.context import Context
-    from shardstream.pipeline.iteration import build_chain
-
     path = tmp_path / "a.tar"
     path.write_bytes(_tar([m for i in range(6) for m in _clean(f"k{i}", i)]))
     cursor = build_chain(wds.DataPipeline(wds.SimpleShardList([str(path)]), wds.tarfile_to_samples()).pipeline,

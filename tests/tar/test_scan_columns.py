@@ -11,11 +11,11 @@ import tarfile
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from shardstream.codecs import Decoder
 from shardstream.errors import SampleFormatError, TarFormatError
-from shardstream.reading import ColumnRequest, ColumnRun, iter_samples
+from shardstream.reading import ColumnBatches, ColumnRequest, ColumnRun, iter_samples
 from shardstream.samples import SampleStats, group_samples
 from shardstream.tar import iter_tar, reader
 
@@ -40,7 +40,7 @@ def _expected(sample: dict, fields, modes, exact):
     names = [k for k in sample if k[:2] != "__"]
     if any(f not in sample for f in fields) or (exact and len(names) != len(fields)):
         return sample
-    row = [_convert(sample[f], m) for f, m in zip(fields, modes)]
+    row = [_convert(sample[f], m) for f, m in zip(fields, modes, strict=True)]
     return sample if None in row else ("row", row)
 
 
@@ -60,7 +60,7 @@ def _outcome(data: bytes, want, *, fast: bool, handler=None, bufsize: int = 1 <<
                     if isinstance(chunk, ColumnRun):
                         assert chunk.rows == len(chunk.columns[0]) > 0
                         RUNS.append(chunk.rows)
-                        items.extend(("row", list(r)) for r in zip(*chunk.columns))
+                        items.extend(("row", list(r)) for r in zip(*chunk.columns, strict=True))
                     else:  # samples the C grouping did not make rows of (or did not group): the stages' path
                         items.extend(_expected(s, *want) for s in chunk)
             else:
@@ -164,3 +164,54 @@ def archives(draw):
 def test_random_archives(data, want, handler, bufsize):
     assert _outcome(data, want, fast=True, handler=handler, bufsize=bufsize) == \
         _outcome(data, want, fast=False, handler=handler)
+
+
+def _decoded_batches(datas, batch_size: int, *, fast: bool, handler=None, bufsize: int = 1 << 20):
+    """The batches of ColumnBatches(decoder=...) (fast), or ``decode_columns`` of the Python path's bytes batches;
+    then the error raised, if any."""
+    decoder, out = Decoder(), []
+    if fast:
+        batches = ColumnBatches(batch_size, handler=handler, bufsize=bufsize, accelerate=True, decoder=decoder)
+    else:
+        batches = ColumnBatches(batch_size, handler=handler, accelerate=False)
+    finish = (lambda b: b) if fast else decoder.decode_columns
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for n, data in enumerate(datas):
+                try:
+                    out.extend(finish(b) for b in batches.read(io.BytesIO(data), f"s{n}.tar"))
+                except TarFormatError as e:
+                    out.append((type(e).__name__, str(e)))
+            last = batches.flush()
+            if last is not None:
+                out.append(finish(last))
+    except Exception as e:  # noqa: BLE001 - compared between the two paths
+        out.append((type(e).__name__, str(e)))
+    return out
+
+
+@needs_c
+@pytest.mark.parametrize("kind", KINDS + ["bad json"])
+def test_decoded_column_batches_equal_decode_columns(kind):
+    def members(i):
+        if kind == "bad json":
+            return _sample(i, "clean") + [(f"{i:04d}.json", b"{" if i == 5 else b"[1]")]
+        return _sample(i, kind if i in (0, 5, 11) else "clean")
+
+    datas = [_tar([m for i in range(12) for m in members(i)]), _tar([m for i in range(12, 15) for m in members(i)])]
+    decoded = False
+    for batch_size in (1, 4, 5, 64):
+        for bufsize in (512, 1 << 20):
+            want = _decoded_batches(datas, batch_size, fast=False)
+            assert _decoded_batches(datas, batch_size, fast=True, bufsize=bufsize) == want
+            decoded = decoded or any(isinstance(b, dict) and b["cls"][0].__class__ is int for b in want if "cls" in b)
+    assert decoded or kind == "bad utf-8"  # (its first sample cannot be decoded: an error before any batch)
+
+
+@needs_c
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(archives(), min_size=1, max_size=3), st.sampled_from([1, 3, 8]), st.sampled_from([None, lambda e: True]))
+def test_random_decoded_column_batches(datas, batch_size, handler):
+    assert _decoded_batches(datas, batch_size, fast=True, handler=handler) == \
+        _decoded_batches(datas, batch_size, fast=False, handler=handler)

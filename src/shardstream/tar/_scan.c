@@ -20,6 +20,9 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #define BLOCK 512
 #define MAX_MEMBER_SIZE ((uint64_t)1 << 48) /* header.MAX_MEMBER_SIZE */
@@ -54,8 +57,26 @@ static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
     return 0;
 }
 
-/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces).
- * Two plain loops around the field (no branch inside) so that the compiler vectorizes them. */
+/* The sum of the 512 bytes of a header block, as unsigned bytes (SSE2's sum of absolute differences from zero:
+ * one instruction per 16 bytes; the plain loop elsewhere). */
+static uint32_t block_sum(const unsigned char *h)
+{
+#if defined(__SSE2__) && defined(__x86_64__)
+    __m128i acc = _mm_setzero_si128();
+    int i;
+    for (i = 0; i < BLOCK; i += 16)
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i)), _mm_setzero_si128()));
+    return (uint32_t)(_mm_cvtsi128_si64(acc) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc)));
+#else
+    uint32_t sum = 0;
+    int i;
+    for (i = 0; i < BLOCK; i++)
+        sum += h[i];
+    return sum;
+#endif
+}
+
+/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces). */
 static int checksum_ok(const unsigned char *h)
 {
     uint64_t stored;
@@ -65,10 +86,9 @@ static int checksum_ok(const unsigned char *h)
 
     if (parse_octal(h + 148, 8, &stored) < 0)
         return 0;
-    for (i = 0; i < 148; i++)
-        unsigned_sum += h[i];
-    for (i = 156; i < BLOCK; i++)
-        unsigned_sum += h[i];
+    unsigned_sum += block_sum(h);
+    for (i = 148; i < 156; i++)
+        unsigned_sum -= h[i];
     if (stored == unsigned_sum)
         return 1;
     for (i = 0; i < 148; i++)
@@ -785,7 +805,9 @@ done:
  * sample that does not fit. Two modes:
  * - batch mode (ColumnBatches, reading.py): complete samples go to the batch {"__key__": [...], "__url__": [...],
  *   ext: [bytes, ...]}, which an empty batch takes from its first sample (fields in member order); a sample with
- *   other fields ends the walk before it; the walk also ends when the batch holds `limit` rows.
+ *   other fields ends the walk before it; the walk also ends when the batch holds `limit` rows. With mode_of
+ *   (field -> mode), a field's values are converted by its mode where they are simple, else left bytes, and the
+ *   field named in the list returned (the caller decodes those values with the Python codec).
  * - run mode (the pipeline's reader, for fused plans): rows of the wanted fields, each converted by its mode as
  *   slice_column does, appended to one list per field. A sample without one of them (or, with exact, with other
  *   fields too), or with a value that does not convert simply, is handed back as its dict ("odd") and ends the
@@ -815,6 +837,9 @@ typedef struct {
     PyObject *hint[MAX_WANTED];    /* per wanted field (run mode) or position (batch mode): the extension object
                                       last matched (owned), compared by identity before by value */
     PyObject *hint_list[MAX_WANTED]; /* batch mode: that extension's column (borrowed from the batch) */
+    int hint_mode[MAX_WANTED];     /* batch mode: and its conversion mode */
+    PyObject *mode_of;             /* batch mode: field -> conversion mode (a callable), or NULL: bytes */
+    PyObject *raw;                 /* batch mode with mode_of: the fields that got a value left as bytes (a list) */
     PyObject *odd;                 /* run mode: the sample that did not fit (a dict), or NULL */
 } column_sink;
 
@@ -905,13 +930,16 @@ fail:
     return NULL;
 }
 
-/* The column of the batch for the current sample's field i (borrowed), or NULL (no error set: not a field of the
- * batch; or an error). */
-static PyObject *batch_column(column_sink *c, Py_ssize_t i)
+/* The column of the batch for the current sample's field i (borrowed) and its conversion mode, or NULL (no error
+ * set: not a field of the batch; or an error). */
+static PyObject *batch_column(column_sink *c, Py_ssize_t i, int *mode)
 {
-    PyObject *ext = c->f[i].ext, *column;
-    if (i < MAX_WANTED && c->hint[i] == ext)
+    PyObject *ext = c->f[i].ext, *column, *m;
+    long value = 0;
+    if (i < MAX_WANTED && c->hint[i] == ext) {
+        *mode = c->hint_mode[i];
         return c->hint_list[i];
+    }
     column = PyDict_GetItemWithError(c->batch, ext);
     if (column == NULL)
         return NULL;
@@ -919,12 +947,37 @@ static PyObject *batch_column(column_sink *c, Py_ssize_t i)
         PyErr_SetString(PyExc_TypeError, "scan_columns: the columns of a batch must be lists");
         return NULL;
     }
+    if (c->mode_of != NULL) {
+        if ((m = PyObject_CallOneArg(c->mode_of, ext)) == NULL)
+            return NULL;
+        value = PyLong_AsLong(m);
+        Py_DECREF(m);
+        if (value == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    *mode = value == 1 || value == 3 ? (int)value : 0;
     if (i < MAX_WANTED) {
         Py_INCREF(ext);
         Py_XSETREF(c->hint[i], ext);
         c->hint_list[i] = column;
+        c->hint_mode[i] = *mode;
     }
     return column;
+}
+
+/* Field i's value for the batch: converted by its mode, or bytes (the field then goes to c->raw). */
+static PyObject *batch_value(column_sink *c, Py_ssize_t i, int mode)
+{
+    PyObject *item = NULL;
+    int r = mode ? convert_value(c->f[i].data, c->f[i].size, mode, &item) : 0;
+    if (r < 0)
+        return NULL;
+    if (r == 0) {
+        if (mode && (r = PySequence_Contains(c->raw, c->f[i].ext)) != 1 && (r < 0 || PyList_Append(c->raw, c->f[i].ext) < 0))
+            return NULL;
+        item = PyBytes_FromStringAndSize(c->f[i].data, c->f[i].size);
+    }
+    return item;
 }
 
 static int append_new(PyObject *list, PyObject *item)
@@ -940,6 +993,7 @@ static int append_new(PyObject *list, PyObject *item)
 static int batch_done(column_sink *c, int *stop)
 {
     Py_ssize_t i;
+    int mode;
     if (PyDict_GET_SIZE(c->batch) == 0) { /* the first sample: the batch takes its fields */
         c->key_list = c->url_list = NULL;
         for (i = -2; i < c->n; i++) {
@@ -962,13 +1016,15 @@ static int batch_done(column_sink *c, int *stop)
         }
     }
     for (i = 0; i < c->n; i++) /* every field is one of the batch's (as many: the same set) */
-        if (batch_column(c, i) == NULL)
+        if (batch_column(c, i, &mode) == NULL)
             return PyErr_Occurred() ? -1 : 0;
     if (PyList_Append(c->key_list, c->base.key) < 0 || PyList_Append(c->url_list, c->url) < 0)
         return -1;
-    for (i = 0; i < c->n; i++)
-        if (append_new(batch_column(c, i), PyBytes_FromStringAndSize(c->f[i].data, c->f[i].size)) < 0)
+    for (i = 0; i < c->n; i++) {
+        PyObject *column = batch_column(c, i, &mode);
+        if (column == NULL || append_new(column, batch_value(c, i, mode)) < 0)
             return -1;
+    }
     c->rows++;
     *stop = PyList_GET_SIZE(c->key_list) >= c->limit;
     return 1;
@@ -1071,7 +1127,7 @@ static PyObject *scan_columns(PyObject *self, PyObject *args)
     c.base.start = col_start;
     c.f = c.inline_f;
     c.cap = INLINE_FIELDS;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOOOOn|OSp", &view, &pos, &c.url, &PySet_Type, &g.seen, &current,
+    if (!PyArg_ParseTuple(args, "y*nOO!OOOOOn|OOp", &view, &pos, &c.url, &PySet_Type, &g.seen, &current,
                           &current_key, &g.split, &g.keys, &out, &c.limit, &fields, &modes, &exact))
         return NULL;
     if (check_walk(&view, pos, current, current_key, g.keys, "scan_columns") < 0)
@@ -1083,10 +1139,19 @@ static PyObject *scan_columns(PyObject *self, PyObject *args)
             goto done;
         }
         c.batch = out;
+        if (modes != NULL && modes != Py_None) {
+            if (!PyCallable_Check(modes)) {
+                PyErr_SetString(PyExc_TypeError, "scan_columns: a batch's modes must be a callable or None");
+                goto done;
+            }
+            c.mode_of = modes;
+            if ((c.raw = PyList_New(0)) == NULL)
+                goto done;
+        }
     } else {
         if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) < 1 || PyTuple_GET_SIZE(fields) > MAX_WANTED ||
             !PyList_CheckExact(out) || PyList_GET_SIZE(out) != PyTuple_GET_SIZE(fields) || modes == NULL ||
-            PyBytes_GET_SIZE(modes) != PyTuple_GET_SIZE(fields)) {
+            !PyBytes_Check(modes) || PyBytes_GET_SIZE(modes) != PyTuple_GET_SIZE(fields)) {
             PyErr_Format(PyExc_ValueError, "scan_columns: fields must be a tuple of 1 to %d str, with a list per "
                          "field and a mode per field", MAX_WANTED);
             goto done;
@@ -1111,8 +1176,9 @@ static PyObject *scan_columns(PyObject *self, PyObject *args)
     if (c.base.key != NULL && (now = col_dict(&c)) == NULL)
         goto done;
     result = Py_BuildValue("(nnOOnO)", c.rows, pos, now ? now : Py_None, c.base.key ? c.base.key : Py_None, need,
-                           c.odd ? c.odd : Py_None);
+                           c.raw ? c.raw : c.odd ? c.odd : Py_None);
 done:
+    Py_XDECREF(c.raw);
     Py_XDECREF(now);
     Py_XDECREF(c.odd);
     clear_fields(&c);

@@ -44,7 +44,7 @@ CONVERSIONS = {"": 0, "text": 1, "int": 3}
 
 
 def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:
-    """The C ``scan_samples`` (header walk and grouping into sample dicts or column batches) when the C path is
+    """The C ``scan_samples`` (header walk and grouping into sample dicts) when the C path is
     on for ``accelerate`` (None: :func:`accelerated`) and the extension has it; else None.
 
     Raises :class:`~shardstream.errors.ConfigError` when ``accelerate`` is True and the extension is not built.

@@ -100,15 +100,20 @@ def _tarfile_to_columns(
     partial: bool = True,
     keys: Any = None,
     opener: Callable[[str], Any] | None = None,
+    decode: Any = None,
 ) -> Iterator[dict[str, list[Any]]]:
     """Read each shard of a shard list into batches of ``batch_size`` samples as columns
     ``{"__key__": [...], "__url__": [...], field: [bytes, ...]}``; batches run across shards.
 
     The samples and the errors are those of ``tarfile_to_samples(handler=..., keys=...)``. A sample whose fields
     differ from its batch's ends the batch early. ``partial=False`` drops the last, short batch.
+
+    ``decode`` (a :class:`~shardstream.codecs.Decoder`): the batches come decoded, as ``map(decode.decode_columns)``
+    after this stage gives them, faster: text and integer fields are converted as they are read (see
+    :class:`~shardstream.reading.ColumnBatches`). A decoding error goes to ``handler`` as the shard's errors do.
     """
     reading = ShardReading(handler)
-    batches = ColumnBatches(batch_size, rule=keys, handler=reading.on_sample_error)
+    batches = ColumnBatches(batch_size, rule=keys, handler=reading.on_sample_error, decoder=decode)
     yield from reading.run(source, batches.read, opener)
     last = batches.flush()
     if last is not None and partial:
