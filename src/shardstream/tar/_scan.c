@@ -40,6 +40,14 @@ static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
     size_t a = 0, b, i;
     uint64_t value = 0;
 
+    /* the form writers use: octal digits from the start of the field up to a NUL or the field's end */
+    for (i = 0; i < width && (unsigned)(field[i] - '0') < 8; i++)
+        value = value * 8 + (uint64_t)(field[i] - '0');
+    if (i > 0 && (i == width || field[i] == 0)) {
+        *out = value;
+        return 0;
+    }
+    value = 0;
     if (field[0] & 0x80)
         return -1;
     nul = memchr(field, 0, width);
@@ -62,11 +70,15 @@ static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
 static uint32_t block_sum(const unsigned char *h)
 {
 #if defined(__SSE2__) && defined(__x86_64__)
-    __m128i acc = _mm_setzero_si128();
+    const __m128i zero = _mm_setzero_si128();
+    __m128i a = zero, b = zero;
     int i;
-    for (i = 0; i < BLOCK; i += 16)
-        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i)), _mm_setzero_si128()));
-    return (uint32_t)(_mm_cvtsi128_si64(acc) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc)));
+    for (i = 0; i < BLOCK; i += 32) {
+        a = _mm_add_epi64(a, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i)), zero));
+        b = _mm_add_epi64(b, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i + 16)), zero));
+    }
+    a = _mm_add_epi64(a, b);
+    return (uint32_t)(_mm_cvtsi128_si64(a) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(a, a)));
 #else
     uint32_t sum = 0;
     int i;
