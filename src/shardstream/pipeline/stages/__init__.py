@@ -7,7 +7,8 @@
 - :mod:`.shuffle`: ``shuffle``, ``detshuffle``;
 - :mod:`.split`: ``split_by_node``, ``split_by_worker``, ``single_node_only``, ``check_empty``;
 - :mod:`.epochs`: ``repeat``, ``with_epoch``, ``with_length``;
-- :mod:`.reading`: ``tarfile_to_samples`` and webdataset's three reading steps (``tariterators``);
+- :mod:`.reading`: ``tarfile_to_samples`` and webdataset's three reading steps (``tariterators``); :mod:`.shards`:
+  the loop over the shards of a list that the readers share;
 - :mod:`.parallel`: ``parallel_map``, ``tarfile_to_columns``;
 - :mod:`.mix`: ``RandomMix``, ``RoundRobin``; :mod:`.exactmix`: ``ExactMix`` (exact counts per epoch);
 - :mod:`.records`: ``cbors_to_samples``, ``msgpack_to_samples``, ``jsonl_to_samples`` (stream files).
