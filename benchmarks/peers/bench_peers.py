@@ -49,6 +49,8 @@ WORKLOADS = {
     "decode-map": ('the same: `.to_tuple("txt", "cls").map_tuple(bytes.decode, int).batched(256)`', [WDS, SS],
                    "decode"),
     "decode-columns": ("fast path: `tarfile_to_columns(256)` + `decode_columns`", [SS], "decode"),
+    "decode-columns-reader": ("fast path: `tarfile_to_columns(256, decode=Decoder())` (the same batches)", [SS],
+                              "decode"),
     "decode-indexed": ("fast path: sidecar-indexed shards, `IndexedDataset.columns(256)`", [SS], "decode"),
     "jpeg1": ("JPEG -> 224x224 RGB, batches of 64, one process", [LIMIT, *MAIN], None),
     "jpeg1-threads": ("fast path: the same exact work on 2 threads, `.parallel_map(workers=2)`", [SS], "jpeg1"),

@@ -89,6 +89,12 @@ def run_shardstream(workload: str, paths: list[str]):
 
         pipe = ss.DataPipeline(ss.SimpleShardList(paths), tarfile_to_columns(256), ss.map(Decoder().decode_columns))
         return (lambda: rows(pipe)), None
+    if workload == "decode-columns-reader":  # the same batches, decoded as they are read
+        from shardstream.codecs import Decoder
+        from shardstream.pipeline.parallel import tarfile_to_columns
+
+        pipe = ss.DataPipeline(ss.SimpleShardList(paths), tarfile_to_columns(256, decode=Decoder()))
+        return (lambda: rows(pipe)), None
     if workload == "decode-indexed":  # the shards' sidecar indexes (built once, untimed, as the peers' conversions)
         import os
 
