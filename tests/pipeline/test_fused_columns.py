@@ -14,15 +14,17 @@ import numpy as np
 import pytest
 
 import shardstream as wds
+from shardstream.codecs import Decoder
 from shardstream.errors import StateError
 from shardstream.pipeline import iteration, reraise_exception, warn_and_continue
 from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
+from shardstream.pipeline.parallel import tarfile_to_columns
 from shardstream.pipeline.stages import reading
-from shardstream.tar import reader
+from shardstream.tar import native
 
-needs_c = pytest.mark.skipif(not hasattr(reader._scan, "scan_columns"), reason="C extension not built")
+needs_c = pytest.mark.skipif(native.column_grouper() is None, reason="C extension not built or turned off")
 
 
 def _describe(value):
@@ -104,7 +106,6 @@ def _shards(tmp_path, case: str) -> list[str]:
 CASES = ["clean", "fields", "values", "duplicate key", "out of order", "big member", "truncated"]
 
 
-@needs_c
 @pytest.mark.parametrize("handler", [reraise_exception, warn_and_continue, ignore_and_stop],
                          ids=["raise", "continue", "stop"])
 @pytest.mark.parametrize("idiom", ["decode", "map_tuple"])
@@ -128,12 +129,11 @@ def test_rows_from_the_reader_equal_the_chain(tmp_path, monkeypatch, case, idiom
 
     monkeypatch.setattr(reading.ReaderCursor, "take_columns", spy)
     fused = _run(make, False, monkeypatch)
-    assert any(taken), "no rows came as columns"
+    assert any(taken) or native.column_grouper() is None, "no rows came as columns"
     assert fused == _run(make, True, monkeypatch)
     assert fused[0] or fused[2]
 
 
-@needs_c
 def test_a_plan_that_needs_other_fields_reads_dicts(tmp_path, monkeypatch):
     """A decode plan over samples with an extra field: every sample is a misfit, which the reader stops asking
     for as columns after a while; the batches are the chain's."""
@@ -164,3 +164,24 @@ def test_samples_one_by_one_inside_rows_is_refused(tmp_path):
     assert columns == [[f"text {i}" for i in range(2, 5)]]  # the last sample is complete only at the shard's end
     assert cursor.state_dict()["sample"] == 5
     assert [s["__key__"] for s in cursor] == ["k5"]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_columns_decoded_in_the_reader_equal_decode_columns(tmp_path, case, batch_size):
+    """``tarfile_to_columns(n, decode=d)`` gives ``tarfile_to_columns(n)`` + ``map(d.decode_columns)``'s batches and
+    error (with the C extension or without)."""
+    paths = _shards(tmp_path, case)
+
+    def outcome(*stages):
+        out = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out.extend(_describe(b) for b in wds.DataPipeline(wds.SimpleShardList(paths), *stages))
+            except Exception as exn:  # noqa: BLE001 - compared
+                out.append((type(exn).__name__, str(exn)))
+        return out
+
+    want = outcome(tarfile_to_columns(batch_size), wds.map(Decoder().decode_columns))
+    assert outcome(tarfile_to_columns(batch_size, decode=Decoder())) == want
