@@ -70,8 +70,8 @@ class ColumnRun:
         self.columns, self.rows = columns, rows
 
 
-#: misfits of a column request in one shard before its reading goes back to sample dicts (data the request does
-#: not fit costs one C call per sample otherwise)
+#: a shard's reading goes back to sample dicts for the rest of the shard once more than this many of its samples,
+#: and more than one in 8 of them, did not fit the column request (each costs one C call and a dict)
 _MISFITS = 64
 
 
@@ -87,9 +87,9 @@ def _scanned(
     keys: list[str] = []  # the keys so far while they increase (the C pass hashes none of them): seen | set(keys)
     current: dict[str, Any] | None = None
     current_key: str | None = None
-    misfits = 0
+    misfits = fits = 0
     while True:
-        want = request.want if request is not None and misfits < _MISFITS else None
+        want = request.want if request is not None and (misfits <= _MISFITS or misfits * 8 <= fits) else None
         if batches is not None:
             rows, src.pos, current, current_key, need, raw = scan_columns(
                 src.buf, src.pos, url, seen, current, current_key, split, keys, batches.columns, batches.batch_size,
@@ -107,6 +107,7 @@ def _scanned(
                 src.buf, src.pos, url, seen, current, current_key, split, keys, lists, 1 << 62, *want
             )
             stats.samples += rows
+            fits += rows
             if rows:
                 yield ColumnRun(lists, rows)
             if odd is not None:

@@ -1110,7 +1110,7 @@ static int col_load(column_sink *c, PyObject *current, PyObject *current_key)
     Py_INCREF(current_key);
     c->base.key = current_key;
     while (PyDict_Next(current, &i, &k, &v)) {
-        if (same_str(k, str_key) || same_str(k, str_url))
+        if (PyUnicode_Check(k) && (same_str(k, str_key) || same_str(k, str_url)))
             continue;
         if (!PyUnicode_Check(k) || !PyBytes_CheckExact(v)) {
             PyErr_SetString(PyExc_TypeError, "scan_columns: the current sample's fields must be str: bytes");
