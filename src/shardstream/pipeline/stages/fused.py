@@ -16,6 +16,12 @@ decoders and the builtins ``bytes.decode``, ``int``, ``float``, ``str``. Samples
 time and batches are yielded at the same points as the chain's, so the position (and the resume state) is the
 same. A run that is not recognised keeps its stages.
 
+Fed by the tar reader (``ReaderCursor``, directly or through a splitter that keeps everything), the loop asks it for
+rows as columns (``take_columns``): the C walk that groups the members converts the wanted fields itself (bytes,
+``str`` by strict UTF-8, ``int`` of a plain decimal: what the codecs and the builtins give on such values) with no
+dict per sample, and hands every sample that does not fit (a missing or, for ``decode``, an extra field; a value it
+does not convert) over as its dict, which takes the way above. Same rows, same positions.
+
 >>> from shardstream.pipeline import batched, decode, to_tuple
 >>> stages = [decode(), to_tuple("txt", "cls"), batched(2)]
 >>> makes = fuse(stages, [None, None, None]); len(makes)
