@@ -5,6 +5,11 @@ reader. CPU time (``time.process_time``), every candidate in each round, medians
     .venv-bench/bin/python benchmarks/bench_read_buffers.py               # 3 rounds, then the RSS rows
     .venv-bench/bin/python benchmarks/bench_read_buffers.py --rounds 9 --no-rss
     .venv-bench/bin/python benchmarks/bench_read_buffers.py --small 'DIR/*.tar' --big 'DIR/*.tar'
+    .venv-bench/bin/python benchmarks/bench_read_buffers.py --setting   # the library's own choice, MMAP=0 vs 1
+
+``--setting`` runs the library unchanged in fresh processes, alternating ``SHARDSTREAM_MMAP=0`` (``FileBuffer``) and
+the default (``WindowBuffer`` where ``source_for`` picks it: the C walk prefetches), and prints CPU time (median of
+the processes' medians) and peak RSS (VmHWM) per workload.
 
 Workloads: ``raw`` = ``sum(1 for _ in WebDataset(small, shardshuffle=False))`` (200k samples of ~250 B txt + cls,
 ~2 KiB of tar each); ``cols`` = ``DataPipeline(SimpleShardList(small), tarfile_to_columns(256))``; ``big`` = the
@@ -181,6 +186,39 @@ def rss_one(small: list[str], big: list[str], spec: str) -> None:
     print(f"VmHWM {status['VmHWM'] // 1024}")  # ru_maxrss would keep the parent's peak across fork + exec
 
 
+def one_process(small: list[str], big: list[str], workload: str, passes: int) -> None:
+    """``--one``: the library's own buffer, ``passes`` timed passes after one untimed; prints median and VmHWM."""
+    fn = workloads(small, big)[workload]
+    fn()
+    times = []
+    for _ in range(passes):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    with open(small[0], "rb") as f:
+        kind = type(buffers.source_for(f, 1 << 20)).__name__
+    hwm = next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM"))
+    print(kind, statistics.median(times), hwm // 1024)
+
+
+def setting_rows(args: argparse.Namespace) -> None:
+    """SHARDSTREAM_MMAP=0 against the default, each run in fresh processes, alternating."""
+    rows: dict[tuple[str, str], list[tuple[str, float, int]]] = {}
+    for _ in range(args.rounds):
+        for w in ("raw", "cols", "big"):
+            for mmap_setting in ("0", "1"):
+                cmd = [sys.executable, __file__, "--one", w, "--small", args.small or "", "--big", args.big or ""]
+                env = {**os.environ, "SHARDSTREAM_MMAP": mmap_setting}
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout.split()
+                rows.setdefault((w, mmap_setting), []).append((out[0], float(out[1]), int(out[2])))
+    print(f"the library's choice, {args.rounds} fresh processes each (median CPU s of 5 passes; peak VmHWM MiB)")
+    for (w, setting), got in rows.items():
+        base = statistics.median(t for _, t, _ in rows[w, "0"])
+        cpu = statistics.median(t for _, t, _ in got)
+        print(f"  {w:5s} SHARDSTREAM_MMAP={setting} {got[0][0]:13s} {cpu:.4f} s  x{cpu / base:.3f}  "
+              f"VmHWM {max(h for _, _, h in got)} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -189,11 +227,20 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated candidates (base is always first)")
     parser.add_argument("--no-rss", action="store_true")
     parser.add_argument("--rss-one", help=argparse.SUPPRESS)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--setting", action="store_true", help="the library's own buffer, SHARDSTREAM_MMAP=0 vs 1")
     args = parser.parse_args()
     small = sorted(glob.glob(args.small)) if args.small else small_shards()
     big = sorted(glob.glob(args.big)) if args.big else big_shards(72, 4 << 20, per_shard=18)
     if args.rss_one:
         rss_one(small, big, args.rss_one)
+        return
+    if args.one:
+        one_process(small, big, args.one, 5)
+        return
+    if args.setting:
+        warm(small + big)
+        setting_rows(args)
         return
     names = ["base", *(n for n in (args.only.split(",") if args.only else candidates()) if n != "base")]
     warm(small + big)
