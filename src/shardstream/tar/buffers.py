@@ -261,10 +261,10 @@ class WindowBuffer(FileBuffer):
 
     ``buf`` is a read-only memoryview of one map: from the page boundary at or before the first unread byte, about
     ``bufsize`` bytes (more when asked for more), never past the size ``fstat`` reports at that fill. The next fill
-    drops it before mapping the next window (it is unmapped when no view of it is left: nothing is closed under a
-    view), so one window is mapped at a time and the RSS is what :class:`FileBuffer`'s buffer costs. Nothing is
-    copied until a header or member is cut out, and members of :data:`_DIRECT_MIN` bytes or more are read by
-    :meth:`take_direct`, as by :class:`FileBuffer`. A file that cannot be mapped is read with ``pread``.
+    drops it as soon as the next window is mapped (it is unmapped when no view of it is left: nothing is closed under
+    a view), so the pages of one window at most are resident and the RSS is what :class:`FileBuffer`'s buffer costs.
+    Nothing is copied until a header or member is cut out, and members of :data:`_DIRECT_MIN` bytes or more are read
+    by :meth:`take_direct`, as by :class:`FileBuffer`. A file that cannot be mapped is read with ``pread``.
 
     A file found shorter at a fill than what was mapped of it ends where it now ends (its unread bytes are read
     again, not touched in the map), as a truncated archive. A file truncated after a window was mapped and before
