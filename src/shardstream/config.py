@@ -142,8 +142,9 @@ class Settings:
     #: SHARDSTREAM_MAX_OPEN_SHARDS: shards a random-access reader keeps open at once per process (least recently
     #: used closed first); also capped at a quarter of the soft RLIMIT_NOFILE.
     max_open_shards: int = 256
-    #: SHARDSTREAM_MMAP: read local shards through memory maps (fast). 0: through ``pread`` instead, so a shard
-    #: truncated while open raises a typed error instead of killing the process with SIGBUS.
+    #: SHARDSTREAM_MMAP: read local shards through memory maps (fast): random access, ``zero_copy``, and streaming
+    #: through windows where the C walk prefetches. 0: through ``pread`` instead, so a shard truncated while open
+    #: raises a typed error instead of killing the process with SIGBUS.
     mmap: bool = True
     #: SHARDSTREAM_MAX_DECODED_BYTES: the most bytes one field may inflate to when decoded (``.gz`` layers, ``.npz``
     #: members, declared ``.npy`` shapes); accepts 2G, 512M. Checked above 16 MiB (smaller values act as 16 MiB).

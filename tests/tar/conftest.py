@@ -3,8 +3,8 @@
 Every reader test takes the ``read`` (or ``members``) fixture, parametrized over the two walks. On the C walk,
 it also runs the pure-Python walk on the same bytes and asserts the outcome is identical (members, error,
 warnings). On archives given as bytes, it also reads them in place (``iter_members_mapped``, the zero-copy walk,
-with the same walk) and from a plain file (read by offset, ``FileBuffer``) and asserts the same outcome, data
-compared as bytes. The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
+with the same walk) and from a plain file, both read by offset (``FileBuffer``) and through memory-mapped windows
+(``WindowBuffer``), and asserts the same outcome, data compared as bytes. The builders are reached through the session fixture ``kit`` (usable in hypothesis tests).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from shardstream.errors import TarFormatError
-from shardstream.tar import reader
+from shardstream.tar import buffers, reader
 from shardstream.tar.reader import (
     TruncatedTarWarning,
     iter_members,
@@ -71,13 +71,23 @@ def run(
     return Outcome(members, error, texts)
 
 
-def run_file(data: bytes, *, accelerate: bool, url: str = "test.tar", bufsize: int = 1 << 20) -> Outcome:
-    """``run`` from a plain file holding ``data`` (read by offset into a reused buffer: ``FileBuffer``)."""
+def run_file(
+    data: bytes, *, accelerate: bool, url: str = "test.tar", bufsize: int = 1 << 20, mapped: bool = False
+) -> Outcome:
+    """``run`` from a plain file holding ``data``: read by offset into a reused buffer (``FileBuffer``), or with
+    ``mapped`` through memory-mapped windows (``WindowBuffer``)."""
     path = os.path.join(_folder(), "archive.tar")
     with open(path, "wb") as f:
         f.write(data)
-    with open(path, "rb") as f:
-        return run(lambda: f, accelerate=accelerate, url=url, bufsize=bufsize)  # type: ignore[arg-type,return-value]
+    before, buffers.MAP_WINDOWS = buffers.MAP_WINDOWS, mapped
+    try:
+        with open(path, "rb") as f:
+            if data and buffers._HAVE_PREADV:
+                kind = type(buffers.source_for(f, bufsize))
+                assert kind is (buffers.WindowBuffer if mapped and buffers.map_windows() else buffers.FileBuffer)
+            return run(lambda: f, accelerate=accelerate, url=url, bufsize=bufsize)  # type: ignore[arg-type,return-value]
+    finally:
+        buffers.MAP_WINDOWS = before
 
 
 _FOLDERS: list[str] = []
@@ -126,6 +136,7 @@ def read(accelerate: bool) -> Callable[..., Outcome]:
         if isinstance(data, bytes):
             assert got.key() == run_mapped(data, accelerate=accelerate, **kw).key(), "the zero-copy walk disagrees"
             assert got.key() == run_file(data, accelerate=accelerate, **kw).key(), "reading from a file disagrees"
+            assert got.key() == run_file(data, accelerate=accelerate, mapped=True, **kw).key(), "mapped windows disagree"
         return got
 
     return read_both

@@ -44,6 +44,24 @@ class Chunks:
     def __iter__(self) -> Chunks: ...
     def __next__(self) -> Any: ...
 
+class Tally:
+    upstream: Any
+    index: int
+    count: int
+    total: int
+    mine: int
+    def __iter__(self) -> Tally: ...
+    def __next__(self) -> Any: ...
+
+class Relay:
+    _chain: Any
+    _started: bool
+    _done: bool
+    def __iter__(self) -> Relay: ...
+    def __next__(self) -> Any: ...
+
+PREFETCH_AHEAD: int
+
 def pack_members(
     buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /
 ) -> list[int] | None: ...

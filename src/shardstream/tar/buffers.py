@@ -5,7 +5,9 @@
   large members read straight into their own ``bytes`` (one copy from the page cache, nothing read twice).
 - :class:`StreamBuffer`: any other binary stream read in large chunks (pipes, sockets with short reads,
   decompressors); large members of plain files are read straight into their own bytes where ``pread`` is missing.
-- :func:`source_for`: the right one of the two for a stream.
+- :class:`WindowBuffer`: a plain regular file read through memory-mapped windows (no copy until a member is cut
+  out), where the C header walk prefetches ahead; large members read as by :class:`FileBuffer`.
+- :func:`source_for`: the right one for a stream.
 - :class:`MappedBuffer`: a whole tar already in memory (an ``mmap``, ``bytes``), nothing left to read.
 - :func:`map_file`: a plain local file mapped read-only, for zero-copy reads.
 
@@ -27,13 +29,23 @@ from typing import IO, Any, Protocol
 
 from ..config import get_settings
 
-__all__ = ["FileBuffer", "MappedBuffer", "Source", "StreamBuffer", "map_file", "source_for"]
+try:
+    from . import _scan
+except ImportError:  # the extension is optional
+    _scan = None  # type: ignore[assignment]
+
+__all__ = ["FileBuffer", "MappedBuffer", "Source", "StreamBuffer", "WindowBuffer", "map_file", "source_for"]
 
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
 #: members at least this large are read from plain seekable files straight into their own bytes (one copy)
 _DIRECT_MIN = 1 << 20
 #: what :class:`FileBuffer` reads after a large member: the next header, not the start of the next large member
 _AFTER_DIRECT = 1 << 12
+#: Whether :func:`source_for` reads plain files through :class:`WindowBuffer` (maps) instead of :class:`FileBuffer`
+#: (``preadv``). None: where ``SHARDSTREAM_MMAP`` is on (the default) and the C header walk prefetches ahead
+#: (``_scan.PREFETCH_AHEAD``; without the prefetch the walk stalls on each first touch and the maps cost more CPU than
+#: the copy). True or False force it (tests, measurements); ``SHARDSTREAM_MMAP=0`` turns maps off whatever this says.
+MAP_WINDOWS: bool | None = None
 
 
 class Source(Protocol):
@@ -126,12 +138,16 @@ class StreamBuffer:
         return avail >= need
 
 
-def source_for(stream: IO[bytes], bufsize: int) -> FileBuffer | StreamBuffer:
-    """A :class:`FileBuffer` for a plain regular file (where ``os.preadv`` exists), else a :class:`StreamBuffer`."""
+def source_for(stream: IO[bytes], bufsize: int) -> FileBuffer | WindowBuffer | StreamBuffer:
+    """A :class:`WindowBuffer` or :class:`FileBuffer` for a plain regular file (where ``os.preadv`` exists; see
+    :data:`MAP_WINDOWS`), else a :class:`StreamBuffer`."""
     if _HAVE_PREADV and _is_plain_file(stream):
         try:
             fd, start = stream.fileno(), stream.tell()
-            if stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode):
+                if st.st_size > start and map_windows():
+                    return WindowBuffer(stream, fd, start, bufsize)
                 return FileBuffer(stream, fd, start, bufsize)
         except (OSError, ValueError):
             pass
@@ -240,6 +256,71 @@ class FileBuffer:
         return data
 
 
+class WindowBuffer(FileBuffer):
+    """The unread bytes of a plain regular file as :class:`FileBuffer` gives them, from memory-mapped windows.
+
+    ``buf`` is a read-only memoryview of one map: from the page boundary at or before the first unread byte, about
+    ``bufsize`` bytes (more when asked for more), never past the size ``fstat`` reports at that fill. The next fill
+    drops it as soon as the next window is mapped (it is unmapped when no view of it is left: nothing is closed under
+    a view), so the pages of one window at most are resident and the RSS is what :class:`FileBuffer`'s buffer costs.
+    Nothing is copied until a header or member is cut out, and members of :data:`_DIRECT_MIN` bytes or more are read
+    by :meth:`take_direct`, as by :class:`FileBuffer`. A file that cannot be mapped is read with ``pread``.
+
+    A file found shorter at a fill than what was mapped of it ends where it now ends (its unread bytes are read
+    again, not touched in the map), as a truncated archive. A file truncated after a window was mapped and before
+    that window is read kills the process with ``SIGBUS``, as for every memory map: where shards can be cut under a
+    reader, set ``SHARDSTREAM_MMAP=0``.
+    """
+
+    __slots__ = ("_mapped",)
+
+    def __init__(self, stream: IO[bytes], fd: int, start: int, bufsize: int):
+        super().__init__(stream, fd, start, bufsize)
+        self._mapped = True
+
+    def fill(self, need: int) -> bool:
+        """Map until ``need`` bytes are available at ``pos``; False if the file ends first."""
+        avail = len(self.buf) - self.pos
+        if avail >= need:
+            return True
+        if self.eof:
+            return False
+        if self._stream.closed:  # its descriptor may be another file's by now
+            raise ValueError("read of closed file")
+        self.base += self.pos
+        self.pos, at, old = 0, self._start + self.base, self.buf
+        want, self._ahead = max(self._ahead, need), self._bufsize
+        try:
+            size = os.fstat(self._fd).st_size
+            end = min(at + want, size)
+            if size < at + avail:  # cut below what is mapped: what is left is read, the map is not touched there
+                self.buf = memoryview(os.pread(self._fd, max(end - at, 0), at))
+            elif end - at <= avail:  # nothing more in the file: the unread tail stays
+                self.buf = old[len(old) - avail :]
+            else:
+                self.buf = self._window(at, end)
+        except BaseException:
+            self.buf, self.eof = old[len(old) - avail :], True  # a failed file is not read again
+            raise
+        del old  # the old window is unmapped here (when no other view of it is left)
+        if len(self.buf) < need:
+            self.eof = True
+            return False
+        return True
+
+    def _window(self, at: int, end: int) -> memoryview:
+        """File bytes ``at:end``: a view of a new map, or read with ``pread`` where maps fail."""
+        if self._mapped:
+            low = at - at % mmap.ALLOCATIONGRANULARITY
+            try:
+                window = mmap.mmap(self._fd, end - low, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=low)
+            except OSError:  # a file system without maps, or no address space left: pread from here on
+                self._mapped = False
+            else:
+                return memoryview(window)[at - low :]
+        return memoryview(os.pread(self._fd, end - at, at))
+
+
 class MappedBuffer:
     """A :class:`Source` over a whole tar held in memory (an ``mmap``, ``bytes``...): nothing left to read.
 
@@ -283,6 +364,16 @@ def map_file(stream: IO[bytes]) -> mmap.mmap | None:
 
 
 _HAVE_PREADV = hasattr(os, "preadv") and hasattr(os, "pread")
+
+
+def map_windows() -> bool:
+    """Whether :func:`source_for` gives plain files a :class:`WindowBuffer` now (see :data:`MAP_WINDOWS`)."""
+    settings = get_settings()
+    if not settings.mmap or not hasattr(mmap, "MAP_SHARED"):
+        return False
+    if MAP_WINDOWS is not None:
+        return MAP_WINDOWS
+    return getattr(_scan, "PREFETCH_AHEAD", 0) > 0 and not settings.no_extensions
 
 
 def _is_plain_file(stream: IO[bytes]) -> bool:
