@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from pipeline_data import describe, fused_or_not
 
 import shardstream as wds
 from shardstream.pipeline import (
@@ -20,7 +21,6 @@ from shardstream.pipeline import (
     decode,
     ignore_and_continue,
     ignore_and_stop,
-    iteration,
     map_tuple,
     reraise_exception,
     to_tuple,
@@ -29,41 +29,6 @@ from shardstream.pipeline import (
 from shardstream.pipeline.stages import fused
 from shardstream.pipeline.stages.batching import default_collation_fn
 from shardstream.testing import write_shards
-
-
-def _describe(value):
-    if isinstance(value, np.ndarray):
-        return ("array", str(value.dtype), value.tolist())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_describe(v) for v in value])
-    return (type(value).__name__, value)
-
-
-def _run(make, off: bool, monkeypatch):
-    """(batches and states, error) of iterating ``make()``; then, from each state, the rest of the stream."""
-    with monkeypatch.context() as m:
-        if off:
-            m.setattr(iteration, "fused", lambda items, makes: makes)
-        out, states, error = [], [], None
-        pipeline = make()
-        it = iter(pipeline)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                for batch in it:
-                    out.append(_describe(batch))
-                    states.append(it.state_dict())
-            except Exception as exn:  # noqa: BLE001 - compared between the two runs
-                error = (type(exn).__name__, str(exn))
-            rests = []
-            for state in states:
-                again = make()
-                again.load_state_dict(state)
-                try:
-                    rests.append([_describe(b) for b in again])
-                except Exception as exn:  # noqa: BLE001
-                    rests.append((type(exn).__name__, str(exn)))
-    return out, states, error, rests
 
 
 def _sample(rng: random.Random, i: int):
@@ -140,7 +105,7 @@ def test_fused_equals_chain_on_random_samples_and_chains(seed, monkeypatch):
     def make():
         return DataPipeline(tuple(samples), *stages)
 
-    fused_run, chain_run = _run(make, False, monkeypatch), _run(make, True, monkeypatch)
+    fused_run, chain_run = fused_or_not(make, False, monkeypatch), fused_or_not(make, True, monkeypatch)
     assert fused_run == chain_run
 
 
@@ -159,10 +124,10 @@ def test_the_readme_idioms_are_fused_and_equal_on_shards(tmp_path, monkeypatch):
     monkeypatch.setattr(fused._Plan, "slow", lambda self, sample: (slow.append(sample), real_slow(self, sample))[1])
     for make in makers:
         calls.clear()
-        first = _run(make, False, monkeypatch)
+        first = fused_or_not(make, False, monkeypatch)
         assert calls, "the idiom was not fused"
         assert slow == [], "clean samples (with __local_path__) left the fast loop"
-        assert first == _run(make, True, monkeypatch)
+        assert first == fused_or_not(make, True, monkeypatch)
         assert sum(len(b[1][1][2]) for b in first[0]) in (24, 20)
         slow.clear()
 
@@ -200,7 +165,7 @@ def test_hostile_shards_read_in_chunks_match_the_chain(tmp_path, monkeypatch, ha
             return ds.decode(handler=handler).to_tuple("txt", "cls", handler=handler).batched(4)
         return ds.to_tuple("txt", "cls").map_tuple(bytes.decode, int, handler=handler).batched(4)
 
-    assert _run(make, False, monkeypatch) == _run(make, True, monkeypatch)
+    assert fused_or_not(make, False, monkeypatch) == fused_or_not(make, True, monkeypatch)
 
 
 class _Chunks:
@@ -227,7 +192,7 @@ def _outcome(batches):
         warnings.simplefilter("ignore")
         try:
             for batch in batches:
-                out.append(_describe(batch))
+                out.append(describe(batch))
         except Exception as exn:  # noqa: BLE001 - compared between the two runs
             out.append((type(exn).__name__, str(exn)))
     return out
@@ -279,9 +244,9 @@ def test_a_stage_in_between_is_not_fused_over(middle, tmp_path, monkeypatch):
     def make():
         return DataPipeline(wds.SimpleShardList(paths), wds.tarfile_to_samples(), *stages)
 
-    first = _run(make, False, monkeypatch)
+    first = fused_or_not(make, False, monkeypatch)
     assert first[0] and first[2] is None  # batches, no error
-    assert first == _run(make, True, monkeypatch)
+    assert first == fused_or_not(make, True, monkeypatch)
 
 
 @pytest.mark.parametrize("column", [["a", "b"], [b"a", b"b"], [1, 2], [1.5, 2], [True, False], [1, "x"], ["x", 1],
@@ -289,11 +254,11 @@ def test_a_stage_in_between_is_not_fused_over(middle, tmp_path, monkeypatch):
 def test_the_fused_collation_is_the_default_one(column):
     rows = [(v, i) for i, v in enumerate(column)]
     try:
-        expected = _describe(default_collation_fn(rows))
+        expected = describe(default_collation_fn(rows))
     except Exception as exn:  # noqa: BLE001 - compared
         expected = (type(exn).__name__, str(exn))
     try:
-        got = _describe(fused._Plan.collate([list(column), list(range(len(column)))]))
+        got = describe(fused._Plan.collate([list(column), list(range(len(column)))]))
     except Exception as exn:  # noqa: BLE001
         got = (type(exn).__name__, str(exn))
     assert got == expected

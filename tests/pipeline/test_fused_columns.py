@@ -10,13 +10,13 @@ import io
 import tarfile
 import warnings
 
-import numpy as np
 import pytest
+from pipeline_data import describe, fused_or_not
 
 import shardstream as wds
 from shardstream.codecs import Decoder
 from shardstream.errors import StateError
-from shardstream.pipeline import iteration, reraise_exception, warn_and_continue
+from shardstream.pipeline import reraise_exception, warn_and_continue
 from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
@@ -27,38 +27,6 @@ from shardstream.tar import native
 needs_c = pytest.mark.skipif(native.column_grouper() is None, reason="C extension not built or turned off")
 
 
-def _describe(value):
-    if isinstance(value, np.ndarray):
-        return ("array", str(value.dtype), value.tolist())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [_describe(v) for v in value])
-    return (type(value).__name__, value)
-
-
-def _run(make, off: bool, monkeypatch):
-    """(batches, states, error, the rest after restoring each state) of iterating ``make()``, fused or not."""
-    with monkeypatch.context() as m:
-        if off:
-            m.setattr(iteration, "fused", lambda items, makes: makes)
-        out, states, error = [], [], None
-        it = iter(make())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                for batch in it:
-                    out.append(_describe(batch))
-                    states.append(it.state_dict())
-            except Exception as exn:  # noqa: BLE001 - compared between the two runs
-                error = (type(exn).__name__, str(exn))
-            rests = []
-            for state in states:
-                again = make()
-                again.load_state_dict(state)
-                try:
-                    rests.append([_describe(b) for b in again])
-                except Exception as exn:  # noqa: BLE001
-                    rests.append((type(exn).__name__, str(exn)))
-    return out, states, error, rests
 
 
 def _tar(members, cut: int | None = None) -> bytes:
@@ -128,9 +96,9 @@ def test_rows_from_the_reader_equal_the_chain(tmp_path, monkeypatch, case, idiom
         return got
 
     monkeypatch.setattr(reading.ReaderCursor, "take_columns", spy)
-    fused = _run(make, False, monkeypatch)
+    fused = fused_or_not(make, False, monkeypatch)
     assert any(taken) or native.column_grouper() is None, "no rows came as columns"
-    assert fused == _run(make, True, monkeypatch)
+    assert fused == fused_or_not(make, True, monkeypatch)
     assert fused[0] or fused[2]
 
 
@@ -144,7 +112,7 @@ def test_a_plan_that_needs_other_fields_reads_dicts(tmp_path, monkeypatch):
     def make():
         return wds.WebDataset([str(path)], shardshuffle=False).decode().to_tuple("txt", "cls").batched(16)
 
-    assert _run(make, False, monkeypatch) == _run(make, True, monkeypatch)
+    assert fused_or_not(make, False, monkeypatch) == fused_or_not(make, True, monkeypatch)
 
 
 @needs_c
@@ -178,7 +146,7 @@ def test_columns_decoded_in_the_reader_equal_decode_columns(tmp_path, case, batc
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                out.extend(_describe(b) for b in wds.DataPipeline(wds.SimpleShardList(paths), *stages))
+                out.extend(describe(b) for b in wds.DataPipeline(wds.SimpleShardList(paths), *stages))
             except Exception as exn:  # noqa: BLE001 - compared
                 out.append((type(exn).__name__, str(exn)))
         return out

@@ -211,6 +211,10 @@ class FileBuffer:
         if self._stream.closed:  # its descriptor may be another file's by now
             raise ValueError("read of closed file")
         self.base += self.pos
+        return self._refill(need, avail)
+
+    def _refill(self, need: int, avail: int) -> bool:
+        """:meth:`fill` once ``base`` has moved to the first unread byte (``buf[pos:]``, ``avail`` bytes)."""
         want = max(self._ahead, need)
         self._ahead = self._bufsize
         mem = self._mem
@@ -278,16 +282,8 @@ class WindowBuffer(FileBuffer):
         super().__init__(stream, fd, start, bufsize)
         self._mapped = True
 
-    def fill(self, need: int) -> bool:
-        """Map until ``need`` bytes are available at ``pos``; False if the file ends first."""
-        avail = len(self.buf) - self.pos
-        if avail >= need:
-            return True
-        if self.eof:
-            return False
-        if self._stream.closed:  # its descriptor may be another file's by now
-            raise ValueError("read of closed file")
-        self.base += self.pos
+    def _refill(self, need: int, avail: int) -> bool:
+        """Map until ``need`` bytes are available at ``pos`` (see :meth:`FileBuffer.fill`)."""
         self.pos, at, old = 0, self._start + self.base, self.buf
         want, self._ahead = max(self._ahead, need), self._bufsize
         try:
