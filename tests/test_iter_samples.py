@@ -137,6 +137,33 @@ def test_c_grouping_equals_group_samples(name, handler, fmt):
 
 
 @needs_c
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+@pytest.mark.parametrize("handler", [None, skip], ids=["raise", "skip"])
+def test_local_path_is_the_last_key_of_every_sample_on_every_path(name, handler, monkeypatch):
+    """``local_path``: set in C on the samples the C pass groups, in Python on the rest (the tail Python groups, the
+    zero-copy and pure-Python paths); the same samples, in the same key order, as setting it afterwards."""
+    data = tar_of(HOSTILE[name])
+    want, error, warned, _ = outcome(data, fast=False, handler=handler)
+    want = [{**s, "__local_path__": "/data/t.tar"} for s in want]
+    runs = [dict(stream=stream, bufsize=bufsize) for stream in ("bytes", "short", "file") for bufsize in (512, 1 << 20)]
+    runs.append(dict(stream="file", zero_copy=True))
+    for run in runs:
+        got = outcome(data, fast=True, handler=handler, local_path="/data/t.tar", **run)
+        assert got[1:3] == (error, warned), run
+        assert [as_bytes(s) for s in got[0]] == want, run
+        assert [list(s) for s in got[0]] == [list(s) for s in want], run
+    monkeypatch.setattr(reader, "_scan", None)  # no extension: the Python grouping sets it
+    got = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            got.extend(iter_samples(io.BytesIO(data), "t.tar", handler=handler, local_path="/data/t.tar"))
+        except (TarFormatError, SampleFormatError):
+            pass
+    assert [list(s) for s in got] == [list(s) for s in want] and got == want
+
+
+@needs_c
 def test_a_clean_shard_is_grouped_in_c_to_its_end(monkeypatch):
     data = tar_of([(f"{i:04d}.{ext}", b"%d" % i) for i in range(300) for ext in ("txt", "cls")])
     handed_over = []

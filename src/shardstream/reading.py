@@ -75,13 +75,26 @@ class ColumnRun:
 _MISFITS = 64
 
 
+def with_local_path(samples: Iterable[Any], local: str | None, chunks: bool) -> Iterator[Any]:
+    """``samples`` (lists of them with ``chunks``; column runs pass as they are) with ``__local_path__`` set."""
+    if local is None:
+        yield from samples
+        return
+    for item in samples:
+        if item.__class__ is not ColumnRun:  # rows of fields only: no metadata
+            for sample in item if chunks else (item,):
+                sample["__local_path__"] = local
+        yield item
+
+
 def _scanned(
     src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None,
-    chunks: bool = False, request: ColumnRequest | None = None,
+    chunks: bool = False, request: ColumnRequest | None = None, local: str | None = None,
 ) -> Iterator[Any]:
     """The ONE driver of the C grouping: samples (or, with ``batches``, full column batches; with ``chunks``, lists
     of samples, or :class:`ColumnRun` chunks while ``request`` asks for them) grouped in C while it can; then the
-    Python walk and grouping from the state the C code reached."""
+    Python walk and grouping from the state the C code reached. ``local``: each sample's ``__local_path__`` (set
+    in C on the samples it groups)."""
     (scan_samples, scan_columns, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
     keys: list[str] = []  # the keys so far while they increase (the C pass hashes none of them): seen | set(keys)
@@ -113,12 +126,14 @@ def _scanned(
             if odd is not None:
                 misfits += 1
                 stats.samples += 1
+                if local is not None:
+                    odd["__local_path__"] = local
                 yield [odd]
             if need == -2:
                 continue
         else:
             done, src.pos, current, current_key, need = scan_samples(
-                src.buf, src.pos, url, seen, current, current_key, split, keys
+                src.buf, src.pos, url, seen, current, current_key, split, keys, local
             )
             if done:
                 stats.samples += len(done)
@@ -138,7 +153,7 @@ def _scanned(
     if batches is not None:
         yield from batches._add_all(samples)
     else:
-        yield from (_lists(samples) if chunks else samples)
+        yield from with_local_path(_lists(samples) if chunks else samples, local, chunks)
 
 
 def _then_raise(members: Iterator[Any], error: Exception) -> Iterator[Any]:
@@ -166,6 +181,7 @@ def iter_samples(
     zero_copy: bool = False,
     chunks: bool = False,
     columns: ColumnRequest | None = None,
+    local_path: str | None = None,
 ) -> Iterator[Any]:
     """The samples of one tar shard (plain or compressed): ``group_samples(iter_tar(stream, url), url, ...)``.
 
@@ -190,6 +206,9 @@ def iter_samples(
     the request asks for columns are :class:`ColumnRun` objects (the rows of the samples that fit, their fields
     converted) and lists of one sample (those that do not fit); nothing else changes.
 
+    ``local_path``: each sample gets ``"__local_path__": local_path`` after its fields (webdataset's key for the
+    local file a sample came from; set in the C pass where it groups the samples).
+
     >>> import io
     >>> from shardstream.tar import TarStreamWriter
     >>> out = io.BytesIO()
@@ -208,15 +227,15 @@ def iter_samples(
     if mapped is not None:
         members = reader.iter_members_mapped(mapped, url, accelerate=accelerate)
         grouped = _group(members, url, key_rule.split, on_error, stats)
-        return _lists(grouped) if chunks else grouped
+        return with_local_path(_lists(grouped) if chunks else grouped, local_path, chunks)
     c_scan = _c_scan(accelerate, key_rule)
     if c_scan is None:
         members = compress.iter_tar(stream, url, bufsize=bufsize, accelerate=accelerate)
         grouped = _group(members, url, key_rule.split, on_error, stats)
-        return _lists(grouped) if chunks else grouped
+        return with_local_path(_lists(grouped) if chunks else grouped, local_path, chunks)
     return compress.read_tar(
         stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks,
-                                         request=columns if chunks else None)
+                                         request=columns if chunks else None, local=local_path)
     )
 
 

@@ -429,7 +429,7 @@ static int is_ascii(const unsigned char *p, Py_ssize_t n)
     return acc < 0x80;
 }
 
-static PyObject *str_key, *str_url; /* "__key__", "__url__" (interned) */
+static PyObject *str_key, *str_url, *str_local; /* "__key__", "__url__", "__local_path__" (interned) */
 
 /* Where the walk puts what it groups: the current sample and what becomes of it when complete. Two sinks share
  * the walk (group_members), which makes every grouping decision: the dict sink (scan_samples: sample dicts) and
@@ -648,6 +648,7 @@ static int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObje
 typedef struct {
     sink base;
     PyObject *url, *current, *samples; /* current: the sample in progress (owned), or NULL */
+    PyObject *local; /* the shard's local file: "__local_path__" of each complete sample (None: not set) */
 } dict_sink;
 
 static int dict_has(sink *s, PyObject *ext)
@@ -668,8 +669,11 @@ static int dict_add(sink *s, PyObject *ext, const char *data, Py_ssize_t size)
 
 static int dict_done(sink *s, int *stop)
 {
+    dict_sink *d = (dict_sink *)s;
     (void)stop;
-    return PyList_Append(((dict_sink *)s)->samples, ((dict_sink *)s)->current) < 0 ? -1 : 1;
+    if (d->local != Py_None && PyDict_SetItem(d->current, str_local, d->local) < 0)
+        return -1;
+    return PyList_Append(d->samples, d->current) < 0 ? -1 : 1;
 }
 
 static int dict_start(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size)
@@ -691,11 +695,11 @@ static PyObject *scan_samples(PyObject *self, PyObject *args)
     Py_ssize_t pos, need = 0;
     PyObject *current, *current_key, *result = NULL;
     grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
-    dict_sink d = {{NULL, dict_has, dict_add, dict_done, dict_start}, NULL, NULL, NULL};
+    dict_sink d = {{NULL, dict_has, dict_add, dict_done, dict_start}, NULL, NULL, NULL, Py_None};
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOO|O", &view, &pos, &d.url, &PySet_Type, &g.seen, &current, &current_key,
-                          &g.split, &g.keys))
+    if (!PyArg_ParseTuple(args, "y*nOO!OOO|OO", &view, &pos, &d.url, &PySet_Type, &g.seen, &current, &current_key,
+                          &g.split, &g.keys, &d.local))
         return NULL;
     if (check_walk(&view, pos, current, current_key, g.keys, "scan_samples") < 0)
         return NULL;
@@ -1901,7 +1905,7 @@ static PyMethodDef methods[] = {
      "or (name, size, base + data position) with headers_only (the data is checked to be in buf, not copied).\n"
      "Stops at the start of the first member it does not handle (or that the buffer does not hold)."},
     {"scan_samples", scan_samples, METH_VARARGS,
-     "scan_samples(buf, pos, url, seen, current, current_key, split, keys=None)\n"
+     "scan_samples(buf, pos, url, seen, current, current_key, split, keys=None, local=None)\n"
      "    -> (samples, new_pos, current, current_key, need)\n\n"
      "Walk plain tar headers in buf from pos as scan() does and group the regular members into sample dicts\n"
      "with the default key rule (split: the Python splitter, used for non-ASCII names). seen (a set of the keys\n"
@@ -1911,7 +1915,8 @@ static PyMethodDef methods[] = {
      "read; need == -1: a member Python's grouping must see (missing, empty or '__' extension, a repeated\n"
      "extension, a key seen before).\n"
      "With keys (a list), the keys of a shard whose keys increase go to keys (no hashing) while seen is empty;\n"
-     "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys)."},
+     "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys).\n"
+     "With local (not None), each complete sample gets '__local_path__': local, after its fields."},
     {"scan_columns", scan_columns, METH_VARARGS,
      "scan_columns(buf, pos, url, seen, current, current_key, split, keys, out, limit, fields=None, modes=b'',\n"
      "             exact=True) -> (rows, new_pos, current, current_key, need, odd)\n\n"
@@ -1962,10 +1967,11 @@ PyMODINIT_FUNC PyInit__scan(void)
 {
     str_key = PyUnicode_InternFromString("__key__");
     str_url = PyUnicode_InternFromString("__url__");
+    str_local = PyUnicode_InternFromString("__local_path__");
     str_fill = PyUnicode_InternFromString("_fill");
     str_ended = PyUnicode_InternFromString("_ended");
     str_step = PyUnicode_InternFromString("_step");
-    if (str_key == NULL || str_url == NULL || str_fill == NULL || str_ended == NULL || str_step == NULL ||
+    if (str_key == NULL || str_url == NULL || str_local == NULL || str_fill == NULL || str_ended == NULL || str_step == NULL ||
         PyType_Ready(&ChunksType) < 0 || PyType_Ready(&TallyType) < 0 || PyType_Ready(&RelayType) < 0)
         return NULL;
     {

@@ -16,6 +16,7 @@ def scan_samples(
     current_key: str | None,
     split: Callable[[str], tuple[str, str]],
     keys: list[str] | None = ...,
+    local: str | None = ...,
     /,
 ) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None, str | None, int]: ...
 def scan_columns(

@@ -23,7 +23,7 @@ from typing import Any
 
 from ...errors import StateError
 from ...io import finish_stream, open_url
-from ...reading import ColumnRequest, ColumnRun, iter_samples
+from ...reading import ColumnRequest, ColumnRun, iter_samples, with_local_path
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
@@ -91,28 +91,17 @@ def _read_shards(source: Iterable[Any], handler: Handler, select_files: Callable
     reading = ShardReading(handler)
 
     def read(stream: Any, url: str) -> Iterator[Any]:
-        if select_files is None and rename_files is None:  # the C walk + grouping, when built
-            samples = iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
-                                   chunks=chunks, columns=request)
-        else:
-            members = _members(stream, url, select_files, rename_files, zero_copy)
-            grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
-            samples = ([sample] for sample in grouped) if chunks else grouped
         local = local_file(url, opener) if local_paths else None
-        if local is None:
-            return samples
-        return _with_local_path(samples, local, chunks)
+        if select_files is None and rename_files is None:  # the C walk + grouping, when built
+            return iter_samples(stream, url, rule=rule, handler=reading.on_sample_error, zero_copy=zero_copy,
+                                chunks=chunks, columns=request, local_path=local)
+        members = _members(stream, url, select_files, rename_files, zero_copy)
+        grouped = group_samples(members, url, rule=rule, handler=reading.on_sample_error)
+        samples = ([sample] for sample in grouped) if chunks else grouped
+        return samples if local is None else with_local_path(samples, local, chunks)
 
     for out in reading.run(source, read, opener, local_paths, partials=True):
         yield [out] if chunks and isinstance(out, dict) else out  # a partial last sample comes alone
-
-
-def _with_local_path(samples: Iterator[Any], path: str, chunks: bool = False) -> Iterator[Any]:
-    for item in samples:
-        if item.__class__ is not ColumnRun:  # rows of fields only: no metadata
-            for sample in item if chunks else (item,):
-                sample["__local_path__"] = path
-        yield item
 
 
 class ReaderCursor(Chunks, Cursor):
