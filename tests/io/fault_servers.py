@@ -166,7 +166,8 @@ class StubHTTP:
     ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
     ``hold_at`` (every ranged answer sends the object's bytes before this offset only, then waits until
     ``release`` is set; ``sent`` counts the body bytes sent, all answers together),
-    ``length`` (False: no ``Content-Length``, the body ends when the connection closes).
+    ``length`` (False: no ``Content-Length``, the body ends when the connection closes), ``no_content_range``
+    (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
@@ -176,7 +177,7 @@ class StubHTTP:
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
                       "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
-                      "length": True, **flags}
+                      "length": True, "no_content_range": 0, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         self.sent = 0
@@ -247,6 +248,9 @@ class StubHTTP:
                 self._reply(h, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
                 return
             headers["Content-Range"] = f"bytes {shown}-{end - 1}/{len(data)}"
+            if f["no_content_range"]:
+                f["no_content_range"] -= 1
+                del headers["Content-Range"]
             hold = f["hold_after"] if first_request else None
             if f["hold_at"] is not None:
                 hold = max(0, f["hold_at"] - start)

@@ -106,6 +106,22 @@ def test_wrong_content_range_is_an_error(local_shards):
         stub.stop()
 
 
+def test_a_206_answer_without_content_range_is_retried(local_shards):
+    """A header block cut by a dropped connection parses as an answer without Content-Range: it is retried like
+    the cut it is, and a server that never sends one is an error naming the header after the retries."""
+    with open(local_shards[0], "rb") as f:
+        data = f.read()
+    stub = StubHTTP({"a.tar": data}, no_content_range=2)
+    try:
+        assert HttpStream(stub.url("a.tar"), start=1000, backoff=0).read() == data[1000:]
+        assert stub.requests == [("a.tar", "bytes=1000-")] * 3
+        stub.flags["no_content_range"] = 100
+        with pytest.raises(OpenError, match="without a valid Content-Range.*gave up after 2 retries"):
+            HttpStream(stub.url("a.tar"), start=1000, retries=2, backoff=0)
+    finally:
+        stub.stop()
+
+
 def test_persistent_503_gives_up_after_the_retries():
     stub = StubHTTP({}, status=503)
     sleeps: list[float] = []

@@ -210,7 +210,10 @@ class HttpStream(io.RawIOBase):
             raise self._error(f"HTTP {resp.status} {resp.reason}" + (f": {body}" if body else ""))
         self._check_validators(resp)
         if resp.status == 206:
-            first, total = split_status_line(resp.getheader("Content-Range", ""))
+            try:
+                first, total = split_status_line(resp.getheader("Content-Range", ""))
+            except ValueError as e:  # a header block cut short by a dropped connection reads the same: retried
+                raise http.client.HTTPException(f"a 206 answer without a valid Content-Range ({e})") from None
             if first != start:
                 raise self._error(f"asked for bytes from {start}, the server sent bytes from {first}")
             self.ranged = True
