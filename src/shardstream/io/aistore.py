@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 
 from ..config import get_settings
 from ..errors import ConfigError
-from .ranged import open_http
+from .web import open_http
 
 __all__ = ["PROVIDERS", "ais_url", "open_ais"]
 

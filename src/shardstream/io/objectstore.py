@@ -35,9 +35,9 @@ from ..errors import ConfigError, MissingDependencyError, OpenError
 from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
 from .proxy import route_from_settings
-from .ranged import open_http
 from .s3 import S3Body, presigned_url, sigv4_url
 from .storage_config import storage_options
+from .web import open_http
 
 __all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
 
@@ -242,7 +242,7 @@ def open_object(url: str) -> IO[bytes]:
 
     ``s3://``: a GET URL signed with the credentials, endpoint and addressing style of the storage settings (by
     :func:`~shardstream.io.s3.sigv4_url` when they say all it needs, else by s3fs), read by the
-    native HTTP client (:func:`~shardstream.io.ranged.open_http`: parallel ranged GETs), with the same
+    native HTTP client (:func:`~shardstream.io.web.open_http`: parallel ranged GETs), with the same
     retries, exact resume, ETag checks and proxies as ``https://`` shards (a read must resume within the
     signature's 12 hours). Other stores, and S3 with custom TLS settings: an :class:`ObjectStream`.
     """

@@ -153,8 +153,8 @@ _STDIN = _Entry("shardstream.io.local:open_stdin", None, "'-': standard input")
 register_opener("pipe", "shardstream.io.pipe:open_pipe", description="pipe:CMD runs CMD in a shell, reads its stdout")
 # remote schemes: the modules import only the standard library and fsspec; each library behind an object store
 # scheme is imported when a URL needs it, and a missing one raises MissingDependencyError naming the extra
-register_opener("http", "shardstream.io.ranged:open_http", description="HTTP with retries and exact resume")
-register_opener("https", "shardstream.io.ranged:open_http", description="HTTPS with retries and exact resume")
+register_opener("http", "shardstream.io.web:open_http", description="HTTP with retries and exact resume")
+register_opener("https", "shardstream.io.web:open_http", description="HTTPS with retries and exact resume")
 register_opener("ais", "shardstream.io.aistore:open_ais", description="AIStore objects through AIS_ENDPOINT")
 for _scheme, _extra in (("s3", "s3"), ("s3a", "s3"), ("gs", "gcs"), ("gcs", "gcs"), ("az", "azure"),
                         ("abfs", "azure"), ("abfss", "azure"), ("hf", "hf")):
