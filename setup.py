@@ -9,12 +9,13 @@ Build switches (environment variables of the build, not of the library):
 - ``SHARDSTREAM_REQUIRE_EXTENSIONS=1``: a failed compile fails the build (cibuildwheel sets it, so a platform
   wheel never ships without its accelerator).
 """
+import glob
 import os
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-_SRC = os.path.join("src", "shardstream", "tar", "_scan.c")
+_SRC = os.path.join("src", "shardstream", "tar", "_scan.c")  # the module; _scan_*.c: its parts, _scan.h: shared
 
 
 class BuildExt(build_ext):
@@ -30,6 +31,8 @@ class BuildExt(build_ext):
 ext_modules = []
 if os.path.exists(_SRC) and not os.environ.get("SHARDSTREAM_NO_EXTENSIONS"):
     optional = not os.environ.get("SHARDSTREAM_REQUIRE_EXTENSIONS")
-    ext_modules.append(Extension("shardstream.tar._scan", [_SRC], optional=optional))
+    parts = sorted(glob.glob(os.path.join("src", "shardstream", "tar", "_scan_*.c")))
+    ext_modules.append(Extension("shardstream.tar._scan", [_SRC, *parts], depends=[_SRC[:-2] + ".h"],
+                                 optional=optional))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

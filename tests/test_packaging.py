@@ -68,7 +68,9 @@ def test_the_sdist_has_the_license_and_the_whole_test_suite(dists):
         top = tar.getnames()[0].split("/")[0]
         metadata = email.message_from_bytes(tar.extractfile(f"{top}/PKG-INFO").read())
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "setup.py", "mkdocs.yml"} <= names
-    assert "src/shardstream/tar/_scan.c" in names
+    sources = {str(p.relative_to(ROOT)) for p in (ROOT / "src" / "shardstream" / "tar").glob("_scan*.[ch]")}
+    assert "src/shardstream/tar/_scan.c" in sources and "src/shardstream/tar/_scan.h" in sources
+    assert sources - names == set(), "C sources of the accelerator missing from the sdist"
     tests = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*")
              if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")}
     assert tests - names == set(), "test files missing from the sdist"
@@ -91,7 +93,7 @@ def test_the_pure_wheel_is_py3_none_any_without_compiled_code(dists):
     names, wheel, _ = _wheel(dists["pure"])
     assert dists["pure"].name.endswith("-py3-none-any.whl")
     assert wheel["Tag"] == "py3-none-any" and wheel["Root-Is-Purelib"] == "true"
-    assert not [n for n in names if n.endswith((".so", ".pyd", ".c"))]
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".c", ".h"))]
     assert {"shardstream/py.typed", "shardstream/tar/reader.py", "shardstream/viewer/static/index.html"} <= names
 
 
@@ -100,7 +102,7 @@ def test_the_platform_wheel_has_the_extension(dists):
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert dists["platform"].name.split("-")[2] == tag and wheel["Root-Is-Purelib"] == "false"
     assert [n for n in names if n.startswith("shardstream/tar/_scan.") and n.endswith((".so", ".pyd"))]
-    assert not [n for n in names if n.endswith(".c")], "the C source belongs in the sdist only"
+    assert not [n for n in names if n.endswith((".c", ".h"))], "the C source belongs in the sdist only"
     assert not [n for n in names if n.startswith("tests/")]
 
 

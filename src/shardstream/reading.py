@@ -51,7 +51,7 @@ def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 class ColumnRequest:
     """What a reader of chunks (``iter_samples(chunks=True, columns=request)``) wants as columns now: ``want`` is
-    None (lists of sample dicts) or ``(fields, modes, exact)`` (see ``scan_columns`` in ``_scan.c``): the chunks
+    None (lists of sample dicts) or ``(fields, modes, exact)`` (see ``scan_columns`` in ``_scan_columns.c``): the chunks
     the C grouping makes while it is set are then :class:`ColumnRun` objects where the samples fit, and lists of one
     sample dict where one does not (a missing or, with ``exact``, extra field; a value that does not convert)."""
 

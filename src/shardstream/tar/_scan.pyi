@@ -1,4 +1,4 @@
-# Types of the optional C accelerator (_scan.c); the docstrings in its method table say what each returns.
+# Types of the optional C accelerator (_scan.c and _scan_*.c); the docstrings in its method table say what each returns.
 from collections.abc import Callable, Sequence
 from typing import Any
 

@@ -105,7 +105,7 @@ class PyChunks:
     the end of the list it calls ``self._fill()``, which sets the next list (and ``_i = 0``) and returns True, or
     returns False at the end (StopIteration). A subclass defines ``_fill``.
 
-    The pure-Python twin of the C ``Chunks`` (``_scan.c``), which serves an item without an interpreter frame: a
+    The pure-Python twin of the C ``Chunks`` (``_scan_types.c``), which serves an item without an interpreter frame: a
     reader cursor built on :data:`Chunks` costs one C call per sample.
 
     >>> class Two(Chunks):

@@ -70,7 +70,7 @@ __all__ = [
 USE_ACCELERATOR = not get_settings().no_extensions
 
 Member = tuple[str, bytes, int]
-#: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_scan.c``.
+#: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_scan_walk.c``.
 Scan = Callable[..., tuple[list[Any], int]]
 _ZERO_BLOCK = bytes(BLOCKSIZE)
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))

@@ -200,7 +200,7 @@ class ReaderCursor(Chunks, Cursor):
                                                                                      list[dict[str, Any]]]:
         """The next samples, at most ``n``, as :meth:`take` gives them, or as columns: ``(columns, [])`` where
         ``columns[j]`` holds wanted field j of each sample (converted), or ``(None, samples)``; ``(None, [])`` at
-        the end. ``want`` is ``(fields, modes, exact)`` (``scan_columns`` in ``_scan.c``): a sample that lacks a
+        the end. ``want`` is ``(fields, modes, exact)`` (``scan_columns`` in ``_scan_columns.c``): a sample that lacks a
         field, has others too (with ``exact``) or has a value that does not convert simply comes as a dict, as do
         the samples of shards the C grouping does not read. The position (``_count``) is the same either way."""
         run = self._run

@@ -1,0 +1,111 @@
+/* shardstream.tar._scan, the optional C accelerator (C99, CPython API only): what its files share.
+ *
+ * _scan_walk.c    the tar header walk (scan; next_member, used by the grouping)
+ * _scan_group.c   grouping members into samples with the default key rule: the walk with sinks (group_members), the
+ *                 dict sink (scan_samples)
+ * _scan_columns.c values converted by mode (slice_column) and the column sink (scan_columns)
+ * _scan_gather.c  samples and columns read at indexed offsets (gather_samples), the permutation (permute_positions)
+ * _scan_types.c   Chunks, Tally and Relay: base types that pass items on without an interpreter frame
+ * _scan.c         pack_members (the writer's hot loop), the method table and the module
+ */
+#ifndef SHARDSTREAM_SCAN_H
+#define SHARDSTREAM_SCAN_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#define BLOCK 512
+#define MAX_MEMBER_SIZE ((uint64_t)1 << 48) /* header.MAX_MEMBER_SIZE */
+
+typedef struct {
+    const unsigned char *data;
+    Py_ssize_t len;
+} span;
+
+/* An octal field as header.parse_number reads it (NUL ends it, spaces around, empty is 0).
+ * Returns 0 and sets *out, or -1 for anything else (base-256, garbage): left to Python. */
+
+/* One member as the walk found it: a regular file (name, data position and size), or a no-data type. */
+typedef struct {
+    span name;
+    Py_ssize_t data_pos;
+    uint64_t size;
+    Py_ssize_t next; /* the position after the member (its padded data included) */
+} member;
+
+enum { M_FILE, M_NODATA, M_NEED, M_OTHER };
+
+/* How far ahead of a header the walk prefetches, and how much: when the buffer is a memory map of the page cache
+ * (buffers.WindowBuffer), the walk is the first to touch each line, and each header depends on the one before;
+ * the prefetch overlaps those misses (exported as _scan.PREFETCH_AHEAD: source_for maps files only when it is). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_AHEAD 1024
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH_AHEAD 0 /* no prefetch: local files are read with preadv */
+#define PREFETCH(p) ((void)(p))
+#endif
+#define PREFETCH_BYTES 768
+
+#define EXT_CACHE 8
+
+typedef struct {
+    PyObject *strs[EXT_CACHE]; /* recent extension strings (owned), compared by their ASCII bytes */
+    int n, next;
+} ext_cache;
+
+/* Where the walk puts what it groups: the current sample and what becomes of it when complete. Two sinks share
+ * the walk (group_members), which makes every grouping decision: the dict sink (scan_samples: sample dicts) and
+ * the column sink (scan_columns, below slice_column: values appended straight to columns). */
+typedef struct sink sink;
+struct sink {
+    PyObject *key; /* the current sample's key (owned); NULL when there is no current sample */
+    /* 1 when the current sample has the field ext, 0 when not, -1 on error */
+    int (*has)(sink *s, PyObject *ext);
+    /* add a field to the current sample: 0, or -1 on error */
+    int (*add)(sink *s, PyObject *ext, const char *data, Py_ssize_t size);
+    /* the current sample is complete: 1 taken (*stop set: the walk ends once the next sample has started), 0 the
+     * walk ends before the next sample (the current one stays current), -1 on error */
+    int (*done)(sink *s, int *stop);
+    /* a new current sample (key: a reference given to the sink) with its first field: 0, or -1 on error */
+    int (*start)(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size);
+};
+
+/* The grouping state of a shard that the walk carries across calls (see scan_samples' docstring). */
+typedef struct {
+    PyObject *seen, *keys, *split;
+    ext_cache cache;
+} grouping;
+
+/* _scan_walk.c */
+int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char joined[256], member *m,
+                Py_ssize_t *need);
+PyObject *scan(PyObject *self, PyObject *args);
+
+/* _scan_group.c */
+extern PyObject *str_key, *str_url, *str_local; /* "__key__", "__url__", "__local_path__" (interned) */
+int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *current_key, PyObject *keys,
+               const char *who);
+void clear_cache(ext_cache *c);
+Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, grouping *g, sink *s,
+                         Py_ssize_t *need);
+PyObject *scan_samples(PyObject *self, PyObject *args);
+
+/* _scan_columns.c */
+PyObject *slice_column(PyObject *self, PyObject *args);
+PyObject *scan_columns(PyObject *self, PyObject *args);
+
+/* _scan_gather.c */
+PyObject *gather_samples(PyObject *self, PyObject *args);
+PyObject *permute_positions(PyObject *self, PyObject *args);
+
+/* _scan_types.c */
+extern PyObject *str_fill, *str_ended, *str_step; /* "_fill", "_ended", "_step" (interned) */
+extern PyTypeObject ChunksType, TallyType, RelayType;
+
+#endif
