@@ -85,7 +85,8 @@ PyMODINIT_FUNC PyInit__scan(void)
         if (m != NULL && (PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0 ||
                           PyModule_AddObjectRef(m, "Tally", (PyObject *)&TallyType) < 0 ||
                           PyModule_AddObjectRef(m, "Relay", (PyObject *)&RelayType) < 0 ||
-                          PyModule_AddIntConstant(m, "PREFETCH_AHEAD", PREFETCH_AHEAD) < 0))
+                          PyModule_AddIntConstant(m, "PREFETCH_AHEAD", PREFETCH_AHEAD) < 0 ||
+                          PyModule_AddIntConstant(m, "MAX_WANTED", MAX_WANTED) < 0))
             Py_CLEAR(m);
         return m;
     }

@@ -97,6 +97,7 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
 PyObject *scan_samples(PyObject *self, PyObject *args);
 
 /* _scan_columns.c */
+#define MAX_WANTED 16 /* the most fields scan_columns converts in run mode (exported as _scan.MAX_WANTED) */
 PyObject *slice_column(PyObject *self, PyObject *args);
 PyObject *scan_columns(PyObject *self, PyObject *args);
 

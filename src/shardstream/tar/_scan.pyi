@@ -62,6 +62,7 @@ class Relay:
     def __next__(self) -> Any: ...
 
 PREFETCH_AHEAD: int
+MAX_WANTED: int
 
 def pack_members(
     buf: bytearray, pos: int, template: bytes, members: Sequence[tuple[bytes, Buffer]], direct: int, /

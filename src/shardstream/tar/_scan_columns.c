@@ -121,7 +121,6 @@ done:
  *   walk once the next sample has started; the caller's dict path makes its row (or its error). */
 
 #define INLINE_FIELDS 8
-#define MAX_WANTED 16
 
 typedef struct {
     PyObject *ext;   /* owned */

@@ -10,7 +10,8 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
 - :func:`sample_grouper`: the C walk that also groups members into samples (``scan_samples``), or None.
 - :func:`column_grouper`: the same walk and grouping, the samples appended straight to columns (``scan_columns``),
   or None.
-- :data:`CONVERSIONS`: the codecs whose values the C column makers convert themselves, and their modes.
+- :data:`CONVERSIONS`: the codecs whose values the C column makers convert themselves, and their modes;
+  :data:`MAX_WANTED`: the most fields they convert at once.
 - :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
 - :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
 - :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
@@ -34,13 +35,15 @@ from typing import TYPE_CHECKING, Any
 from . import reader
 from .reader import accelerated, member_scan
 
-__all__ = ["CONVERSIONS", "Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_grouper",
+__all__ = ["CONVERSIONS", "MAX_WANTED", "Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_grouper",
            "column_slicer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
 
 #: codec-table codec name -> the conversion mode of ``slice_column`` and ``scan_columns`` that gives its value for
 #: simple data (and declines the rest, which the codec then decodes): ``""`` bytes kept, ``"text"`` strict UTF-8 str,
 #: ``"int"`` int of an ASCII decimal (tests check each mode equal to its codec)
 CONVERSIONS = {"": 0, "text": 1, "int": 3}
+#: the most fields the C column maker converts at once (0 without the extension: no columns from C)
+MAX_WANTED: int = getattr(reader._scan, "MAX_WANTED", 0)
 
 
 def sample_grouper(accelerate: bool | None = None) -> Callable[..., Any] | None:

@@ -42,7 +42,7 @@ import numpy as np
 
 from ...codecs import Decoder
 from ...codecs.table import lookup
-from ...tar.native import CONVERSIONS
+from ...tar.native import CONVERSIONS, MAX_WANTED
 from ..core import Stage
 from ..cursors import stage_arguments
 from .batching import _collate_column, default_collation_fn
@@ -101,7 +101,7 @@ class _Plan:
             modes = [CONVERSIONS.get(self.decoder.table_codec(f)) for f in self.fields]  # type: ignore[arg-type]
         else:
             modes = [next((m for g2, m in _CONVERTED if g is g2), None) for g in fs]
-        if None in modes or len(self.fields) > 16:
+        if None in modes or len(self.fields) > MAX_WANTED:
             return None
         return self.fields, bytes(modes), self.decoder is not None  # type: ignore[arg-type]
 
