@@ -48,13 +48,9 @@ class Engine:
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A handle of ``fn(*args)`` run where the tasks run (planning work, such as listing the folders of an
-        input); ``fn`` must be importable by name there. This base class runs it here, at once."""
-        future: cf.Future = cf.Future()
-        try:
-            future.set_result(fn(*args))
-        except Exception as e:
-            future.set_exception(e)
-        return future
+        input; ``fn`` must be importable by name there), which :meth:`wait` and :meth:`outcome` take like a task's;
+        None when the engine runs no such calls (this base class): :func:`run_calls` then runs them here."""
+        return None
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -278,10 +274,11 @@ def run_calls(engine: Engine, fn: Callable[..., Any], calls: list[tuple[Any, ...
               cpu: dict[str, float] | None = None) -> list[Any]:
     """``fn(*args)`` for each ``args`` of ``calls`` on the (started) ``engine``, side by side; the results in
     order (the first error raised). Their CPU seconds are added to ``cpu`` per worker."""
-    if type(engine).call is Engine.call:  # an engine without calls of its own (its wait may not know futures)
+    first = engine.call(timed, fn, *calls[0]) if calls else None
+    if first is None:  # an engine without calls of its own: here, one after the other
         answers: list[Any] = [timed(fn, *args) for args in calls]
     else:
-        handles = [engine.call(timed, fn, *args) for args in calls]
+        handles = [first, *(engine.call(timed, fn, *args) for args in calls[1:])]
         pending = list(handles)
         while pending:
             done = set(engine.wait(pending, timeout=0.5))
