@@ -1,8 +1,8 @@
 /* shardstream.tar._scan, the optional C accelerator (C99, CPython API only): what its files share.
  *
  * _scan_walk.c    the tar header walk (scan; next_member, used by the grouping)
- * _scan_group.c   grouping members into samples with the default key rule: the walk with sinks (group_members), the
- *                 dict sink (scan_samples)
+ * _scan_group.c   grouping members into samples with the default key rule: the walk with sinks (group_members)
+ * _scan_samples.c the dict sink (scan_samples)
  * _scan_columns.c values converted by mode (slice_column) and the column sink (scan_columns)
  * _scan_gather.c  samples and columns read at indexed offsets (gather_samples), the permutation (permute_positions)
  * _scan_types.c   Chunks, Tally and Relay: base types that pass items on without an interpreter frame
@@ -94,6 +94,8 @@ int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *cur
 void clear_cache(ext_cache *c);
 Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, grouping *g, sink *s,
                          Py_ssize_t *need);
+
+/* _scan_samples.c */
 PyObject *scan_samples(PyObject *self, PyObject *args);
 
 /* _scan_columns.c */

@@ -59,12 +59,21 @@ void clear_cache(ext_cache *c)
     c->n = 0;
 }
 
-static int is_ascii(const unsigned char *p, Py_ssize_t n)
+/* In one pass over a name: whether it is all ASCII, and *dot, the position of its first '.' after the last '/'
+ * (len when there is none). */
+static int ascii_split(const unsigned char *p, Py_ssize_t len, Py_ssize_t *dot)
 {
-    Py_ssize_t i;
+    Py_ssize_t i, first = -1;
     unsigned char acc = 0;
-    for (i = 0; i < n; i++)
-        acc |= p[i];
+    for (i = 0; i < len; i++) {
+        unsigned char c = p[i];
+        acc |= c;
+        if (c == '/')
+            first = -1;
+        else if (c == '.' && first < 0)
+            first = i;
+    }
+    *dot = first < 0 ? len : first;
     return acc < 0x80;
 }
 
@@ -77,22 +86,21 @@ PyObject *str_key, *str_url, *str_local;
 static int split_name(grouping *g, span name, PyObject *current_key, PyObject **key, PyObject **ext, int *same)
 {
     const unsigned char *p = name.data;
-    Py_ssize_t len = name.len, slash, dot;
+    Py_ssize_t len = name.len, dot;
     PyObject *text, *parts, *k, *e;
 
     *key = *ext = NULL;
-    if (is_ascii(p, len)) {
-        for (slash = len - 1; slash >= 0 && p[slash] != '/'; slash--)
-            ;
-        for (dot = slash + 1; dot < len && p[dot] != '.'; dot++)
-            ;
+    if (ascii_split(p, len, &dot)) {
         if (dot >= len - 1 || (len - dot > 2 && p[dot + 1] == '_' && p[dot + 2] == '_'))
             return 0;
         *same = current_key != NULL && PyUnicode_IS_COMPACT_ASCII(current_key) &&
                 PyUnicode_GET_LENGTH(current_key) == dot &&
                 memcmp(PyUnicode_1BYTE_DATA(current_key), p, (size_t)dot) == 0;
-        if (!*same && (*key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, p, dot)) == NULL)
-            return -1;
+        if (!*same) {
+            if ((*key = PyUnicode_New(dot, 127)) == NULL)
+                return -1;
+            memcpy(PyUnicode_1BYTE_DATA(*key), p, (size_t)dot);
+        }
         if ((*ext = cached_ext(&g->cache, p + dot + 1, len - dot - 1)) == NULL) {
             Py_CLEAR(*key);
             return -1;
@@ -259,84 +267,4 @@ int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *cur
     PyErr_Format(pos < 0 || pos > view->len ? PyExc_ValueError : PyExc_TypeError, "%s: %s", who, problem);
     PyBuffer_Release(view);
     return -1;
-}
-
-/* The dict sink: samples as {"__key__": key, "__url__": url, ext: bytes, ...}, complete ones appended to a list. */
-typedef struct {
-    sink base;
-    PyObject *url, *current, *samples; /* current: the sample in progress (owned), or NULL */
-    PyObject *local; /* the shard's local file: "__local_path__" of each complete sample (None: not set) */
-} dict_sink;
-
-static int dict_has(sink *s, PyObject *ext)
-{
-    return PyDict_Contains(((dict_sink *)s)->current, ext);
-}
-
-static int dict_add(sink *s, PyObject *ext, const char *data, Py_ssize_t size)
-{
-    PyObject *value = PyBytes_FromStringAndSize(data, size);
-    int r;
-    if (value == NULL)
-        return -1;
-    r = PyDict_SetItem(((dict_sink *)s)->current, ext, value);
-    Py_DECREF(value);
-    return r;
-}
-
-static int dict_done(sink *s, int *stop)
-{
-    dict_sink *d = (dict_sink *)s;
-    (void)stop;
-    if (d->local != Py_None && PyDict_SetItem(d->current, str_local, d->local) < 0)
-        return -1;
-    return PyList_Append(d->samples, d->current) < 0 ? -1 : 1;
-}
-
-static int dict_start(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size)
-{
-    dict_sink *d = (dict_sink *)s;
-    PyObject *sample = PyDict_New();
-    Py_XSETREF(s->key, key);
-    if (sample == NULL)
-        return -1;
-    Py_XSETREF(d->current, sample);
-    if (PyDict_SetItem(sample, str_key, key) < 0 || PyDict_SetItem(sample, str_url, d->url) < 0)
-        return -1;
-    return dict_add(s, ext, data, size);
-}
-
-PyObject *scan_samples(PyObject *self, PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t pos, need = 0;
-    PyObject *current, *current_key, *result = NULL;
-    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
-    dict_sink d = {{NULL, dict_has, dict_add, dict_done, dict_start}, NULL, NULL, NULL, Py_None};
-
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nOO!OOO|OO", &view, &pos, &d.url, &PySet_Type, &g.seen, &current, &current_key,
-                          &g.split, &g.keys, &d.local))
-        return NULL;
-    if (check_walk(&view, pos, current, current_key, g.keys, "scan_samples") < 0)
-        return NULL;
-    if (current != Py_None) {
-        Py_INCREF(current);
-        Py_INCREF(current_key);
-        d.current = current;
-        d.base.key = current_key;
-    }
-    d.samples = PyList_New(0);
-    if (d.samples != NULL) {
-        pos = group_members(view.buf, view.len, pos, &g, &d.base, &need);
-        if (pos >= 0)
-            result = Py_BuildValue("(OnOOn)", d.samples, pos, d.current ? d.current : Py_None,
-                                   d.base.key ? d.base.key : Py_None, need);
-    }
-    Py_XDECREF(d.samples);
-    Py_XDECREF(d.current);
-    Py_XDECREF(d.base.key);
-    clear_cache(&g.cache);
-    PyBuffer_Release(&view);
-    return result;
 }
