@@ -6,10 +6,16 @@ reader. CPU time (``time.process_time``), every candidate in each round, medians
     .venv-bench/bin/python benchmarks/bench_read_buffers.py --rounds 9 --no-rss
     .venv-bench/bin/python benchmarks/bench_read_buffers.py --small 'DIR/*.tar' --big 'DIR/*.tar'
     .venv-bench/bin/python benchmarks/bench_read_buffers.py --setting   # the library's own choice, MMAP=0 vs 1
+    .venv-bench/bin/python benchmarks/bench_read_buffers.py --maps      # the kernel's cost of the maps alone
 
 ``--setting`` runs the library unchanged in fresh processes, alternating ``SHARDSTREAM_MMAP=0`` (``FileBuffer``) and
 the default (``WindowBuffer`` where ``source_for`` picks it: the C walk prefetches), and prints CPU time (median of
 the processes' medians) and peak RSS (VmHWM) per workload.
+
+``--maps`` measures what the kernel alone costs to map the small shards once, window after window, without the
+reader: each window's pages put in by faults (one byte read every 64 KiB: the kernel's fault-around maps 64 KiB per
+fault), by ``MAP_POPULATE``, by ``MADV_POPULATE_READ``, or not at all (``mmap`` + ``munmap`` alone), at 1, 2 and
+4 MiB; CPU ms per pass over the set and us per window, medians of the rounds.
 
 Workloads: ``raw`` = ``sum(1 for _ in WebDataset(small, shardshuffle=False))`` (200k samples of ~250 B txt + cls,
 ~2 KiB of tar each); ``cols`` = ``DataPipeline(SimpleShardList(small), tarfile_to_columns(256))``; ``big`` = the
@@ -43,6 +49,8 @@ from shardstream.tar import buffers
 
 _GRAN = mmap.ALLOCATIONGRANULARITY
 _EMPTY = memoryview(b"")
+#: ``madvise(MADV_POPULATE_READ)`` (Linux 5.14+; the mmap module names it only from Python 3.13 on Linux)
+_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else 0)
 K, M = 1 << 10, 1 << 20
 
 
@@ -106,6 +114,8 @@ def candidates() -> dict[str, Factory | None]:
         out[f"map-pop-{n // K}K"] = lambda s, fd, at, n=n: WindowBuffer(s, fd, at, n, pop)
     out["map-seq-1024K"] = lambda s, fd, at: WindowBuffer(s, fd, at, M, 0, mmap.MADV_SEQUENTIAL)
     out["map-willneed-1024K"] = lambda s, fd, at: WindowBuffer(s, fd, at, M, 0, mmap.MADV_WILLNEED)
+    if _POPULATE_READ:
+        out["map-popread-1024K"] = lambda s, fd, at: WindowBuffer(s, fd, at, M, 0, _POPULATE_READ)
     out["map-whole"] = lambda s, fd, at: WindowBuffer(s, fd, at, 1 << 40)
     return out
 
@@ -219,6 +229,45 @@ def setting_rows(args: argparse.Namespace) -> None:
               f"VmHWM {max(h for _, _, h in got)} MiB")
 
 
+def map_rows(small: list[str], rounds: int) -> None:
+    """``--maps``: the kernel's cost of mapping every page of ``small`` once, window after window (no reader)."""
+    pop = getattr(mmap, "MAP_POPULATE", 0)
+    ways: dict[str, tuple[int, int, int]] = {"mmap+munmap only": (0, 0, 0), "faults (64 KiB fault-around)": (1, 0, 0)}
+    if pop:
+        ways["MAP_POPULATE"] = (0, pop, 0)
+    if _POPULATE_READ:
+        ways["MADV_POPULATE_READ"] = (0, 0, _POPULATE_READ)
+    rows = [(way, window) for window in (M, 2 * M, 4 * M) for way in ways]
+    times: dict[tuple[str, int], list[float]] = {row: [] for row in rows}
+    count = {}
+    for _ in range(rounds + 1):  # the first round warms up
+        for way, window in rows:
+            touch, flags, advice = ways[way]
+            t0, n = time.process_time(), 0
+            for path in small:
+                fd = os.open(path, os.O_RDONLY)
+                size = os.fstat(fd).st_size
+                for off in range(0, size, window):
+                    mm = mmap.mmap(fd, min(window, size - off), flags=mmap.MAP_SHARED | flags, prot=mmap.PROT_READ,
+                                   offset=off)
+                    try:
+                        if advice:
+                            mm.madvise(advice)
+                        if touch:
+                            sum(mm[i] for i in range(0, len(mm), 64 * K))
+                    except OSError:  # a kernel without the advice
+                        pass
+                    mm.close()
+                    n += 1
+                os.close(fd)
+            times[way, window].append(time.process_time() - t0)
+            count[way, window] = n
+    print(f"the kernel's cost of mapping the small set once (CPU ms per pass, us per window; medians of {rounds})")
+    for way, window in rows:
+        t = statistics.median(times[way, window])
+        print(f"  {window // K:5d} KiB  {way:30s} {t * 1e3:7.1f} ms  {t / count[way, window] * 1e6:6.1f} us/window")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -229,6 +278,7 @@ def main() -> None:
     parser.add_argument("--rss-one", help=argparse.SUPPRESS)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--setting", action="store_true", help="the library's own buffer, SHARDSTREAM_MMAP=0 vs 1")
+    parser.add_argument("--maps", action="store_true", help="the kernel's cost of the maps alone: faults, populate")
     args = parser.parse_args()
     small = sorted(glob.glob(args.small)) if args.small else small_shards()
     big = sorted(glob.glob(args.big)) if args.big else big_shards(72, 4 << 20, per_shard=18)
@@ -237,6 +287,10 @@ def main() -> None:
         return
     if args.one:
         one_process(small, big, args.one, 5)
+        return
+    if args.maps:
+        warm(small)
+        map_rows(small, args.rounds)
         return
     if args.setting:
         warm(small + big)

@@ -305,7 +305,12 @@ class WindowBuffer(FileBuffer):
         return True
 
     def _window(self, at: int, end: int) -> memoryview:
-        """File bytes ``at:end``: a view of a new map, or read with ``pread`` where maps fail."""
+        """File bytes ``at:end``: a view of a new map, or read with ``pread`` where maps fail.
+
+        The pages are put in by the walk's faults (the kernel maps 64 KiB around each): ``MAP_POPULATE`` and
+        ``MADV_POPULATE_READ`` measured ~19 % more kernel time per page on Linux 6.18 (they walk every page
+        again), and ``mmap`` + ``munmap`` cost ~7 us a window (``bench_read_buffers.py --maps``).
+        """
         if self._mapped:
             low = at - at % mmap.ALLOCATIONGRANULARITY
             try:
