@@ -17,13 +17,16 @@
  */
 #include "_scan.h"
 
+/* An octal field as header.parse_number reads it (NUL ends it, spaces around, empty is 0), for the forms the
+ * fast paths below do not take. Returns 0 and sets *out, or -1 for anything else (base-256, garbage): left to
+ * Python. */
 static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
 {
     const unsigned char *nul;
     size_t a = 0, b, i;
     uint64_t value = 0;
 
-    /* the form writers use: octal digits from the start of the field up to a NUL or the field's end */
+    /* octal digits from the start of the field up to a NUL or the field's end */
     for (i = 0; i < width && (unsigned)(field[i] - '0') < 8; i++)
         value = value * 8 + (uint64_t)(field[i] - '0');
     if (i > 0 && (i == width || field[i] == 0)) {
@@ -48,14 +51,104 @@ static int parse_octal(const unsigned char *field, size_t width, uint64_t *out)
     return 0;
 }
 
-/* The sum of the 512 bytes of a header block, as unsigned bytes (SSE2's sum of absolute differences from zero:
- * one instruction per 16 bytes; the plain loop elsewhere). */
+/* Fast paths for the fixed forms that tar writers (GNU tar, libarchive, Python's tarfile) use: the size as 11
+ * octal digits and a NUL, the checksum as 6 octal digits, a NUL and a space. Eight field bytes are read as one
+ * little-endian word (the first byte lowest); a byte is an octal digit exactly when (byte & 0xF8) == '0'. Any other
+ * form (or a big-endian machine) takes parse_octal, which reads these forms the same way. */
+#if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_MSC_VER)
+#define OCTAL_WORDS 1
+#define DIGIT_BITS 0x0707070707070707ULL
+
+static uint64_t load64(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* The value of 8 octal digits given as byte values 0..7, the first (lowest) byte the most significant: each multiply
+ * adds every lane times 8, 64 or 4096 to the next lane up (no lane overflows), joining pairs of digits, then of
+ * pairs, then of quads. */
+static uint64_t octal8(uint64_t d)
+{
+    d = ((d * 0x801ULL) >> 8) & 0x003F003F003F003FULL;          /* 2 digits in each 16-bit lane */
+    d = ((d * 0x400001ULL) >> 16) & 0x00000FFF00000FFFULL;      /* 4 digits in each 32-bit lane */
+    return (d * 0x100000000001ULL) >> 32;                        /* 8 digits */
+}
+#endif
+
+static int parse_size(const unsigned char *field, uint64_t *out)
+{
+#ifdef OCTAL_WORDS
+    uint64_t w = load64(field), tail = load64(field + 4) >> 32; /* bytes 0-7 and 8-11 */
+    if ((w & 0xF8F8F8F8F8F8F8F8ULL) == 0x3030303030303030ULL && (tail & 0xFFF8F8F8ULL) == 0x00303030ULL) {
+        *out = (octal8(w & DIGIT_BITS) << 9) + (((tail & 0x070707ULL) * 0x400801ULL >> 16) & 0x1FF); /* + 3 digits */
+        return 0;
+    }
+#endif
+    return parse_octal(field, 12, out);
+}
+
+/* The stored checksum of the header h, and the sum of its 8 bytes. */
+static int parse_checksum(const unsigned char *h, uint64_t *out, uint32_t *field_sum)
+{
+    uint64_t w;
+    memcpy(&w, h + 148, 8);
+    w = (w & 0x00FF00FF00FF00FFULL) + ((w >> 8) & 0x00FF00FF00FF00FFULL); /* byte pairs: 16-bit lanes */
+    *field_sum = (uint32_t)((w * 0x0001000100010001ULL) >> 48);            /* the lanes summed in the top one */
+#ifdef OCTAL_WORDS
+    w = load64(h + 148);
+    if ((w & 0xFFFFF8F8F8F8F8F8ULL) == 0x2000303030303030ULL) {
+        *out = octal8((w & 0x0000070707070707ULL) << 16);
+        return 0;
+    }
+#endif
+    return parse_octal(h + 148, 8, out);
+}
+
+/* The sum of the 512 bytes of a header block, as unsigned bytes: SSE2's or AVX2's sum of absolute differences
+ * from zero (one instruction per 16 or 32 bytes; AVX2 where the CPU has it, as the loader found), the plain loop
+ * elsewhere. Zero exactly for a zero block. */
+#if defined(__SSE2__) && defined(__x86_64__)
+#define SSE2_WALK 1
+#if defined(__GNUC__) || defined(__clang__)
+#include <immintrin.h>
+#define AVX2_DISPATCH 1
+static int have_avx2;
+
+__attribute__((constructor)) static void detect_avx2(void)
+{
+    __builtin_cpu_init();
+    have_avx2 = __builtin_cpu_supports("avx2") != 0;
+}
+
+__attribute__((target("avx2"))) __attribute__((noinline)) static uint32_t block_sum_avx2(const unsigned char *h)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i a = zero, b = zero;
+    __m128i s;
+    int i;
+    for (i = 0; i < BLOCK; i += 64) {
+        a = _mm256_add_epi64(a, _mm256_sad_epu8(zero, _mm256_loadu_si256((const __m256i *)(h + i))));
+        b = _mm256_add_epi64(b, _mm256_sad_epu8(zero, _mm256_loadu_si256((const __m256i *)(h + i + 32))));
+    }
+    a = _mm256_add_epi64(a, b);
+    s = _mm_add_epi64(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    return (uint32_t)(_mm_cvtsi128_si64(s) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s)));
+}
+#endif
+#endif
+
 static uint32_t block_sum(const unsigned char *h)
 {
-#if defined(__SSE2__) && defined(__x86_64__)
+#ifdef SSE2_WALK
     const __m128i zero = _mm_setzero_si128();
     __m128i a = zero, b = zero;
     int i;
+#ifdef AVX2_DISPATCH
+    if (have_avx2)
+        return block_sum_avx2(h);
+#endif
     for (i = 0; i < BLOCK; i += 32) {
         a = _mm_add_epi64(a, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i)), zero));
         b = _mm_add_epi64(b, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(h + i + 16)), zero));
@@ -71,20 +164,18 @@ static uint32_t block_sum(const unsigned char *h)
 #endif
 }
 
-/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces). */
-static int checksum_ok(const unsigned char *h)
+/* The stored checksum equals the unsigned or the signed byte sum (chksum field counted as spaces); ``sum`` is the
+ * unsigned sum of the whole block. */
+static int checksum_ok(const unsigned char *h, uint32_t sum)
 {
     uint64_t stored;
-    uint32_t unsigned_sum = 8 * ' ';
+    uint32_t field_sum;
     int32_t signed_sum = 8 * ' ';
     int i;
 
-    if (parse_octal(h + 148, 8, &stored) < 0)
+    if (parse_checksum(h, &stored, &field_sum) < 0)
         return 0;
-    unsigned_sum += block_sum(h);
-    for (i = 148; i < 156; i++)
-        unsigned_sum -= h[i];
-    if (stored == unsigned_sum)
+    if (stored == 8 * ' ' + sum - field_sum)
         return 1;
     for (i = 0; i < 148; i++)
         signed_sum += (signed char)h[i];
@@ -93,16 +184,30 @@ static int checksum_ok(const unsigned char *h)
     return (int64_t)stored == (int64_t)signed_sum;
 }
 
-static int is_zero_block(const unsigned char *h)
-{
-    static const unsigned char zeros[BLOCK];
-    return memcmp(h, zeros, BLOCK) == 0;
-}
-
 static size_t field_len(const unsigned char *field, size_t width)
 {
     const unsigned char *nul = memchr(field, 0, width);
     return nul ? (size_t)(nul - field) : width;
+}
+
+/* field_len of a field inside a header block, ``width`` <= 160 and the field's 16-byte chunks (the last one past
+ * its end included) inside the block: the name (0-100) and the ustar prefix (345-500). */
+static size_t header_field_len(const unsigned char *field, size_t width)
+{
+#ifdef SSE2_WALK
+    const __m128i zero = _mm_setzero_si128();
+    size_t i;
+    for (i = 0; i < width; i += 16) {
+        unsigned nuls = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(field + i)), zero));
+        if (nuls) {
+            size_t at = i + (size_t)__builtin_ctz(nuls);
+            return at < width ? at : width;
+        }
+    }
+    return width;
+#else
+    return field_len(field, width);
+#endif
 }
 
 /* Parse the records of a PAX 'x' header as header.parse_pax_records does; the last "path" and "size"
@@ -208,6 +313,7 @@ int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char j
     for (;;) {
         const unsigned char *h = buf + pos;
         uint64_t size, padded;
+        uint32_t sum;
         unsigned char type;
         span name;
 
@@ -219,7 +325,8 @@ int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char j
             for (int line = 0; line < PREFETCH_BYTES; line += 64)
                 PREFETCH(h + PREFETCH_AHEAD + line);
         type = h[156];
-        if (is_zero_block(h) || !checksum_ok(h) || parse_octal(h + 124, 12, &size) < 0)
+        sum = block_sum(h);
+        if (sum == 0 || !checksum_ok(h, sum) || parse_size(h + 124, &size) < 0) /* sum 0: a zero block */
             return M_OTHER;
         padded = (size + BLOCK - 1) & ~(uint64_t)(BLOCK - 1);
         if (type == 'L' || type == 'K' || type == 'x') {
@@ -237,9 +344,9 @@ int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char j
             continue;
         }
         name.data = h;
-        name.len = (Py_ssize_t)field_len(h, 100);
-        if (memcmp(h + 257, "ustar\0", 6) == 0) {
-            size_t prefix_len = field_len(h + 345, 155);
+        name.len = (Py_ssize_t)header_field_len(h, 100);
+        if (h[345] != 0 && memcmp(h + 257, "ustar\0", 6) == 0) {
+            size_t prefix_len = header_field_len(h + 345, 155);
             if (prefix_len) {
                 memcpy(joined, h + 345, prefix_len);
                 joined[prefix_len] = '/';
