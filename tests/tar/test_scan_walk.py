@@ -230,8 +230,12 @@ def test_header_with_an_empty_name_is_not_a_zero_block(kit):
 @pytest.mark.parametrize("magic", [b"ustar\x0000", b"ustar  \x00", b"\0" * 8, b"ustar\x00 \x00"])
 def test_name_and_prefix_lengths(kit, length, prefix, magic):
     name = (b"n" * length)[:-4] + b".txt" if length >= 5 else b"n" * length
-    after = bytearray(kit.raw_header(name, 1, magic=magic, prefix=prefix))
-    data = bytes(after) + kit.pad(b"1") + kit.entry(b"tail.txt", b"2") + kit.END
+    block = bytearray(kit.raw_header(name, 1, magic=magic, prefix=prefix))
+    # bytes Python does not read (the mode, the padding): a NUL one byte past the name's end and past the prefix's
+    block[100:108] = b"0\0\0\0\0\0\0\0"
+    block[500:502] = b"x\0"
+    block[148:156] = b"%06o\0 " % kit.block_checksum(block)
+    data = bytes(block) + kit.pad(b"1") + kit.entry(b"tail.txt", b"2") + kit.END
     python = python_members(data, kit)
     expected_name = (prefix + b"/" + name if prefix and magic[:6] == b"ustar\0" else name).decode()
     assert python[0] == (expected_name, b"1", 512)
