@@ -123,14 +123,27 @@ static HOT_INLINE int parse_checksum(const unsigned char *h, uint64_t *out, uint
 #if defined(__SSE2__) && defined(__x86_64__)
 #define SSE2_WALK 1
 #if defined(__GNUC__) || defined(__clang__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define AVX2_DISPATCH 1
 static int have_avx2;
 
+/* AVX2 is used when the CPU has it and the OS saves the YMM registers (asked with cpuid and xgetbv, not with
+ * __builtin_cpu_supports, whose runtime symbol Apple's toolchain lacks). Run once, as the module is loaded. */
 __attribute__((constructor)) static void detect_avx2(void)
 {
-    __builtin_cpu_init();
-    have_avx2 = __builtin_cpu_supports("avx2") != 0;
+    unsigned a, b, c, d, xcr0, xcr0_high;
+
+    if (__get_cpuid_max(0, NULL) < 7)
+        return;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27)) || !(c & (1u << 28))) /* OSXSAVE, AVX */
+        return;
+    __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0));
+    if ((xcr0 & 6) != 6) /* XMM and YMM state */
+        return;
+    __cpuid_count(7, 0, a, b, c, d);
+    have_avx2 = (b & (1u << 5)) != 0; /* AVX2 */
 }
 
 __attribute__((target("avx2"))) __attribute__((noinline)) static uint32_t block_sum_avx2(const unsigned char *h)
