@@ -15,7 +15,7 @@ import os
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-_SRC = os.path.join("src", "shardstream", "tar", "_scan.c")  # the module; _scan_*.c: its parts, _scan.h: shared
+_SRC = os.path.join("src", "shardstream", "tar", "_scan.c")  # the module; _scan_*.c: its parts; _scan*.h: headers
 
 
 class BuildExt(build_ext):
@@ -32,7 +32,7 @@ ext_modules = []
 if os.path.exists(_SRC) and not os.environ.get("SHARDSTREAM_NO_EXTENSIONS"):
     optional = not os.environ.get("SHARDSTREAM_REQUIRE_EXTENSIONS")
     parts = sorted(glob.glob(os.path.join("src", "shardstream", "tar", "_scan_*.c")))
-    ext_modules.append(Extension("shardstream.tar._scan", [_SRC, *parts], depends=[_SRC[:-2] + ".h"],
-                                 optional=optional))
+    headers = sorted(glob.glob(os.path.join("src", "shardstream", "tar", "_scan*.h")))
+    ext_modules.append(Extension("shardstream.tar._scan", [_SRC, *parts], depends=headers, optional=optional))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

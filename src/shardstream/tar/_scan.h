@@ -1,6 +1,7 @@
 /* shardstream.tar._scan, the optional C accelerator (C99, CPython API only): what its files share.
  *
- * _scan_walk.c    the tar header walk (scan; next_member, used by the grouping)
+ * _scan_walk.c    the tar header walk (scan; next_member, used by the grouping); _scan_fields.h, which only it
+ *                 includes: reading a header block's fields (octal numbers, the byte sum, name lengths)
  * _scan_group.c   grouping members into samples with the default key rule: the walk with sinks (group_members)
  * _scan_samples.c the dict sink (scan_samples)
  * _scan_columns.c values converted by mode (slice_column) and the column sink (scan_columns)
