@@ -266,10 +266,7 @@ PyObject *scan_samples(PyObject *self, PyObject *args)
 
     (void)self;
     memset(&d, 0, sizeof d);
-    d.base.has = dict_has;
-    d.base.add = dict_add;
-    d.base.done = dict_done;
-    d.base.start = dict_start;
+    d.base = (sink){.has = dict_has, .add = dict_add, .done = dict_done, .start = dict_start};
     d.local = Py_None;
     if (!PyArg_ParseTuple(args, "y*nOO!OOO|OO", &view, &pos, &d.url, &PySet_Type, &g.seen, &current, &current_key,
                           &g.split, &g.keys, &d.local))
