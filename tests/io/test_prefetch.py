@@ -65,8 +65,10 @@ def _opens(stub) -> list[str]:
 
 
 def _wait_for(stub, path: str) -> None:
-    deadline = time.monotonic() + 10  # opened ahead in the background
-    while path not in _paths(stub) and time.monotonic() < deadline:
+    """Until ``path`` is opened (ahead, in the background): until its first request, not just any request naming
+    it, has arrived."""
+    deadline = time.monotonic() + 10
+    while path not in _opens(stub) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -79,7 +81,7 @@ def test_the_shard_opened_ahead_is_the_next_of_a_shuffled_list(requests, one_par
     first = next(it)
     assert first["__url__"] == urls[0]
     _wait_for(requests, order[1])
-    assert set(_opens(requests)) == {order[0], order[1]}  # the exact next shard, and no other
+    assert set(_opens(requests)) == {order[0], order[1]}, requests.requests  # the exact next shard, and no other
     rest = [s["__url__"] for s in it]
     assert sorted(set(rest), key=urls.index) == urls
     for name in order:  # each shard opened once: the reader got the stream opened ahead
