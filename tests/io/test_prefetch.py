@@ -65,8 +65,9 @@ def _opens(stub) -> list[str]:
 
 
 def _wait_for(stub, path: str) -> None:
-    """Until ``path`` is opened (ahead, in the background): until its first request, not just any request naming
-    it, has arrived."""
+    """Until ``path`` is opened (ahead, in the background): until its first request has arrived. Not just any
+    request naming it: the parts after the first of a shard opened ahead are planned on the previous shard's size
+    (``ranged._LAST_SIZE``) and can reach the server before the first part's request."""
     deadline = time.monotonic() + 10
     while path not in _opens(stub) and time.monotonic() < deadline:
         time.sleep(0.01)
