@@ -72,16 +72,6 @@ def _outcome(data: bytes, want, *, fast: bool, handler=None, bufsize: int = 1 <<
     return items, error, [str(w.message) for w in caught], stats
 
 
-def _tar(members) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
 def _sample(i: int, kind: str):
     txt, cls = f"text {i}".encode(), str(i).encode()
     fields = {"txt": txt, "cls": cls}
@@ -117,9 +107,9 @@ WANTS = [(("txt", "cls"), b"\x01\x03", True), (("txt", "cls"), b"\x01\x03", Fals
 @needs_c
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("want", WANTS, ids=["exact", "superset", "one", "reordered"])
-def test_one_awkward_sample_among_clean_ones(kind, want):
+def test_one_awkward_sample_among_clean_ones(kit, kind, want):
     members = [m for i in range(12) for m in _sample(i, kind if i in (0, 5, 11) else "clean")]
-    data = _tar(members)
+    data = kit.make_tar(members, tarfile.GNU_FORMAT)
     for bufsize in (512, 3000, 1 << 20):
         RUNS.clear()
         assert _outcome(data, want, fast=True, bufsize=bufsize) == _outcome(data, want, fast=False)
@@ -129,7 +119,7 @@ def test_one_awkward_sample_among_clean_ones(kind, want):
 @needs_c
 @pytest.mark.parametrize("handler", [None, lambda e: True, lambda e: False], ids=["raise", "skip", "stop"])
 @pytest.mark.parametrize("case", ["duplicate key", "out of order", "repeated field", "truncated", "no extension"])
-def test_grouping_errors_and_stops_are_the_dict_paths(case, handler):
+def test_grouping_errors_and_stops_are_the_dict_paths(kit, case, handler):
     members = [m for i in range(8) for m in _sample(i, "clean")]
     if case == "duplicate key":
         members += _sample(3, "clean")
@@ -139,7 +129,7 @@ def test_grouping_errors_and_stops_are_the_dict_paths(case, handler):
         members.insert(5, ("0002.txt", b"again"))
     elif case == "no extension":
         members.insert(7, ("README", b"x"))
-    data = _tar(members)
+    data = kit.make_tar(members, tarfile.GNU_FORMAT)
     if case == "truncated":
         data = data[: len(data) // 2 + 100]
     for want in WANTS:
@@ -147,7 +137,7 @@ def test_grouping_errors_and_stops_are_the_dict_paths(case, handler):
 
 
 @st.composite
-def archives(draw):
+def archive_members(draw):
     n = draw(st.integers(0, 14))
     members = []
     for i in range(n):
@@ -155,13 +145,15 @@ def archives(draw):
         for ext in draw(st.lists(st.sampled_from(["txt", "cls", "json", "TXT", "cls"]), max_size=4)):
             value = draw(st.sampled_from([b"12", b"-3", b" 7", b"1_0", b"\xff", b"caf\xc3\xa9", b"", b"9" * 19, b"9" * 18]))
             members.append((f"{key}.{ext}", value))
-    return _tar(members)
+    return members
 
 
 @needs_c
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(archives(), st.sampled_from(WANTS), st.sampled_from([None, lambda e: True]), st.sampled_from([512, 1 << 20]))
-def test_random_archives(data, want, handler, bufsize):
+@given(archive_members(), st.sampled_from(WANTS), st.sampled_from([None, lambda e: True]),
+       st.sampled_from([512, 1 << 20]))
+def test_random_archives(kit, members, want, handler, bufsize):
+    data = kit.make_tar(members, tarfile.GNU_FORMAT)
     assert _outcome(data, want, fast=True, handler=handler, bufsize=bufsize) == \
         _outcome(data, want, fast=False, handler=handler)
 
@@ -193,13 +185,14 @@ def _decoded_batches(datas, batch_size: int, *, fast: bool, handler=None, bufsiz
 
 @needs_c
 @pytest.mark.parametrize("kind", KINDS + ["bad json"])
-def test_decoded_column_batches_equal_decode_columns(kind):
+def test_decoded_column_batches_equal_decode_columns(kit, kind):
     def members(i):
         if kind == "bad json":
             return _sample(i, "clean") + [(f"{i:04d}.json", b"{" if i == 5 else b"[1]")]
         return _sample(i, kind if i in (0, 5, 11) else "clean")
 
-    datas = [_tar([m for i in range(12) for m in members(i)]), _tar([m for i in range(12, 15) for m in members(i)])]
+    datas = [kit.make_tar([m for i in numbers for m in members(i)], tarfile.GNU_FORMAT)
+             for numbers in (range(12), range(12, 15))]
     decoded = False
     for batch_size in (1, 4, 5, 64):
         for bufsize in (512, 1 << 20):
@@ -211,7 +204,9 @@ def test_decoded_column_batches_equal_decode_columns(kind):
 
 @needs_c
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(archives(), min_size=1, max_size=3), st.sampled_from([1, 3, 8]), st.sampled_from([None, lambda e: True]))
-def test_random_decoded_column_batches(datas, batch_size, handler):
+@given(st.lists(archive_members(), min_size=1, max_size=3), st.sampled_from([1, 3, 8]),
+       st.sampled_from([None, lambda e: True]))
+def test_random_decoded_column_batches(kit, member_lists, batch_size, handler):
+    datas = [kit.make_tar(members, tarfile.GNU_FORMAT) for members in member_lists]
     assert _decoded_batches(datas, batch_size, fast=True, handler=handler) == \
         _decoded_batches(datas, batch_size, fast=False, handler=handler)
