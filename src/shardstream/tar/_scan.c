@@ -40,6 +40,11 @@ static PyMethodDef methods[] = {
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"
      "(mode 0), str (1: strict UTF-8; 2: surrogateescape) or int (3: [+-]?[0-9]{1,18} only). Modes 1 and 3\n"
      "return None when a row is not of that simple form: decode the column in Python then."},
+    {"fill_int64", fill_int64, METH_VARARGS,
+     "fill_int64(column, out) -> bool\n\n"
+     "Write the ints of the list column into out (a writable buffer of len(column) 8-byte items, e.g. an empty\n"
+     "int64 numpy array): True when every item is an exact int in the int64 range; False at the first that is\n"
+     "not (out then partly written)."},
     {"gather_samples", gather_samples, METH_VARARGS,
      "gather_samples(tables, ends, rows, columns=False) -> list[dict] | dict[str, list] | int | None\n\n"
      "Sample i is dataset row rows[i], in the shard whose rows end before ends[shard] (8-byte integer buffers),\n"

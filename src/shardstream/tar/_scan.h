@@ -4,7 +4,8 @@
  *                 includes: reading a header block's fields (octal numbers, the byte sum, name lengths)
  * _scan_group.c   grouping members into samples with the default key rule: the walk with sinks (group_members)
  * _scan_samples.c the dict sink (scan_samples)
- * _scan_columns.c values converted by mode (slice_column) and the column sink (scan_columns)
+ * _scan_convert.c values converted by mode (convert_value, slice_column), int columns for numpy (fill_int64)
+ * _scan_columns.c the column sink (scan_columns)
  * _scan_gather.c  samples and columns read at indexed offsets (gather_samples), the permutation (permute_positions)
  * _scan_types.c   Chunks, Tally and Relay: base types that pass items on without an interpreter frame
  * _scan.c         pack_members (the writer's hot loop), the method table and the module
@@ -57,7 +58,7 @@ enum { M_FILE, M_NODATA, M_NEED, M_OTHER };
 
 typedef struct {
     PyObject *strs[EXT_CACHE]; /* recent extension strings (owned), compared by their ASCII bytes */
-    int n, next;
+    int n, next, last;         /* how many; the one to replace next when full; the one found last */
 } ext_cache;
 
 /* Where the walk puts what it groups: the current sample and what becomes of it when complete. Two sinks share
@@ -99,9 +100,15 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
 /* _scan_samples.c */
 PyObject *scan_samples(PyObject *self, PyObject *args);
 
+/* _scan_convert.c */
+/* One value converted by mode (see slice_column): 1 with *out set (a new reference), 0 when it is not of the mode's
+ * simple form (nothing set, no error: the caller leaves it to the Python codec), -1 on error. */
+int convert_value(const char *p, Py_ssize_t n, int mode, PyObject **out);
+PyObject *slice_column(PyObject *self, PyObject *args);
+PyObject *fill_int64(PyObject *self, PyObject *args);
+
 /* _scan_columns.c */
 #define MAX_WANTED 16 /* the most fields scan_columns converts in run mode (exported as _scan.MAX_WANTED) */
-PyObject *slice_column(PyObject *self, PyObject *args);
 PyObject *scan_columns(PyObject *self, PyObject *args);
 
 /* _scan_gather.c */

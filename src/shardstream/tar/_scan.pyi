@@ -38,6 +38,7 @@ def scan_columns(
 def slice_column(
     buf: Buffer, offsets: Buffer, sizes: Buffer, start: int, stop: int, mode: int, /
 ) -> list[Any] | None: ...
+def fill_int64(column: list[Any], out: Buffer, /) -> bool: ...
 class Chunks:
     _chunk: list[Any]
     _i: int

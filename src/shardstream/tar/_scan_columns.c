@@ -1,110 +1,5 @@
 #include "_scan.h"
 
-/* One value of a column, converted by mode (see slice_column): 1 with *out set (a new reference), 0 when the value
- * is not of the mode's simple form (nothing set, no error: the caller leaves the value to the Python codec), -1 on
- * error. */
-static int convert_value(const char *p, Py_ssize_t n, int mode, PyObject **out)
-{
-    if (mode == 0) {
-        *out = PyBytes_FromStringAndSize(p, n);
-    } else if (mode == 1 || mode == 2) {
-        *out = PyUnicode_DecodeUTF8(p, n, mode == 2 ? "surrogateescape" : NULL);
-        if (*out == NULL && mode == 1 && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            return 0;
-        }
-    } else {
-        Py_ssize_t k = 0;
-        int64_t value = 0;
-        int negative = 0;
-        if (n > 0 && (p[0] == '-' || p[0] == '+')) {
-            negative = p[0] == '-';
-            k = 1;
-        }
-        if (n - k < 1 || n - k > 18)
-            return 0;
-        for (; k < n; k++) {
-            unsigned d = (unsigned char)p[k] - '0';
-            if (d > 9)
-                return 0;
-            value = value * 10 + d;
-        }
-        *out = PyLong_FromLongLong(negative ? -value : value);
-    }
-    return *out == NULL ? -1 : 1;
-}
-
-/* slice_column(buf, offsets, sizes, start, stop, mode) -> list | None
- *
- * The column of rows start..stop of one field whose row i lies at buf[offsets[i] : offsets[i] + sizes[i]]
- * (offsets, sizes: contiguous 1-D buffers of 8-byte integers, e.g. int64 numpy arrays). mode 0: bytes;
- * 1: str, strict UTF-8 (= bytes.decode); 2: str, UTF-8 with surrogateescape (keys); 3: int from ASCII
- * decimal, only [+-]?[0-9]{1,18} (= int(bytes) on those). Modes 1 and 3 return None when a row is not of
- * that simple form (invalid UTF-8; spaces, underscores, long or non-numeric text): the caller then decodes
- * the column with the Python codec, which gives the value or the error. */
-PyObject *slice_column(PyObject *self, PyObject *args)
-{
-    PyObject *bufobj, *offobj, *sizeobj, *list = NULL;
-    Py_ssize_t start, stop;
-    int mode;
-    Py_buffer buf, off, size;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOnni", &bufobj, &offobj, &sizeobj, &start, &stop, &mode))
-        return NULL;
-    if (mode < 0 || mode > 3) {
-        PyErr_SetString(PyExc_ValueError, "slice_column: mode must be 0, 1, 2 or 3");
-        return NULL;
-    }
-    if (PyObject_GetBuffer(bufobj, &buf, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(offobj, &off, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(sizeobj, &size, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&off);
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    if (off.itemsize != 8 || size.itemsize != 8 || off.len != size.len || start < 0 || stop < start ||
-        stop > off.len / 8) {
-        PyErr_SetString(PyExc_ValueError, "slice_column: offsets and sizes must be equal-length buffers of "
-                                          "8-byte integers holding rows start..stop");
-        goto done;
-    }
-    const int64_t *offsets = (const int64_t *)off.buf, *sizes = (const int64_t *)size.buf;
-    const char *data = (const char *)buf.buf;
-    list = PyList_New(stop - start);
-    if (list == NULL)
-        goto done;
-    for (Py_ssize_t i = start; i < stop; i++) {
-        int64_t o = offsets[i], n = sizes[i];
-        PyObject *item;
-        int r;
-        if (o < 0 || n < 0 || o > buf.len || n > buf.len - o) {
-            PyErr_Format(PyExc_ValueError, "slice_column: row %zd (offset %lld, size %lld) is outside the buffer",
-                         i, (long long)o, (long long)n);
-            Py_CLEAR(list);
-            goto done;
-        }
-        r = convert_value(data + o, (Py_ssize_t)n, mode, &item);
-        if (r <= 0) {
-            Py_CLEAR(list);
-            if (r == 0) { /* not simple: the Python codec decodes the column */
-                Py_INCREF(Py_None);
-                list = Py_None;
-            }
-            goto done;
-        }
-        PyList_SET_ITEM(list, i - start, item);
-    }
-done:
-    PyBuffer_Release(&size);
-    PyBuffer_Release(&off);
-    PyBuffer_Release(&buf);
-    return list;
-}
-
 /* ---- scan_columns: the walk of scan_samples, its samples appended straight to columns ----
  *
  * The column sink keeps the current sample as (extension, data) pairs pointing into the scanned buffer, and
@@ -149,9 +44,22 @@ typedef struct {
     PyObject *odd;                 /* run mode: the sample that did not fit (a dict), or NULL */
 } column_sink;
 
+/* a == b for two str: the same object, or compact ASCII strings of the same bytes (the extensions the walk makes),
+ * or equal by PyUnicode_Compare. */
 static int same_str(PyObject *a, PyObject *b)
 {
-    return a == b || (PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) && PyUnicode_Compare(a, b) == 0);
+    Py_ssize_t i, n;
+    if (a == b)
+        return 1;
+    if ((n = PyUnicode_GET_LENGTH(a)) != PyUnicode_GET_LENGTH(b))
+        return 0;
+    if (PyUnicode_IS_COMPACT_ASCII(a) && PyUnicode_IS_COMPACT_ASCII(b)) {
+        for (i = 0; i < n; i++)
+            if (PyUnicode_1BYTE_DATA(a)[i] != PyUnicode_1BYTE_DATA(b)[i])
+                return 0;
+        return 1;
+    }
+    return PyUnicode_Compare(a, b) == 0;
 }
 
 static void clear_fields(column_sink *c)
@@ -422,7 +330,7 @@ PyObject *scan_columns(PyObject *self, PyObject *args)
     Py_ssize_t pos, need = 0, j;
     PyObject *current, *current_key, *out, *fields = Py_None, *modes = NULL, *result = NULL, *now = NULL;
     int exact = 1;
-    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
+    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0, 0}};
     column_sink c;
 
     (void)self;

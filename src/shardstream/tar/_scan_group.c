@@ -12,26 +12,32 @@
  * from the same state (seen keys, current sample, current key): every error decision is Python's. */
 
 
+/* Whether the extension ext (len bytes, as named) equals the cached lower-case one: ASCII case-insensitively. */
+static int same_ext(const unsigned char *cached, const unsigned char *ext, Py_ssize_t len)
+{
+    Py_ssize_t i;
+    for (i = 0; i < len; i++) {
+        unsigned char a = ext[i];
+        if (a != cached[i] && !(a >= 'A' && a <= 'Z' && a + 32 == cached[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* The lower-cased extension as a str (a new reference), from the cache when it holds it. The search starts after
+ * the entry found last, so the fields of samples of one shape are found at the first try. */
 static PyObject *cached_ext(ext_cache *c, const unsigned char *ext, Py_ssize_t len)
 {
-    unsigned char lower[256];
     PyObject *s;
     Py_ssize_t i;
-    int k;
+    int k, at;
 
-    if (len > (Py_ssize_t)sizeof lower) {
-        s = PyUnicode_New(len, 127);
-        if (s == NULL)
-            return NULL;
-        for (i = 0; i < len; i++)
-            PyUnicode_1BYTE_DATA(s)[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? ext[i] + 32 : ext[i];
-        return s; /* new reference */
-    }
-    for (i = 0; i < len; i++)
-        lower[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? ext[i] + 32 : ext[i];
-    for (k = 0; k < c->n; k++) {
-        s = c->strs[k];
-        if (PyUnicode_GET_LENGTH(s) == len && memcmp(PyUnicode_1BYTE_DATA(s), lower, (size_t)len) == 0) {
+    for (k = 0, at = c->last + 1; k < c->n; k++, at++) {
+        if (at >= c->n)
+            at = 0;
+        s = c->strs[at];
+        if (PyUnicode_GET_LENGTH(s) == len && same_ext(PyUnicode_1BYTE_DATA(s), ext, len)) {
+            c->last = at;
             Py_INCREF(s);
             return s;
         }
@@ -39,12 +45,15 @@ static PyObject *cached_ext(ext_cache *c, const unsigned char *ext, Py_ssize_t l
     s = PyUnicode_New(len, 127);
     if (s == NULL)
         return NULL;
-    memcpy(PyUnicode_1BYTE_DATA(s), lower, (size_t)len);
+    for (i = 0; i < len; i++)
+        PyUnicode_1BYTE_DATA(s)[i] = (ext[i] >= 'A' && ext[i] <= 'Z') ? ext[i] + 32 : ext[i];
     if (c->n < EXT_CACHE) {
+        c->last = c->n;
         c->strs[c->n++] = s;
     } else {
         Py_DECREF(c->strs[c->next]);
         c->strs[c->next] = s;
+        c->last = c->next;
         c->next = (c->next + 1) % EXT_CACHE;
     }
     Py_INCREF(s);
@@ -56,15 +65,39 @@ void clear_cache(ext_cache *c)
     int k;
     for (k = 0; k < c->n; k++)
         Py_DECREF(c->strs[k]);
-    c->n = 0;
+    c->n = c->last = 0;
 }
 
 /* In one pass over a name: whether it is all ASCII, and *dot, the position of its first '.' after the last '/'
- * (len when there is none). */
-static int ascii_split(const unsigned char *p, Py_ssize_t len, Py_ssize_t *dot)
+ * (len when there is none). With padded, the name's 16-byte chunks (the last one past its end included) may be
+ * read: SSE2 takes 16 bytes a step. */
+static int ascii_split(const unsigned char *p, Py_ssize_t len, int padded, Py_ssize_t *dot)
 {
     Py_ssize_t i, first = -1;
     unsigned char acc = 0;
+#if defined(__SSE2__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (padded) {
+        const __m128i slash = _mm_set1_epi8('/'), period = _mm_set1_epi8('.');
+        unsigned high = 0;
+        for (i = 0; i < len; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+            unsigned valid = len - i >= 16 ? 0xFFFFu : (1u << (len - i)) - 1;
+            unsigned slashes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, slash)) & valid;
+            unsigned dots = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, period)) & valid;
+            high |= (unsigned)_mm_movemask_epi8(v) & valid;
+            if (slashes) { /* only the dots after this chunk's last '/' count, and none before it */
+                dots &= ~((2u << (31 - __builtin_clz(slashes))) - 1);
+                first = dots ? i + __builtin_ctz(dots) : -1;
+            } else if (first < 0 && dots) {
+                first = i + __builtin_ctz(dots);
+            }
+        }
+        *dot = first < 0 ? len : first;
+        return high == 0;
+    }
+#else
+    (void)padded;
+#endif
     for (i = 0; i < len; i++) {
         unsigned char c = p[i];
         acc |= c;
@@ -82,15 +115,16 @@ PyObject *str_key, *str_url, *str_local;
 
 /* The key and the extension of a member named ``name`` by the default rule. Returns 1: *ext is set (a new
  * reference), and *key (a new reference) unless the key is current_key (then *same = 1 and *key = NULL);
- * 0 when Python's grouping must see the member (no extension, an empty one, one starting with "__"); -1 on error. */
-static int split_name(grouping *g, span name, PyObject *current_key, PyObject **key, PyObject **ext, int *same)
+ * padded: as ascii_split's. 0 when Python's grouping must see the member (no extension, an empty one, one starting with "__"); -1 on error. */
+static int split_name(grouping *g, span name, int padded, PyObject *current_key, PyObject **key, PyObject **ext,
+                      int *same)
 {
     const unsigned char *p = name.data;
     Py_ssize_t len = name.len, dot;
     PyObject *text, *parts, *k, *e;
 
     *key = *ext = NULL;
-    if (ascii_split(p, len, &dot)) {
+    if (ascii_split(p, len, padded, &dot)) {
         if (dot >= len - 1 || (len - dot > 2 && p[dot + 1] == '_' && p[dot + 2] == '_'))
             return 0;
         *same = current_key != NULL && PyUnicode_IS_COMPACT_ASCII(current_key) &&
@@ -141,6 +175,19 @@ static int split_name(grouping *g, span name, PyObject *current_key, PyObject **
     return 1;
 }
 
+/* key > last, as str compares them (code point by code point): 1 or 0, -1 on error. Keys made by the walk are
+ * compact ASCII, compared here as bytes. */
+static int key_greater(PyObject *key, PyObject *last)
+{
+    if (PyUnicode_IS_COMPACT_ASCII(key) && PyUnicode_IS_COMPACT_ASCII(last)) {
+        Py_ssize_t a = PyUnicode_GET_LENGTH(key), b = PyUnicode_GET_LENGTH(last);
+        int c = memcmp(PyUnicode_1BYTE_DATA(key), PyUnicode_1BYTE_DATA(last), (size_t)(a < b ? a : b));
+        return c > 0 || (c == 0 && a > b);
+    }
+    int c = PyUnicode_Compare(key, last);
+    return c == -1 && PyErr_Occurred() ? -1 : c > 0;
+}
+
 /* Record the key of a new sample. While the keys of the shard come in increasing order (as writers write them)
  * they go to the list ``keys``, with no hashing: a key greater than the last one cannot have been seen. At the
  * first key out of order the list moves into the set ``seen``; from then on a set that does not grow already held
@@ -152,8 +199,8 @@ static int record_key(grouping *g, PyObject *key, int *fresh)
     *fresh = 0;
     if (g->keys != Py_None && PySet_GET_SIZE(g->seen) == 0) {
         Py_ssize_t n = PyList_GET_SIZE(g->keys);
-        int greater = n == 0 || PyUnicode_Compare(key, PyList_GET_ITEM(g->keys, n - 1)) > 0;
-        if (PyErr_Occurred())
+        int greater = n == 0 || key_greater(key, PyList_GET_ITEM(g->keys, n - 1));
+        if (greater < 0)
             return -1;
         if (greater) {
             *fresh = 1;
@@ -193,7 +240,7 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
     for (;;) {
         PyObject *key, *ext;
         const char *data;
-        int same = 0, fresh, stop = 0, r, kind = next_member(buf, end, pos, joined, &m, need);
+        int same = 0, fresh, stop = 0, r, padded, kind = next_member(buf, end, pos, joined, &m, need);
 
         if (kind == M_NODATA) {
             pos = m.next;
@@ -204,7 +251,10 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
                 *need = 0;
             return pos;
         }
-        r = split_name(g, m.name, s->key, &key, &ext, &same);
+        /* a name in the buffer with its last 16-byte chunk there too, or in joined (256 bytes, names up to 256) */
+        padded = m.name.data == (const unsigned char *)joined ||
+                 (m.name.data >= buf && m.name.data + ((m.name.len + 15) & ~(Py_ssize_t)15) <= buf + end);
+        r = split_name(g, m.name, padded, s->key, &key, &ext, &same);
         if (r <= 0) {
             *need = -1;
             return r < 0 ? -1 : pos;

@@ -261,7 +261,7 @@ PyObject *scan_samples(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, need = 0;
     PyObject *current, *current_key, *result = NULL;
-    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0}};
+    grouping g = {NULL, Py_None, NULL, {{NULL}, 0, 0, 0}};
     dict_sink d;
 
     (void)self;

@@ -13,6 +13,7 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
 - :data:`CONVERSIONS`: the codecs whose values the C column makers convert themselves, and their modes;
   :data:`MAX_WANTED`: the most fields they convert at once.
 - :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
+- :func:`int_packer`: the C packer of a list of ints into an int64 array (``fill_int64``), or None.
 - :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
 - :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
   None.
@@ -36,7 +37,7 @@ from . import reader
 from .reader import accelerated, member_scan
 
 __all__ = ["CONVERSIONS", "MAX_WANTED", "Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_grouper",
-           "column_slicer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
+           "column_slicer", "int_packer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
 
 #: codec-table codec name -> the conversion mode of ``slice_column`` and ``scan_columns`` that gives its value for
 #: simple data (and declines the rest, which the codec then decodes): ``""`` bytes kept, ``"text"`` strict UTF-8 str,
@@ -81,6 +82,18 @@ def column_slicer() -> Callable[..., Any] | None:
     """
     return getattr(reader._scan, "slice_column", None) if accelerated() else None
 
+
+def int_packer() -> Callable[..., Any] | None:
+    """The C ``fill_int64(column, out) -> bool`` (the ints of a list written into an int64 buffer, False at the
+    first item that is not an exact int in range) when the accelerator is on; else None.
+
+    >>> import numpy as np
+    >>> out = np.empty(2, np.int64)
+    >>> pack = int_packer()
+    >>> pack is None or (pack([3, -4], out) and out.tolist() == [3, -4] and not pack([3, True], out))
+    True
+    """
+    return getattr(reader._scan, "fill_int64", None) if accelerated() else None
 
 
 def sample_gatherer() -> Callable[..., Any] | None:

@@ -38,14 +38,12 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from ...codecs import Decoder
 from ...codecs.table import lookup
 from ...tar.native import CONVERSIONS, MAX_WANTED
 from ..core import Stage
 from ..cursors import stage_arguments
-from .batching import _collate_column, default_collation_fn
+from .batching import _collate_column, default_collation_fn, scalar_array
 from .per_sample import _map, _map_tuple, _to_tuple
 
 __all__ = ["fuse"]
@@ -272,14 +270,14 @@ class _Plan:
     def collate(columns: list[list[Any]]) -> tuple[Any, ...]:
         """``default_collation_fn`` of the rows, computed from their columns (the same function per column; for
         the decoders' and builtins' own types, its answer without its type tests: the column itself, a new list,
-        for ``str`` and ``bytes``, ``np.array`` of it for ``int`` and ``float``)."""
+        for ``str`` and ``bytes``, :func:`~.batching.scalar_array` of it (``np.array``) for ``int`` and ``float``)."""
         out: list[Any] = []
         for i, column in enumerate(columns):
             kind = column[0].__class__
             if kind is str or kind is bytes:
                 out.append(column)
             elif kind is int or kind is float:
-                out.append(np.array(column))
+                out.append(scalar_array(column))
             else:
                 out.append(_collate_column(column, True, True, f"position {i}"))
         return tuple(out)
