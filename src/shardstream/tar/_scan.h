@@ -106,6 +106,8 @@ PyObject *scan_samples(PyObject *self, PyObject *args);
 /* One value converted by mode (see slice_column): 1 with *out set (a new reference), 0 when it is not of the mode's
  * simple form (nothing set, no error: the caller leaves it to the Python codec), -1 on error. */
 int convert_value(const char *p, Py_ssize_t n, int mode, PyObject **out);
+/* Buffers of a and b with the same flags: 0, or -1 with an error set and neither held. */
+int get_two_buffers(PyObject *a, Py_buffer *va, PyObject *b, Py_buffer *vb, int flags);
 PyObject *slice_column(PyObject *self, PyObject *args);
 PyObject *fill_int64(PyObject *self, PyObject *args);
 

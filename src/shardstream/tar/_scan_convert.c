@@ -38,6 +38,17 @@ static PyObject *utf8_str(const char *p, Py_ssize_t n, const char *errors)
     return s;
 }
 
+int get_two_buffers(PyObject *a, Py_buffer *va, PyObject *b, Py_buffer *vb, int flags)
+{
+    if (PyObject_GetBuffer(a, va, flags) < 0)
+        return -1;
+    if (PyObject_GetBuffer(b, vb, flags) < 0) {
+        PyBuffer_Release(va);
+        return -1;
+    }
+    return 0;
+}
+
 /* One value of a column, converted by mode (_scan.h says what it returns). */
 int convert_value(const char *p, Py_ssize_t n, int mode, PyObject **out)
 {
@@ -93,12 +104,7 @@ PyObject *slice_column(PyObject *self, PyObject *args)
     }
     if (PyObject_GetBuffer(bufobj, &buf, PyBUF_SIMPLE) < 0)
         return NULL;
-    if (PyObject_GetBuffer(offobj, &off, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&buf);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(sizeobj, &size, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&off);
+    if (get_two_buffers(offobj, &off, sizeobj, &size, PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&buf);
         return NULL;
     }

@@ -155,12 +155,8 @@ PyObject *gather_samples(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "O!OO|p", &PyDict_Type, &tables, &endobj, &rowobj, &columns))
         return NULL;
-    if (PyObject_GetBuffer(endobj, &nums, PyBUF_ND) < 0)
+    if (get_two_buffers(endobj, &nums, rowobj, &rows, PyBUF_ND) < 0)
         return NULL;
-    if (PyObject_GetBuffer(rowobj, &rows, PyBUF_ND) < 0) {
-        PyBuffer_Release(&nums);
-        return NULL;
-    }
     if (nums.itemsize != 8 || rows.itemsize != 8) {
         PyErr_SetString(PyExc_ValueError, "gather_samples: ends and rows must be buffers of 8-byte integers");
         goto done;
