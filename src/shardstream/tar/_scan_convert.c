@@ -26,7 +26,7 @@ static int all_ascii(const unsigned char *p, Py_ssize_t n)
 
 /* The str of n bytes of UTF-8 (errors: NULL for strict, or "surrogateescape"). ASCII text, the common case, is
  * checked and copied into a new compact ASCII str, the object PyUnicode_DecodeUTF8 makes of it, without the
- * decoder's byte-by-byte copy; other text (and 0 or 1 byte, which the decoder serves from its singletons) goes
+ * decoder's own copy loop (8 bytes a step); other text (and 0 or 1 byte, which the decoder serves from its singletons) goes
  * through PyUnicode_DecodeUTF8. */
 static PyObject *utf8_str(const char *p, Py_ssize_t n, const char *errors)
 {

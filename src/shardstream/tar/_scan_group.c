@@ -115,7 +115,8 @@ PyObject *str_key, *str_url, *str_local;
 
 /* The key and the extension of a member named ``name`` by the default rule. Returns 1: *ext is set (a new
  * reference), and *key (a new reference) unless the key is current_key (then *same = 1 and *key = NULL);
- * padded: as ascii_split's. 0 when Python's grouping must see the member (no extension, an empty one, one starting with "__"); -1 on error. */
+ * 0 when Python's grouping must see the member (no extension, an empty one, one starting with "__"); -1 on error.
+ * padded: as ascii_split's. */
 static int split_name(grouping *g, span name, int padded, PyObject *current_key, PyObject **key, PyObject **ext,
                       int *same)
 {
