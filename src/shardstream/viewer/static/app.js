@@ -188,11 +188,16 @@ function readHash() {
   return number("sample", null);
 }
 
+let restoring = 0;  // the latest restore wins: one still waiting on its view when the hash changed again stops
+
 async function restore(push) {
+  const mine = ++restoring;
   const sample = readHash();
   await refresh(false);
+  if (mine !== restoring) return;
   if (sample !== null && sample < state.info.samples) await openSample(sample, push);
   else if (state.sample) closeSample(false);
+  else ++sampleGeneration;  // no sample open: one still loading is not shown either
 }
 
 function setFilter(name, value) {

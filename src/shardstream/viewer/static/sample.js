@@ -54,10 +54,16 @@ function num(x) {
 
 // -- one sample -------------------------------------------------------------------------------------------
 
+// The latest open or close of the sample panel wins: an open whose answer comes after a newer open or close (the
+// back button pressed again while it loaded) shows nothing.
+let sampleGeneration = 0;
+
 async function openSample(i, push = true) {
   say("");
+  const mine = ++sampleGeneration;
   let s;
-  try { s = await api(`/api/sample/${i}`); } catch (e) { say(e.message); return; }
+  try { s = await api(`/api/sample/${i}`); } catch (e) { if (mine === sampleGeneration) say(e.message); return; }
+  if (mine !== sampleGeneration) return;
   state.sample = s;
   $("detail-title").textContent = `#${s.index}  ${s.key}`;
   $("detail-shard").textContent = `shard ${s.shard}`;
@@ -80,6 +86,7 @@ async function openSample(i, push = true) {
 }
 
 function closeSample(push = true) {
+  ++sampleGeneration;
   $("detail").hidden = true;
   document.body.classList.remove("with-detail");
   state.sample = null;
