@@ -97,7 +97,7 @@ def _scanned(
     in C on the samples it groups)."""
     (scan_samples, scan_columns, scan), split = c_scan, DEFAULT_RULE.split
     seen: set[str] = set()
-    keys: list[str] = []  # the keys so far while they increase (the C pass hashes none of them): seen | set(keys)
+    keys = bytearray()  # the keys so far while they increase, as bytes (C makes no str of them): seen | stored_keys
     current: dict[str, Any] | None = None
     current_key: str | None = None
     misfits = fits = 0
@@ -149,11 +149,27 @@ def _scanned(
         if not more:
             members = reader.walk(src, url, scan)
             break  # a member or header for Python; or the stream ends where Python must report it
-    samples = _group(members, url, split, on_error, stats, seen, current, current_key, keys)
+    samples = _group(members, url, split, on_error, stats, seen, current, current_key, _StoredKeys(keys))
     if batches is not None:
         yield from batches._add_all(samples)
     else:
         yield from with_local_path(_lists(samples) if chunks else samples, local, chunks)
+
+
+class _StoredKeys:
+    """The keys the C grouping stored as bytes (:func:`~shardstream.tar.native.stored_keys`), made into ``str`` only
+    if Python's grouping checks a new key: at the end of a shard read wholly in C, never."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: bytearray):
+        self.keys = keys
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(native.stored_keys(self.keys))
 
 
 def _then_raise(members: Iterator[Any], error: Exception) -> Iterator[Any]:

@@ -217,10 +217,10 @@ def _group(
     seen: set[str] | None = None,
     current: dict[str, Any] | None = None,
     current_key: str | None = None,
-    pending: list[str] | None = None,
+    pending: Iterable[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`group_samples`, optionally going on from a state reached by the C grouping (``seen`` keys and the
-    ``pending`` ones, added to ``seen`` when a new key is first checked; the ``current`` sample and its key, with no
+    ``pending`` ones, iterated and added to ``seen`` only when a new key is first checked; the ``current`` sample and its key, with no
     problem pending): the one definition of every grouping decision."""
     seen = set() if seen is None else seen
     bad: SampleFormatError | None = None  # set when the current sample must be dropped

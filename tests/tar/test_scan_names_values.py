@@ -123,6 +123,36 @@ def test_keys_are_checked_as_the_python_grouping_checks_them(keys, kit):
     assert outcome(data, accelerate=True) == outcome(data, accelerate=False)
 
 
+@pytest.mark.parametrize("stop", [
+    ("c", b"x"),  # a member with no extension: the C pass hands the rest of the shard to Python
+    ("c.__key__", b"x"),  # a reserved field: the same
+])
+@pytest.mark.parametrize("again", ["a", "k0500", "zz"])
+def test_keys_stored_by_c_are_seen_by_the_python_grouping_that_goes_on(stop, again, kit):
+    """C stores the increasing keys as bytes; when Python's grouping takes over mid-shard, a key C stored that
+    comes back is still an error there, and a new one is not."""
+    members = [("a.txt", b"0")] + [(f"k{i:04d}.txt", b"%d" % i) for i in range(1000)] + [stop, (f"{again}.txt", b"y")]
+    data = kit.make_tar(members, tarfile.GNU_FORMAT)
+    want = outcome(data, accelerate=False)
+    assert want[1] is not None  # the member that stops C is itself an error by default
+    for bufsize in (2048, 1 << 20):
+        assert outcome(data, accelerate=True, bufsize=bufsize) == want
+
+    def kept(accelerate: bool) -> tuple[list[dict], list[str]]:
+        errors: list[str] = []
+
+        def keep_going(exc: BaseException) -> bool:
+            errors.append(type(exc).__name__)
+            return True
+
+        return list(iter_samples(io.BytesIO(data), "t.tar", accelerate=accelerate, handler=keep_going)), errors
+
+    samples, errors = kept(False)
+    assert kept(True) == (samples, errors)
+    assert ("InterleavedKeyError" in errors) == (again != "zz"), errors
+    assert len(samples) == 1001 + (again == "zz")
+
+
 def texts() -> list[bytes]:
     """ASCII texts of every length up to 80 (the 32-byte steps, the 8-byte words and the tail), and each with one
     non-ASCII byte, a whole character or a broken one, at each place."""

@@ -20,8 +20,9 @@ static PyMethodDef methods[] = {
      "need > 0: the buffer must hold need bytes from new_pos to go on; need == 0: a header the Python walk must\n"
      "read; need == -1: a member Python's grouping must see (missing, empty or '__' extension, a repeated\n"
      "extension, a key seen before).\n"
-     "With keys (a list), the keys of a shard whose keys increase go to keys (no hashing) while seen is empty;\n"
-     "at the first key out of order they move into seen. The keys seen so far are then seen | set(keys).\n"
+     "With keys (a bytearray), the keys of a shard whose keys increase are stored in keys as bytes (no str,\n"
+     "no hashing) while seen is empty; at the first key out of order they move into seen. The keys seen so far\n"
+     "are then seen | set(stored_keys(keys)).\n"
      "With local (not None), each complete sample gets '__local_path__': local, after its fields."},
     {"scan_columns", scan_columns, METH_VARARGS,
      "scan_columns(buf, pos, url, seen, current, current_key, split, keys, out, limit, fields=None, modes=b'',\n"
@@ -35,6 +36,9 @@ static PyMethodDef methods[] = {
      "other one, with exact) whose values all convert by their mode (modes: a byte per field, 0 bytes, 1 str\n"
      "= bytes.decode, 3 int of [+-]?[0-9]{1,18}, as slice_column) adds a row; any other sample ends the walk\n"
      "as odd (its dict), right after the next sample's first member (need == -2, as at limit rows)."},
+    {"stored_keys", stored_keys, METH_O,
+     "stored_keys(keys) -> list[str]\n\n"
+     "The keys scan_samples and scan_columns stored in the bytearray keys, in order."},
     {"slice_column", slice_column, METH_VARARGS,
      "slice_column(buf, offsets, sizes, start, stop, mode) -> list | None\n\n"
      "Rows start..stop of a column at buf[offsets[i]:offsets[i] + sizes[i]] (8-byte integer buffers) as bytes\n"

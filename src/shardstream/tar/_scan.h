@@ -96,6 +96,7 @@ extern PyObject *str_key, *str_url, *str_local; /* "__key__", "__url__", "__loca
 int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *current_key, PyObject *keys,
                const char *who);
 void clear_cache(ext_cache *c);
+PyObject *stored_keys(PyObject *self, PyObject *arg);
 Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, grouping *g, sink *s,
                          Py_ssize_t *need);
 

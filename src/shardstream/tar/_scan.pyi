@@ -15,7 +15,7 @@ def scan_samples(
     current: dict[str, Any] | None,
     current_key: str | None,
     split: Callable[[str], tuple[str, str]],
-    keys: list[str] | None = ...,
+    keys: bytearray | None = ...,
     local: str | None = ...,
     /,
 ) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None, str | None, int]: ...
@@ -27,7 +27,7 @@ def scan_columns(
     current: dict[str, Any] | None,
     current_key: str | None,
     split: Callable[[str], tuple[str, str]],
-    keys: list[str] | None,
+    keys: bytearray | None,
     out: dict[str, list[Any]] | list[list[Any]],
     limit: int,
     fields: tuple[str, ...] | None = ...,
@@ -38,6 +38,7 @@ def scan_columns(
 def slice_column(
     buf: Buffer, offsets: Buffer, sizes: Buffer, start: int, stop: int, mode: int, /
 ) -> list[Any] | None: ...
+def stored_keys(keys: bytearray, /) -> list[str]: ...
 def fill_int64(column: list[Any], out: Buffer, /) -> bool: ...
 class Chunks:
     _chunk: list[Any]

@@ -176,41 +176,112 @@ static int split_name(grouping *g, span name, int padded, PyObject *current_key,
     return 1;
 }
 
-/* key > last, as str compares them (code point by code point): 1 or 0, -1 on error. Keys made by the walk are
- * compact ASCII, compared here as bytes. */
-static int key_greater(PyObject *key, PyObject *last)
+/* The keys of a shard while they increase: a bytearray of entries, each a key's ASCII bytes followed by their
+ * length (4 bytes, native order), so that the last key is found from the end. Bytes, not str objects: a shard's
+ * thousands of keys are neither made nor kept as objects (stored_keys makes them when Python's grouping needs them). */
+#define KEY_LEN 4
+
+static const char *last_key(PyObject *keys, Py_ssize_t *len)
 {
-    if (PyUnicode_IS_COMPACT_ASCII(key) && PyUnicode_IS_COMPACT_ASCII(last)) {
-        Py_ssize_t a = PyUnicode_GET_LENGTH(key), b = PyUnicode_GET_LENGTH(last);
-        int c = memcmp(PyUnicode_1BYTE_DATA(key), PyUnicode_1BYTE_DATA(last), (size_t)(a < b ? a : b));
-        return c > 0 || (c == 0 && a > b);
+    Py_ssize_t n = PyByteArray_GET_SIZE(keys);
+    uint32_t k;
+    memcpy(&k, PyByteArray_AS_STRING(keys) + n - KEY_LEN, KEY_LEN);
+    *len = (Py_ssize_t)k;
+    return PyByteArray_AS_STRING(keys) + n - KEY_LEN - k;
+}
+
+/* stored_keys(keys) -> list[str]: the keys a bytearray of stored keys holds, in order. */
+PyObject *stored_keys(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n, count = 0;
+    PyObject *out;
+    (void)self;
+    if (!PyByteArray_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "stored_keys: keys must be a bytearray");
+        return NULL;
     }
-    int c = PyUnicode_Compare(key, last);
-    return c == -1 && PyErr_Occurred() ? -1 : c > 0;
+    n = PyByteArray_GET_SIZE(arg);
+    if ((out = PyList_New(0)) == NULL)
+        return NULL;
+    while (n > 0) { /* from the end: each length follows its key */
+        Py_ssize_t len;
+        const char *k;
+        PyObject *s;
+        uint32_t v;
+        if (n < KEY_LEN)
+            goto bad;
+        memcpy(&v, PyByteArray_AS_STRING(arg) + n - KEY_LEN, KEY_LEN);
+        len = (Py_ssize_t)v;
+        if (len > n - KEY_LEN)
+            goto bad;
+        k = PyByteArray_AS_STRING(arg) + n - KEY_LEN - len;
+        if ((s = PyUnicode_DecodeASCII(k, len, NULL)) == NULL || PyList_Append(out, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(s);
+        n -= len + KEY_LEN;
+        count++;
+    }
+    if (PyList_Reverse(out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+bad:
+    Py_DECREF(out);
+    PyErr_Format(PyExc_ValueError, "stored_keys: not a store of keys (%zd entries read)", count);
+    return NULL;
+}
+
+/* Move the stored keys into the set seen (the store is then empty). 0, or -1 on error. */
+static int move_keys(grouping *g)
+{
+    PyObject *keys = stored_keys(NULL, g->keys);
+    Py_ssize_t i;
+    if (keys == NULL)
+        return -1;
+    for (i = 0; i < PyList_GET_SIZE(keys); i++)
+        if (PySet_Add(g->seen, PyList_GET_ITEM(keys, i)) < 0) {
+            Py_DECREF(keys);
+            return -1;
+        }
+    Py_DECREF(keys);
+    return PyByteArray_Resize(g->keys, 0);
 }
 
 /* Record the key of a new sample. While the keys of the shard come in increasing order (as writers write them)
- * they go to the list ``keys``, with no hashing: a key greater than the last one cannot have been seen. At the
- * first key out of order the list moves into the set ``seen``; from then on a set that does not grow already held
- * it. Returns 1 (a new key; *fresh: it went to the list), 0 (a key seen before), -1 on error. */
+ * they go to the store ``keys`` (above), with no hashing: a key greater than the last one cannot have been seen.
+ * At the first key out of order (or the first that is not compact ASCII) the store moves into the set ``seen``;
+ * from then on a set that does not grow already held it. Returns 1 (a new key; *fresh: it went to the store), 0 (a
+ * key seen before), -1 on error. */
 static int record_key(grouping *g, PyObject *key, int *fresh)
 {
-    Py_ssize_t i, before;
+    Py_ssize_t before;
 
     *fresh = 0;
     if (g->keys != Py_None && PySet_GET_SIZE(g->seen) == 0) {
-        Py_ssize_t n = PyList_GET_SIZE(g->keys);
-        int greater = n == 0 || key_greater(key, PyList_GET_ITEM(g->keys, n - 1));
-        if (greater < 0)
-            return -1;
-        if (greater) {
-            *fresh = 1;
-            return PyList_Append(g->keys, key) < 0 ? -1 : 1;
+        Py_ssize_t n = PyByteArray_GET_SIZE(g->keys), a;
+        if (PyUnicode_IS_COMPACT_ASCII(key) && (a = PyUnicode_GET_LENGTH(key)) <= (Py_ssize_t)UINT32_MAX) {
+            int greater = n == 0;
+            if (!greater) {
+                Py_ssize_t b;
+                const char *last = last_key(g->keys, &b);
+                int c = memcmp(PyUnicode_1BYTE_DATA(key), last, (size_t)(a < b ? a : b));
+                greater = c > 0 || (c == 0 && a > b);
+            }
+            if (greater) {
+                uint32_t len = (uint32_t)a;
+                if (PyByteArray_Resize(g->keys, n + a + KEY_LEN) < 0)
+                    return -1;
+                memcpy(PyByteArray_AS_STRING(g->keys) + n, PyUnicode_1BYTE_DATA(key), (size_t)a);
+                memcpy(PyByteArray_AS_STRING(g->keys) + n + a, &len, KEY_LEN);
+                *fresh = 1;
+                return 1;
+            }
         }
-        for (i = 0; i < n; i++)
-            if (PySet_Add(g->seen, PyList_GET_ITEM(g->keys, i)) < 0)
-                return -1;
-        if (PyList_SetSlice(g->keys, 0, n, NULL) < 0)
+        if (move_keys(g) < 0)
             return -1;
     }
     before = PySet_GET_SIZE(g->seen);
@@ -223,8 +294,9 @@ static int record_key(grouping *g, PyObject *key, int *fresh)
 static int unrecord_key(grouping *g, PyObject *key, int fresh)
 {
     if (fresh) {
-        Py_ssize_t n = PyList_GET_SIZE(g->keys);
-        return PyList_SetSlice(g->keys, n - 1, n, NULL);
+        Py_ssize_t len;
+        last_key(g->keys, &len);
+        return PyByteArray_Resize(g->keys, PyByteArray_GET_SIZE(g->keys) - len - KEY_LEN);
     }
     return PySet_Discard(g->seen, key) < 0 ? -1 : 0;
 }
@@ -305,8 +377,8 @@ int check_walk(Py_buffer *view, Py_ssize_t pos, PyObject *current, PyObject *cur
                       const char *who)
 {
     const char *problem = NULL;
-    if (keys != Py_None && !PyList_CheckExact(keys))
-        problem = "keys must be a list or None";
+    if (keys != Py_None && !PyByteArray_CheckExact(keys))
+        problem = "keys must be a bytearray (the stored keys) or None";
     else if (pos < 0 || pos > view->len)
         problem = "position outside the buffer";
     else if (current != Py_None && !PyDict_CheckExact(current))

@@ -14,6 +14,7 @@ extension is loaded), so turning the accelerator off applies everywhere at once.
   :data:`MAX_WANTED`: the most fields they convert at once.
 - :func:`column_slicer`: the C maker of one column from offsets and sizes in a buffer (``slice_column``), or None.
 - :func:`int_packer`: the C packer of a list of ints into an int64 array (``fill_int64``), or None.
+- :func:`stored_keys`: the keys the C grouping stored as bytes while a shard's keys increased.
 - :func:`position_permuter`: :class:`~shardstream.order.Permutation` in C (``permute_positions``), or None.
 - :func:`sample_gatherer`: the C maker of a batch of sample dicts read at indexed offsets (``gather_samples``), or
   None.
@@ -37,7 +38,8 @@ from . import reader
 from .reader import accelerated, member_scan
 
 __all__ = ["CONVERSIONS", "MAX_WANTED", "Chunks", "PyChunks", "PyRelay", "PyTally", "Relay", "Tally", "accelerated", "column_grouper",
-           "column_slicer", "int_packer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper"]
+           "column_slicer", "int_packer", "member_scan", "position_permuter", "sample_gatherer", "sample_grouper",
+           "stored_keys"]
 
 #: codec-table codec name -> the conversion mode of ``slice_column`` and ``scan_columns`` that gives its value for
 #: simple data (and declines the rest, which the codec then decodes): ``""`` bytes kept, ``"text"`` strict UTF-8 str,
@@ -104,6 +106,17 @@ def sample_gatherer() -> Callable[..., Any] | None:
     True
     """
     return getattr(reader._scan, "gather_samples", None) if accelerated() else None
+
+
+def stored_keys(keys: bytearray) -> list[str]:
+    """The keys that :func:`sample_grouper` and :func:`column_grouper` stored in ``keys`` (a bytearray: each key's
+    bytes, then its length) while the shard's keys increased, as ``str``, in order: what Python's grouping adds to
+    the keys seen when it goes on from where C stopped.
+
+    >>> stored_keys(bytearray())
+    []
+    """
+    return reader._scan.stored_keys(keys) if keys else []
 
 
 def position_permuter() -> Callable[..., Any] | None:
