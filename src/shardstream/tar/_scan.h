@@ -80,6 +80,26 @@ struct sink {
     int (*start)(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size);
 };
 
+/* a == b for two field names, as the sinks compare them: the same object, or str of the same characters (their
+ * hashes first where both are cached, as the names of a template's keys are; then kind, length and bytes); anything
+ * else by ==. 1, 0, or -1 on error. */
+static inline int same_name(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n;
+    Py_hash_t ha, hb;
+    if (a == b)
+        return 1;
+    if (!PyUnicode_Check(a) || !PyUnicode_Check(b))
+        return PyObject_RichCompareBool(a, b, Py_EQ);
+    ha = ((PyASCIIObject *)a)->hash;
+    hb = ((PyASCIIObject *)b)->hash;
+    if (ha != -1 && hb != -1 && ha != hb)
+        return 0;
+    n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
 /* The grouping state of a shard that the walk carries across calls (see scan_samples' docstring). */
 typedef struct {
     PyObject *seen, *keys, *split;

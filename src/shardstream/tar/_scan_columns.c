@@ -44,24 +44,6 @@ typedef struct {
     PyObject *odd;                 /* run mode: the sample that did not fit (a dict), or NULL */
 } column_sink;
 
-/* a == b for two str: the same object, or compact ASCII strings of the same bytes (the extensions the walk makes),
- * or equal by PyUnicode_Compare. */
-static int same_str(PyObject *a, PyObject *b)
-{
-    Py_ssize_t i, n;
-    if (a == b)
-        return 1;
-    if ((n = PyUnicode_GET_LENGTH(a)) != PyUnicode_GET_LENGTH(b))
-        return 0;
-    if (PyUnicode_IS_COMPACT_ASCII(a) && PyUnicode_IS_COMPACT_ASCII(b)) {
-        for (i = 0; i < n; i++)
-            if (PyUnicode_1BYTE_DATA(a)[i] != PyUnicode_1BYTE_DATA(b)[i])
-                return 0;
-        return 1;
-    }
-    return PyUnicode_Compare(a, b) == 0;
-}
-
 static void clear_fields(column_sink *c)
 {
     Py_ssize_t i;
@@ -76,9 +58,11 @@ static int col_has(sink *s, PyObject *ext)
 {
     column_sink *c = (column_sink *)s;
     Py_ssize_t i;
-    for (i = 0; i < c->n; i++)
-        if (same_str(c->f[i].ext, ext))
-            return 1;
+    for (i = 0; i < c->n; i++) {
+        int r = same_name(c->f[i].ext, ext);
+        if (r != 0)
+            return r;
+    }
     return 0;
 }
 
@@ -253,7 +237,7 @@ static field *wanted_field(column_sink *c, Py_ssize_t j)
         if (c->f[i].ext == c->hint[j])
             return &c->f[i];
     for (i = 0; i < c->n; i++)
-        if (same_str(c->f[i].ext, want)) {
+        if (same_name(c->f[i].ext, want) > 0) {
             Py_INCREF(c->f[i].ext);
             Py_XSETREF(c->hint[j], c->f[i].ext);
             return &c->f[i];
@@ -312,7 +296,7 @@ static int col_load(column_sink *c, PyObject *current, PyObject *current_key)
     Py_INCREF(current_key);
     c->base.key = current_key;
     while (PyDict_Next(current, &i, &k, &v)) {
-        if (PyUnicode_Check(k) && (same_str(k, str_key) || same_str(k, str_url)))
+        if (PyUnicode_Check(k) && (same_name(k, str_key) > 0 || same_name(k, str_url) > 0))
             continue;
         if (!PyUnicode_Check(k) || !PyBytes_CheckExact(v)) {
             PyErr_SetString(PyExc_TypeError, "scan_columns: the current sample's fields must be str: bytes");

@@ -172,24 +172,6 @@ fail:
     return NULL;
 }
 
-/* a == b for two field names (str: the same characters; anything else: ==) */
-static int same_name(PyObject *a, PyObject *b)
-{
-    Py_ssize_t n;
-    Py_hash_t ha, hb;
-    if (a == b)
-        return 1;
-    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
-        return PyObject_RichCompareBool(a, b, Py_EQ);
-    ha = ((PyASCIIObject *)a)->hash;
-    hb = ((PyASCIIObject *)b)->hash;
-    if (ha != -1 && hb != -1 && ha != hb) /* both hashed already (names of the template's keys are) */
-        return 0;
-    n = PyUnicode_GET_LENGTH(a);
-    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
-           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
-}
-
 static int dict_has(sink *s, PyObject *ext)
 {
     dict_sink *d = (dict_sink *)s;

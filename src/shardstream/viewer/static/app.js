@@ -132,6 +132,7 @@ async function loadStats(mine) {
 
 // -- navigation: the state in the URL ---------------------------------------------------------------------
 
+// true when this view is the one shown, false when a newer refresh began while it loaded
 async function refresh(push = true) {
   say("");
   for (const view of ["grid", "table", "stats"]) $(`tab-${view}`).classList.toggle("active", state.view === view);
@@ -144,7 +145,7 @@ async function refresh(push = true) {
     else if (state.view === "table") await loadTable(mine);
     else await loadStats(mine);
   } catch (e) { if (!stale(mine)) say(e.message); }
-  if (stale(mine)) return;  // a newer refresh shows its own view
+  if (stale(mine)) return false;  // a newer refresh shows its own view
   const paged = state.view !== "stats";
   const last = Math.min(state.total, state.offset + state.limit);
   $("range").textContent = !paged ? "" : state.total ? `${state.offset + 1}–${last} of ${state.total}` : "none";
@@ -152,6 +153,7 @@ async function refresh(push = true) {
   $("next").disabled = !paged || state.offset + state.limit >= state.total;
   if (state.sample) highlight(state.sample.index);
   writeHash(push);
+  return true;
 }
 
 function hashFor(over) {
@@ -188,16 +190,11 @@ function readHash() {
   return number("sample", null);
 }
 
-let restoring = 0;  // the latest restore wins: one still waiting on its view when the hash changed again stops
-
 async function restore(push) {
-  const mine = ++restoring;
   const sample = readHash();
-  await refresh(false);
-  if (mine !== restoring) return;
+  if (!(await refresh(false))) return;  // a newer view (another restore, a filter) took over while this one loaded
   if (sample !== null && sample < state.info.samples) await openSample(sample, push);
-  else if (state.sample) closeSample(false);
-  else ++sampleGeneration;  // no sample open: one still loading is not shown either
+  else closeSample(false);  // also drops a sample still loading
 }
 
 function setFilter(name, value) {
