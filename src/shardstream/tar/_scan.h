@@ -80,17 +80,26 @@ struct sink {
     int (*start)(sink *s, PyObject *key, PyObject *ext, const char *data, Py_ssize_t size);
 };
 
-/* a == b for two field names, as the sinks compare them: the same object, or str of the same characters (their
- * hashes first where both are cached, as the names of a template's keys are; then kind, length and bytes); anything
- * else by ==. 1, 0, or -1 on error. */
+/* a == b for two field names, as the sinks compare them: the same object, or str of the same characters (short
+ * compact ASCII ones, the extensions the walk makes, byte by byte inline; others by their hashes first where both
+ * are cached, as the names of a template's keys are, then kind, length and bytes); anything else by ==. 1, 0, or -1
+ * on error. */
 static inline int same_name(PyObject *a, PyObject *b)
 {
-    Py_ssize_t n;
+    Py_ssize_t n, i;
     Py_hash_t ha, hb;
     if (a == b)
         return 1;
     if (!PyUnicode_Check(a) || !PyUnicode_Check(b))
         return PyObject_RichCompareBool(a, b, Py_EQ);
+    if (PyUnicode_IS_COMPACT_ASCII(a) && PyUnicode_IS_COMPACT_ASCII(b) && (n = PyUnicode_GET_LENGTH(a)) <= 16) {
+        if (n != PyUnicode_GET_LENGTH(b))
+            return 0;
+        for (i = 0; i < n; i++)
+            if (PyUnicode_1BYTE_DATA(a)[i] != PyUnicode_1BYTE_DATA(b)[i])
+                return 0;
+        return 1;
+    }
     ha = ((PyASCIIObject *)a)->hash;
     hb = ((PyASCIIObject *)b)->hash;
     if (ha != -1 && hb != -1 && ha != hb)
