@@ -220,8 +220,8 @@ def _group(
     pending: Iterable[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`group_samples`, optionally going on from a state reached by the C grouping (``seen`` keys and the
-    ``pending`` ones, iterated and added to ``seen`` only when a new key is first checked; the ``current`` sample and its key, with no
-    problem pending): the one definition of every grouping decision."""
+    ``pending`` ones, iterated and added to ``seen`` only when a new key is first checked; the ``current`` sample and
+    its key, with no problem pending): the one definition of every grouping decision."""
     seen = set() if seen is None else seen
     bad: SampleFormatError | None = None  # set when the current sample must be dropped
     n_bad = 0  # members of the current sample, counted once it is bad
