@@ -15,7 +15,7 @@ SRC = pathlib.Path(shardstream.__file__).parent
 
 #: lowest first; a module may import modules of its own floor or lower ones
 FLOORS = [
-    {"errors", "config", "logs"},
+    {"errors", "config", "logs", "redact"},
     {"tar"},
     {"samples", "reading", "streams"},
     {"codecs"},

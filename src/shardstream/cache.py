@@ -14,7 +14,6 @@ that never removes a shard being read).
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import urllib.parse
@@ -26,6 +25,7 @@ from .io import open_url, split_scheme
 from .io.cache import ShardCache
 from .io.local import path_of
 from .pipeline import reraise_exception, url_opener
+from .redact import redact, redacting_logger
 from .tar.compress import compression
 from .utils import obsolete
 
@@ -87,7 +87,7 @@ def url_to_cache_name(url: str, ndir: int = 0) -> str:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in _NAMED_SCHEMES:
         return "/".join(parsed.path.lstrip("/").split("/")[-1 - ndir :])
-    return urllib.parse.quote(url, safe="_+{}*,-")[-128:]
+    return urllib.parse.quote(redact(url), safe="_+{}*,-")[-128:]  # never a secret in a file name
 
 
 class LRUCleanup:
@@ -130,7 +130,7 @@ def download(url: str, dest: str, chunk_size: int = 1024**2, verbose: bool = Fal
         if os.path.exists(temp):
             os.unlink(temp)
     if verbose:
-        logging.getLogger(__name__).info("downloaded %s to %s", url, dest)
+        redacting_logger(__name__).info("downloaded %s to %s", url, dest)
 
 
 class StreamingOpen:

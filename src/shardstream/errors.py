@@ -52,6 +52,8 @@ from __future__ import annotations
 import tarfile
 from typing import Any
 
+from .redact import redact, redact_text
+
 __all__ = [
     "ConfigError",
     "DecodeError",
@@ -84,7 +86,25 @@ __all__ = [
 
 
 class ShardstreamError(Exception):
-    """Base class of every error shardstream raises on purpose."""
+    """Base class of every error shardstream raises on purpose.
+
+    Its message never shows a secret: a password or token in a URL, a signed query string, a registered secret
+    key are masked (:mod:`shardstream.redact`), whoever builds the message.
+
+    >>> str(OpenError("cannot open 'http://alice:pw@host/x.tar'"))
+    "cannot open 'http://alice:***@host/x.tar'"
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
+
+    def add_note(self, note: str, /) -> None:
+        """As :meth:`BaseException.add_note`, with the note redacted."""
+        note = redact_text(note)
+        if hasattr(Exception, "add_note"):
+            super().add_note(note)  # type: ignore[misc]  # 3.11+; mypy may check for 3.10
+        else:  # Python 3.10: the attribute that 3.11+ tracebacks show
+            self.__notes__ = [*getattr(self, "__notes__", ()), note]
 
 
 class ConfigError(ShardstreamError, ValueError):
@@ -109,7 +129,7 @@ class UnsafeURLError(ConfigError):
     """
 
     def __init__(self, url: str, *, document: str):
-        self.url, self.document = url, document
+        self.url, self.document = redact(url), document
         super().__init__(
             f"{document!r} names the URL {url!r}, which runs a shell command; shardstream runs commands named "
             "inside files only with allow_commands=True (command line: --allow-commands): pass it only if you "
@@ -145,7 +165,7 @@ class ShardError(ShardstreamError):
     """A problem tied to one shard; ``url`` names it."""
 
     def __init__(self, message: str, *, url: str | None = None):
-        self.url = url
+        self.url = redact(url) if url is not None else None  # what it is shown as: never a secret
         super().__init__(message)
 
 
@@ -317,6 +337,8 @@ def add_context(exc: BaseException, **context: object) -> BaseException:
     for name, value in context.items():
         if value is None:
             continue
+        if isinstance(value, str):
+            value = redact_text(value)
         try:
             if getattr(exc, name, None) is None:
                 setattr(exc, name, value)

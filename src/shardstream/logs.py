@@ -28,6 +28,7 @@ from typing import TextIO
 
 from .config import Settings
 from .errors import ConfigError
+from .redact import SecretFilter
 
 __all__ = ["LOGGER", "apply_settings", "log_to_stderr", "stop_logging_to_stderr"]
 
@@ -71,6 +72,7 @@ def log_to_stderr(level: int | str = logging.INFO) -> logging.Handler:
     if handler is None:
         handler = _StderrHandler()
         handler.setFormatter(logging.Formatter(FORMAT))
+        handler.addFilter(SecretFilter())
         logger.addHandler(handler)
     return handler
 

@@ -53,6 +53,7 @@ from typing import NoReturn, TextIO
 from .. import __version__
 from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
+from ..redact import SecretFilter, redacting_logger
 from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
 
@@ -61,7 +62,7 @@ __all__ = ["build_parser", "main"]
 #: the modules that register subcommands, in the order of ``--help``
 COMMANDS = (create, convert, map, cat, split, shuffle, sort, info, verify, extract, index, cache, view)
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -128,6 +129,7 @@ def _logging() -> Iterator[Callable[[argparse.Namespace], None]]:
     saved = logger.level, logger.propagate, logger.handlers[:]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Format())
+    handler.addFilter(SecretFilter())  # records of any shardstream logger, however it was made
     logger.handlers, logger.propagate = [handler], False
     logger.setLevel(logging.WARNING)
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import io
 import itertools
-import logging
 import os
 import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
+from ..redact import redacting_logger
 from ._common import Progress, command, examples, key_rule, local_path, message, opened
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
@@ -28,7 +28,7 @@ from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
 
 __all__ = ["register", "run"]
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
 
 EXAMPLES = examples(
     "shardstream create images/ -o images.tar",

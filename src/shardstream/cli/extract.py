@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 from typing import Any
 
+from ..redact import redacting_logger
 from ._common import (
     EXIT_PROBLEMS,
     add_inputs,
@@ -35,7 +35,7 @@ from ._common import (
 
 __all__ = ["register", "run", "unsafe_reason", "write_member"]
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
 
 EXAMPLES = examples(
     "shardstream extract dataset.tar -C extracted/",

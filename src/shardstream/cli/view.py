@@ -29,18 +29,18 @@ the data). ``--check`` starts the server, requests the page, the dataset and its
 from __future__ import annotations
 
 import argparse
-import logging
 import webbrowser
 from typing import Any
 
 from ..errors import ConfigError
+from ..redact import redacting_logger
 from ..viewer import ViewerData, ViewerServer, self_test
 from ..viewer.transform import TransformedView, load_function
 from ._common import command, examples, key_rule, message, plural
 
 __all__ = ["register", "run"]
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
 
 EXAMPLES = examples(
     "shardstream view dataset.tar --check",

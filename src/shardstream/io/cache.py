@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import logging
 import os
 import re
 import secrets
@@ -48,6 +47,7 @@ from typing import IO, Any
 from ..config import get_settings
 from ..errors import OpenError, TarFormatError
 from ..logs import log_to_stderr
+from ..redact import redact, redacting_logger
 from ..tar import TruncatedTarWarning
 from ..tar.compress import iter_tar
 from .registry import finish_stream, get_opener, split_scheme
@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 __all__ = ["ShardCache", "cache_opener"]
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 
 _LOCAL = ("", "file")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -109,11 +109,13 @@ class ShardCache:
         return self.open(url)
 
     def name_for(self, url: str) -> str:
-        """The file name of ``url`` in the cache: a readable part, 16 hex digits of its SHA-256, its suffix."""
+        """The file name of ``url`` in the cache: a readable part, 16 hex digits of its SHA-256, its suffix; both
+        from the URL as shown (:func:`~shardstream.redact.redact`: no password, token or signature)."""
         if self.url_to_name is not None:
             return os.path.basename(self.url_to_name(url))
-        digest = hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        readable = _UNSAFE.sub("_", url.replace("://", "_")).strip("._")
+        shown = redact(url)  # a password, token or signature never becomes (or is hashed into) a file name
+        digest = hashlib.sha256(shown.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        readable = _UNSAFE.sub("_", shown.replace("://", "_")).strip("._")
         suffix = _SUFFIX.search(readable)
         if suffix:
             readable = readable[: suffix.start()]

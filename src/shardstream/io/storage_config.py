@@ -49,6 +49,7 @@ from typing import Any
 
 from ..config import Settings, get_settings
 from ..errors import ConfigError
+from ..redact import is_secret_name, register_secret
 
 __all__ = ["StorageConfig", "StorageRule", "add_storage_rules", "http_headers", "load_storage_config",
            "storage_options"]
@@ -60,6 +61,19 @@ _ALIASES = {"endpoint": "endpoint_url", "region_name": "region", "aws_access_key
             "aws_session_token": "token", "session_token": "token"}
 
 
+def _register_secrets(values: Mapping[str, Any]) -> None:
+    """Every secret of a rule (its ``secret``, ``token``, credential headers and options) is masked wherever
+    shardstream shows text from now on (:func:`shardstream.redact.register_secret`)."""
+    register_secret(values.get("secret") if isinstance(values.get("secret"), str) else None)
+    register_secret(values.get("token") if isinstance(values.get("token"), str) else None)
+    for group in ("headers", "options"):
+        found = values.get(group)
+        if isinstance(found, Mapping):
+            for name, value in found.items():
+                if isinstance(value, str) and is_secret_name(str(name)):
+                    register_secret(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageRule:
     """The settings of one URL prefix (see the module docstring). ``source`` names where it was defined."""
@@ -68,13 +82,13 @@ class StorageRule:
     endpoint_url: str | None = None
     region: str | None = None
     key: str | None = None
-    secret: str | None = None
-    token: str | None = None
+    secret: str | None = dataclasses.field(default=None, repr=False)  # never shown (repr, errors, logs)
+    token: str | None = dataclasses.field(default=None, repr=False)
     profile: str | None = None
     anon: bool | None = None
     addressing_style: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    options: tuple[tuple[str, Any], ...] = ()
+    headers: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)  # may hold credentials
+    options: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     source: str = "<code>"
 
     @classmethod
@@ -83,12 +97,14 @@ class StorageRule:
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{source}: a storage rule must be a mapping, got {entry!r}")
         values = {_ALIASES.get(k, k): v for k, v in entry.items()}
+        _register_secrets(values)  # before any message can show them: every error and log masks them
         unknown = sorted(set(values) - _KEYS)
         if unknown:
             raise ConfigError(f"{source}: unknown storage setting(s) {unknown}; known: {sorted(_KEYS)}")
         prefix, bucket, scheme = values.pop("prefix", None), values.pop("bucket", None), values.pop("scheme", "s3")
         if (prefix is None) == (bucket is None):
-            raise ConfigError(f"{source}: a storage rule needs exactly one of 'prefix' or 'bucket': {dict(entry)}")
+            raise ConfigError(f"{source}: a storage rule needs exactly one of 'prefix' or 'bucket'; the rule has "
+                              f"the keys {sorted(map(str, entry))}")
         if bucket is not None:
             prefix = f"{scheme}://{bucket}/"
         style = values.get("addressing_style")
@@ -236,11 +252,14 @@ def http_headers(url: str, settings: Settings | None = None) -> dict[str, str]:
     """
     settings = settings or get_settings()
     headers: dict[str, str] = {}
-    for line in settings.http_headers:
+    for number, line in enumerate(settings.http_headers, 1):
         name, sep, value = line.partition(":")
         if not sep or not name.strip():
-            raise ConfigError(f"SHARDSTREAM_HTTP_HEADERS entry {line!r} is not 'Name: value'")
+            raise ConfigError(f"SHARDSTREAM_HTTP_HEADERS: entry {number} is not 'Name: value' (not shown here: it "
+                              "may hold a secret)")
         headers[name.strip()] = value.strip()
+        if is_secret_name(name.strip()):
+            register_secret(value.strip())
     rule = load_storage_config(settings).match(url)
     if rule is not None:
         headers.update(rule.headers)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import logging
 import re
 import secrets
 import socket
@@ -37,6 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import ConfigError
 from ..logs import log_to_stderr
+from ..redact import redacting_logger
 from .data import ViewerData
 from .render import MAX_DECODE, media_type, unwrap
 from .routes import Answer, Api, Problem as HTTPProblem, number as _number
@@ -44,7 +44,7 @@ from .transform import TransformedView
 
 __all__ = ["ViewerServer", "self_test"]
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 
 _STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
            "sample.js": "text/javascript; charset=utf-8",

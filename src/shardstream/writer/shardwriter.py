@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
@@ -11,6 +10,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import ConfigError, EncodeError, WriteError
 from ..logs import log_to_stderr
+from ..redact import redacting_logger
 from ..tar.header import BLOCKSIZE
 from ..tar.writer import RECORDSIZE, archive_size
 from ._targets import _END_MARGIN, _compression
@@ -20,7 +20,7 @@ from .tarwriter import TarWriter
 
 __all__ = ["ShardInfo", "ShardWriter"]
 
-logger = logging.getLogger(__name__)
+logger = redacting_logger(__name__)
 _PACK_BYTES = 1 << 19  # write_batch packs at most this many bytes per call (one sample may be more): a
 # buffer of a few MiB, made anew after each write, cost 4x the system time of writing the shard (page faults)
 

@@ -22,11 +22,11 @@ shardstream.errors.WorkerSplitError: DataLoader worker 1 of 2 received no shard:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, WorkerSplitError
+from ...redact import redacting_logger
 from ...tar.native import Tally
 from ..context import Context
 from ..core import Stage, stage
@@ -34,7 +34,7 @@ from ..cursors import Counted, Cursor, PassCursor, Restart
 
 __all__ = ["as_splitter", "check_empty", "deal", "single_node_only", "split_by_node", "split_by_worker"]
 
-log = logging.getLogger(__name__)
+log = redacting_logger(__name__)
 T = TypeVar("T")
 
 
