@@ -27,12 +27,16 @@ cache's file names and the CLI's output.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import sys
 import threading
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "SecretFilter", "is_secret_name", "redact", "redact_text", "redacting_logger", "register_secret"]
+__all__ = ["MASK", "RedactedText", "SecretFilter", "is_secret_name", "redact", "redact_text", "redacted_stdio", "redacting_logger", "register_secret"]
 
 #: what a secret shows as
 MASK = "***"
@@ -155,3 +159,40 @@ def redacting_logger(name: str) -> logging.Logger:
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
     return logger
+
+
+class RedactedText:
+    """A text stream whose writes are redacted (:func:`redact_text`); everything else (``buffer``, ``fileno``,
+    ``isatty``, ``flush``) is the wrapped stream's. The CLI writes its stdout and stderr through it.
+
+    >>> import io
+    >>> out = io.StringIO(); RedactedText(out).write("url: https://u:pw@h/a.tar\\n"); out.getvalue()
+    26
+    'url: https://u:***@h/a.tar\\n'
+    """
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact_text(text))
+        return len(text)  # what the caller handed over, as TextIO.write counts it
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacted_stdio() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` redacted for the duration (the CLI's output; binary ``.buffer`` writes
+    pass unchanged: shard bytes are data)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactedText(sys.stdout), RedactedText(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

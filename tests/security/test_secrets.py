@@ -208,3 +208,16 @@ def test_shardstream_errors_redact_whatever_builds_them():
     assert issubclass(TarFormatError, ShardstreamError)
     err = TarFormatError("bad checksum", url=f"http://alice:{CANARY}@h/x.tar", offset=1536)
     assert CANARY not in _everything_shown(err) and "offset 1536" in str(err)
+
+
+def test_cli_output_hides_urls_secrets(served, tmp_path):
+    """``info --json`` and ``verify`` print each shard's URL: shown redacted."""
+    url = _url(served, "good.tar")
+    for command in (["info", "--json", url], ["verify", url], ["info", url]):
+        proc = subprocess.run([sys.executable, "-m", "shardstream", *command], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert CANARY not in proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "shardstream", "info", "--json", url], capture_output=True,
+                          text=True, timeout=120)
+    assert "alice:***@" in proc.stdout

@@ -53,7 +53,7 @@ from typing import NoReturn, TextIO
 from .. import __version__
 from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
-from ..redact import SecretFilter, redacting_logger
+from ..redact import SecretFilter, redacted_stdio, redacting_logger
 from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
 
@@ -150,7 +150,7 @@ def _logging() -> Iterator[Callable[[argparse.Namespace], None]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``shardstream`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    with _logging() as configure:
+    with redacted_stdio(), _logging() as configure:  # no secret in anything the command prints
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
