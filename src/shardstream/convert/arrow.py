@@ -20,11 +20,13 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import MissingDependencyError, RecordFormatError, ShardstreamError
 from ..io import open_url
+from ..io.urls import local_path
 from ..writer import SampleBatch
 from .tables import Item, _batch, _keys, _stem, row_sample
 
@@ -141,6 +143,8 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
     keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is given (a dataset of several files
     numbered as one)."""
     stem, number = _stem(url), 0
+    local = local_path(url)
+    base = os.path.dirname(os.path.abspath(local)) if local is not None else posixpath.dirname(url)
     for batch in batches:
         if stop is not None and number >= stop:
             return
@@ -157,7 +161,7 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
             yield whole
             continue
         for row, name in zip(rows, named, strict=True):
-            yield row_sample(row, name, rename=rename)
+            yield row_sample(row, name, rename=rename, base=base, document=url)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,15 +22,20 @@ import dataclasses
 import io
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import compress, repeat
 from operator import itemgetter, methodcaller
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
+from ..io import open_url
+from ..io.trust import urls_from_document
+from ..io.urls import local_path
 from ..process import Skip
 from ..writer import SampleBatch
-from .fields import column_field, column_values, safe_key
+from .fields import column_field, column_values, external_path, safe_key
 from .lines import jsonl_chunks
 
 __all__ = ["CsvSource", "csv_chunks", "default_path_columns", "row_sample"]
@@ -69,9 +74,47 @@ def _path_field(column: str, value: Any, base: str) -> tuple[str, bytes] | str:
     return f"{stem}.{ext}", data
 
 
+def _shown(url: str) -> str:
+    """``url`` for a message: a URL without its user info, query and fragment (where credentials and signatures
+    go); a path as it is."""
+    parts = urlsplit(url)
+    if local_path(url) is not None or not parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
+
+
+def _external(column: str, path: str, base: str, document: str) -> bytes | str:
+    """The bytes of the file an image/audio struct names instead of holding them (:func:`.fields.external_path`),
+    or the reason they cannot be read. The path is a URL read out of the table ``document``: it goes through
+    the library's one check of such URLs (:func:`~shardstream.io.trust.urls_from_document`: no command runs;
+    secure mode refuses local files, when opened) and is opened as any input is; a relative path is taken from
+    ``base``, the table's folder. Only a regular file is read (not a device, a FIFO or standard input)."""
+    if path == "-":
+        return f"column {column!r}: '-' (standard input) is not a file"
+    url = urls_from_document([path], document=document)[0]
+    local = local_path(url)
+    if local is not None:
+        url = local = local if os.path.isabs(local) else os.path.join(base, local)
+        try:
+            mode = os.stat(local).st_mode
+        except OSError as e:
+            return f"column {column!r}: cannot read the file {path!r}: {e.strerror or e}"
+        if not stat.S_ISREG(mode):
+            return f"column {column!r}: {path!r} is not a regular file"
+    try:
+        with open_url(url) as f:
+            return f.read()
+    except OSError as e:
+        return f"column {column!r}: cannot read the file {_shown(path)!r}: {e.strerror or type(e).__name__}"
+
+
 def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), base: str = ".",
-               rename: Mapping[str, str] | None = None) -> Item:
-    """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong."""
+               rename: Mapping[str, str] | None = None, document: str = "<table>") -> Item:
+    """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong.
+
+    An image/audio struct that names a file instead of holding its bytes (``load_dataset`` on local files) gets
+    the file's bytes (:func:`_external`; ``document`` is the table, ``base`` its folder); a file that cannot be
+    read skips the row, naming the column."""
     sample: dict[str, Any] = {"__key__": key}
     for column, value in row.items():
         if column == "__key__":
@@ -82,6 +125,12 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
             if isinstance(got, str):
                 return Skip(key, got)
         else:
+            path = external_path(value)
+            if path is not None:
+                data = _external(column, path, base, document)
+                if isinstance(data, str):
+                    return Skip(key, data)
+                value = {"bytes": data, "path": path}
             got = column_field(column, value, rename=rename)
             if got is None:
                 continue
@@ -274,5 +323,5 @@ class CsvSource:
                 if paths is None:
                     paths = known[columns] = default_path_columns(columns)
             named = _key(row, self.key, stem, number) if keys is None else keys[number - self.first]
-            yield row_sample(row, named, paths=paths, base=base, rename=rename)
+            yield row_sample(row, named, paths=paths, base=base, rename=rename, document=self.url)
             number += 1
