@@ -15,19 +15,18 @@ shuffled, so it costs nothing); JSON Lines keep their order (use ``shardstream s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import itertools
 import logging
 import os
 import random
-import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import ConfigError, WriteError
+from ..errors import ConfigError
 from ._common import Progress, command, examples, key_rule, local_path, message, opened
+from ._files import write_file
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
@@ -184,25 +183,8 @@ def _check_class_list(args: argparse.Namespace, class_list: str | None, classes:
 
 
 def _write_class_list(args: argparse.Namespace, class_list: str | None, classes: list[str]) -> None:
-    """Write the class list all or nothing: a new temporary file beside it (created exclusively, never through a
-    symbolic link), renamed over the name (a link there is replaced, its target left alone)."""
-    if not class_list or args.dry_run:
-        return
-    folder, name = os.path.split(class_list)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, flags, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_class_text(classes))
-            os.replace(tmp, class_list)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise WriteError(f"could not write the class list {class_list!r}: {e.strerror or e}", url=class_list) from e
+    if class_list and not args.dry_run:
+        write_file(class_list, _class_text(classes), "the class list")
 
 
 def _write(args: argparse.Namespace, samples: Iterable[dict[str, Any]], total: int | None, classes: list[str]) -> int:
