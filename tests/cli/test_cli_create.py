@@ -154,3 +154,33 @@ def test_option_mistakes(inputs, capsys):
     assert run_cli("create", "samples.jsonl", "--shuffle", "-o", "x.tar") == 2
     assert run_cli("create", "nowhere", "--from", "dir", "-o", "x.tar") == 2
     capsys.readouterr()
+
+
+def test_the_class_list_is_never_written_through_a_symbolic_link(inputs, capsys):
+    outside = inputs / "outside.txt"
+    (inputs / "train").mkdir()
+    (inputs / "train/classes.txt").symlink_to(outside)  # dangling: os.path.exists says no file is there
+    assert run_cli("create", "images", "--imagefolder", "-o", "train/train.tar") == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert not outside.exists() and not (inputs / "train/train.tar").exists()
+    for jobs in ("1", "2"):  # the parallel writer too; --overwrite replaces the link, never writes its target
+        assert run_cli("create", "images", "--imagefolder", "-o", "train/t-%06d.tar", "--maxcount", "2", "-j", jobs,
+                       "--overwrite") == 0  # fmt: skip
+        assert not outside.exists() and not (inputs / "train/classes.txt").is_symlink()
+        assert (inputs / "train/classes.txt").read_text() == "cat\ndog\n"
+        (inputs / "train/classes.txt").unlink()
+        (inputs / "train/classes.txt").symlink_to(outside)
+
+
+def test_imagefolders_with_the_same_classes_share_a_class_list(inputs, capsys):
+    assert run_cli("create", "images", "--imagefolder", "-o", "out/train.tar") == 0
+    assert run_cli("create", "images", "--imagefolder", "-o", "out/val.tar") == 0  # same classes: no conflict
+    assert (inputs / "out/classes.txt").read_text() == "cat\ndog\n"
+    (inputs / "images/bird").mkdir()
+    (inputs / "images/bird/b0.png").write_bytes(png(9))
+    assert run_cli("create", "images", "--imagefolder", "-o", "out/test.tar") == 2
+    err = capsys.readouterr().err
+    assert "out/classes.txt" in err and "other classes (cat, dog)" in err and "--overwrite" in err
+    assert not (inputs / "out/test.tar").exists() and (inputs / "out/classes.txt").read_text() == "cat\ndog\n"
+    assert run_cli("create", "images", "--imagefolder", "-o", "out/test.tar", "--overwrite") == 0
+    assert (inputs / "out/classes.txt").read_text() == "bird\ncat\ndog\n"

@@ -66,6 +66,14 @@ def test_convert_reports_skips_and_resumes(inputs, capsys):
     assert "(1 already complete)" in capsys.readouterr().err
 
 
+def test_the_report_is_never_written_through_a_symbolic_link(inputs):
+    (inputs / "rows.jsonl").write_text('{"txt": "a"}\n')
+    (inputs / "report.json").symlink_to(inputs / "outside.json")  # dangling
+    assert main(["convert", "rows.jsonl", "rows/", "--engine", "inline", "--report", "report.json"]) == 0
+    assert not (inputs / "outside.json").exists() and not (inputs / "report.json").is_symlink()
+    assert json.loads((inputs / "report.json").read_text()) == {"skipped": [], "failures": []}
+
+
 def test_a_failing_function_exits_3_and_names_the_task(inputs, capsys):
     (inputs / "bad.py").write_text("def boom(sample):\n    raise ValueError('no good')\n")
     assert main(["map", "dataset.tar", "out/", "--function", "bad:boom", "--engine", "inline", "--retries", "0"]) == 3

@@ -19,6 +19,7 @@ from typing import Any
 from ..convert import convert, detect
 from ..errors import ProcessingError
 from ._common import EXIT_DATA, CommandError, command, examples, message, parse_size, plural, positive_int
+from ._files import write_file
 
 __all__ = ["add_job_options", "register", "run", "summary"]
 
@@ -80,8 +81,7 @@ def _report(path: str | None, result: Any, failures: list) -> None:
         return
     doc = {"skipped": [{"input": url, "key": s.key, "reason": s.reason} for url, s in (result.skipped if result else ())],
            "failures": [{"task": f.index, "input": f.url, "error": f.error, "attempts": f.attempts} for f in failures]}
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
+    write_file(path, json.dumps(doc, indent=1).encode("utf-8"), "the report")  # never through a symbolic link
 
 
 def job_kwargs(args: argparse.Namespace) -> dict[str, Any]:

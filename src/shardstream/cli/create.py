@@ -2,7 +2,10 @@
 
 The sources are described in :mod:`shardstream.cli._sources`. Bytes are copied as they are, never decoded or
 re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
-beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``.
+beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``. A class list
+already there that names the same classes is kept (``train`` and ``val`` ImageFolders can share a folder);
+another one, a symbolic link or a folder in its place is an error unless ``--overwrite``, which replaces the
+name (never writing through a link).
 ``--shuffle`` writes the samples of a directory or recipe in a seeded random order (only the listing is
 shuffled, so it costs nothing); JSON Lines keep their order (use ``shardstream shuffle`` afterwards).
 ``-j N`` writes the shards of a directory or recipe on N processes when their boundaries are known in advance
@@ -16,12 +19,14 @@ import io
 import itertools
 import os
 import random
+import stat
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
 from ..redact import redacting_logger
 from ._common import Progress, command, examples, key_rule, local_path, message, opened
+from ._files import write_file
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
@@ -125,34 +130,71 @@ def _write_planned(args: argparse.Namespace, planned: list[Planned], classes: li
         random.Random(args.seed or 0).shuffle(planned)
     if can_write_in_parallel(args):
         class_list = _class_list_path(args) if classes else None
-        _check_class_list(args, class_list)
+        write_list = _check_class_list(args, class_list, classes)
         pieces = [planned[a:b] for a, b in count_pieces(len(planned), args.maxcount)]
         result = write_parallel(args, "create", _load, pieces)
-        _write_class_list(args, class_list, classes)
+        _write_class_list(args, class_list if write_list else None, classes)
         return finish(args, "create", {**result, "classes": classes, "class_list": class_list}, summary(result))
     return _write(args, _load(planned), len(planned), classes)
 
 
-def _check_class_list(args: argparse.Namespace, class_list: str | None) -> None:
-    if class_list and os.path.exists(class_list) and not args.overwrite:
-        raise ConfigError(f"the class list {class_list!r} exists; pass --overwrite to replace it "
-                          "(or --class-list PATH)")
+def _class_text(classes: list[str]) -> bytes:
+    return "".join(f"{name}\n" for name in classes).encode("utf-8")
+
+
+def _existing(path: str, limit: int) -> bytes | str:
+    """The first ``limit`` bytes of the regular file ``path``, or what else is there (read without following a
+    symbolic link, and without waiting on a FIFO)."""
+    if os.path.islink(path):
+        return "is a symbolic link (its target is never written)"
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "is not a regular file"
+        return f.read(limit)
+
+
+def _check_class_list(args: argparse.Namespace, class_list: str | None, classes: list[str]) -> bool:
+    """Whether the class list must be written: not when the file holds this very list already (shards of several
+    ImageFolders with the same classes, e.g. train and val, go in one folder). Anything else in its place (another
+    list, a symbolic link, a folder) is a ConfigError unless ``--overwrite`` (which replaces the name, never a
+    link's target)."""
+    if not class_list or not os.path.lexists(class_list):
+        return bool(class_list)
+    want = _class_text(classes)
+    got = _existing(class_list, len(want) + 1)
+    if got == want:
+        return False
+    if args.overwrite and (os.path.islink(class_list) or not os.path.isdir(class_list)):
+        return True
+    if isinstance(got, str):
+        problem = got
+    else:
+        names = got.decode("utf-8", "replace").splitlines()
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        problem = (f"lists other classes ({shown or 'none'}{'' if len(got) <= len(want) else ', or more'}) than this "
+                   f"ImageFolder's {len(classes)} ({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''})")
+    raise ConfigError(f"the class list {class_list!r} {problem}; pass --overwrite to replace it, or --class-list "
+                      "PATH to write it elsewhere")
 
 
 def _write_class_list(args: argparse.Namespace, class_list: str | None, classes: list[str]) -> None:
     if class_list and not args.dry_run:
-        with open(class_list, "w", encoding="utf-8") as f:
-            f.write("".join(f"{name}\n" for name in classes))
+        write_file(class_list, _class_text(classes), "the class list")
 
 
 def _write(args: argparse.Namespace, samples: Iterable[dict[str, Any]], total: int | None, classes: list[str]) -> int:
     class_list = _class_list_path(args) if classes else None
-    _check_class_list(args, class_list)
+    write_list = _check_class_list(args, class_list, classes)
     with SampleOutput(args.output, **output_options(args)) as out, Progress(args, desc="create", total=total) as bar:
         for sample in samples:
             out.write(sample)
             bar.update()
-    _write_class_list(args, class_list, classes)
+    _write_class_list(args, class_list if write_list else None, classes)
     result = {**out.result(), "classes": classes, "class_list": class_list}
     return finish(args, "create", result, out.summary() + (f"; {len(classes)} classes in {class_list}"
                                                            if class_list else ""))

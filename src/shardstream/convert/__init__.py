@@ -42,10 +42,11 @@ from ..io.urls import expand_inputs
 from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource
 from ..process.engines import Engine
 from ..process.job import EngineSession, run_in_session
+from .arrow import ArrowSource, ParquetSource, arrow_rows, parquet_rows
 from .fields import column_field, safe_key, sniff_extension
 from .folders import ImageFolderSource, Mapper, list_imagefolder
 from .lines import chunks_from_marks, jsonl_chunks, record_marks
-from .tables import ArrowSource, CsvSource, ParquetSource, csv_chunks
+from .tables import CsvSource, csv_chunks
 from .tfrecord import TFRecordSource, parse_example
 from .to_parquet import ParquetOutput
 
@@ -185,18 +186,6 @@ def _hf_files(src: Any, split: str | None) -> list[str]:
         return [os.path.join(src, d["filename"]) for d in json.load(f)["_data_files"]]
 
 
-def _arrow_rows(path: str) -> int:
-    import pyarrow as pa  # noqa: PLC0415 - optional: shardstream[parquet]
-    import pyarrow.ipc  # noqa: PLC0415 - optional: shardstream[parquet]
-
-    with pa.memory_map(path) as stream:
-        try:
-            return sum(batch.num_rows for batch in pyarrow.ipc.open_stream(stream))
-        except pa.ArrowInvalid:
-            stream.seek(0)
-            return pyarrow.ipc.open_file(stream).count_rows()
-
-
 def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterable[str] | None = None,
          rename: Mapping[str, str] | None = None, split: str | None = None, per_task: int | None = None,
          rule: str = "first-dot", mapper: Mapper | None = None) -> list[TaskSource]:
@@ -212,11 +201,9 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         suffixes = (".tfrecord", ".tfrecords", ".tfrec", ".tfrecord.gz", ".tfrecords.gz")
         return [TFRecordSource(url, key) for url in _folder_files(src, suffixes)]
     if kind == "parquet":
-        import pyarrow.parquet as pq  # noqa: PLC0415 - optional: shardstream[parquet]
-
         out: list[TaskSource] = []
         files = _folder_files(src, (".parquet",))
-        counts = {url: pq.ParquetFile(url).metadata.num_rows for url in files if os.path.exists(url)}
+        counts = {url: parquet_rows(url) for url in files if os.path.exists(url)}
         rows = per_task or _per_task(sum(counts.values()), ROWS)
         for url in files:
             count = counts.get(url)
@@ -227,7 +214,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
         out, first = [], 0
         for url in _hf_files(src, split):
             out.append(ArrowSource(url, key, renamed, first))
-            first += _arrow_rows(url)
+            first += arrow_rows(url)
         return out
     if kind in ("csv", "tsv", "jsonl"):
         out = []

@@ -6,7 +6,9 @@ column to the field name you want (``{"image": "jpg"}``). Bytes are kept exactly
 
 - bytes (and Hugging Face's image/audio structs ``{"bytes": ..., "path": ...}``): the original bytes; the
   extension comes from the struct's path, else from the bytes' signature (JPEG, PNG, GIF, WebP, TIFF, BMP,
-  WAV, FLAC, MP3, Ogg, npy), else ``bin``;
+  WAV, FLAC, MP3, Ogg, npy), else ``bin``. A struct with no bytes that names a file (:func:`external_path`,
+  from ``load_dataset`` on local files) is never dropped: the table sources read the file, and
+  :func:`column_field` given one raises :class:`~shardstream.errors.ConfigError` naming the column;
 - str: UTF-8 text, ``txt``; bool and int: ``cls``; float, list, dict: ``json``; None: no field.
 
 >>> column_field("image", b"\\xff\\xd8\\xff\\xe0 rest of a JPEG")
@@ -29,8 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codecs import CODECS
+from ..errors import ConfigError
 
-__all__ = ["column_field", "column_values", "safe_key", "sniff_extension"]
+__all__ = ["column_field", "column_values", "external_path", "safe_key", "sniff_extension"]
 
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpg"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\x89PNG", "png"), (b"GIF87a", "gif"),
@@ -96,6 +99,27 @@ def _json(value: Any) -> bytes:
     return json.dumps(clean(value), ensure_ascii=False).encode("utf-8")
 
 
+_SCALARS = frozenset({str, bytes, int, float, bool, type(None)})
+
+
+def _is_media(value: Any) -> bool:
+    """Whether ``value`` is a Hugging Face image/audio struct (``{"bytes": ..., "path": ...}``)."""
+    return isinstance(value, Mapping) and "bytes" in value and set(value) <= {"bytes", "path", "sampling_rate"}
+
+
+def external_path(value: Any) -> str | None:
+    """The file an image/audio struct names when it holds no bytes (what ``datasets.load_dataset`` on local files
+    stores: ``{"bytes": None, "path": "/data/cat/1.png"}``), else None; its bytes must be read from there.
+
+    >>> external_path({"bytes": None, "path": "cat/1.png"}), external_path({"bytes": b"x", "path": "cat/1.png"})
+    ('cat/1.png', None)
+    """
+    if value.__class__ in _SCALARS or not _is_media(value) or value.get("bytes") is not None:
+        return None
+    path = value.get("path")
+    return path if isinstance(path, str) and path else None
+
+
 def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = None) -> tuple[str, bytes] | None:
     """``(field name, bytes)`` for the value of ``column`` (see the module docstring); None for a missing value."""
     if value is None:
@@ -107,9 +131,12 @@ def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = 
         return _name(column, "cls", rename), str(int(value)).encode("ascii")
     if kind is bytes:
         return _name(column, sniff_extension(value), rename), value
-    if isinstance(value, Mapping) and "bytes" in value and set(value) <= {"bytes", "path", "sampling_rate"}:
+    if _is_media(value):
         data, path = value.get("bytes"), value.get("path")
         if data is None:
+            if path:
+                raise ConfigError(f"column {column!r} holds no bytes but names the file {path!r}: read it first "
+                                  "(the table sources do: external_path)")  # fmt: skip
             return None
         ext = os.path.splitext(path)[1][1:].lower() if isinstance(path, str) and "." in path else ""
         return _name(column, ext or sniff_extension(data), rename), bytes(data)

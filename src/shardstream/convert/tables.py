@@ -1,4 +1,5 @@
-"""Table sources: Parquet files, Hugging Face ``datasets`` saved on disk (Arrow files), CSV and JSON Lines.
+"""Table sources: CSV and JSON Lines, and the rule that turns any table's row into a sample (:func:`row_sample`,
+also for Parquet and Hugging Face Arrow files: :mod:`.arrow`).
 
 Each row is one sample; columns become fields by :func:`~shardstream.convert.fields.column_field`. The key
 is the ``key`` column where one is given (or a ``__key__`` column), else ``FILESTEM-ROWNUMBER``. In CSV and
@@ -21,30 +22,25 @@ import dataclasses
 import io
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import compress, repeat
 from operator import itemgetter, methodcaller
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError, MissingDependencyError, RecordFormatError
+from ..errors import ConfigError
 from ..io import open_url
+from ..io.trust import urls_from_document
+from ..io.urls import local_path
 from ..process import Skip
 from ..writer import SampleBatch
-from .fields import column_field, column_values, safe_key
+from .fields import column_field, column_values, external_path, safe_key
 from .lines import jsonl_chunks
 
-__all__ = ["ArrowSource", "CsvSource", "ParquetSource", "csv_chunks", "default_path_columns", "row_sample"]
+__all__ = ["CsvSource", "csv_chunks", "default_path_columns", "row_sample"]
 
 Item = dict[str, Any] | Skip
-
-
-def _pyarrow() -> Any:
-    try:
-        import pyarrow  # noqa: PLC0415 - optional: shardstream[parquet]
-        import pyarrow.parquet  # noqa: PLC0415 - optional: shardstream[parquet]
-    except ImportError:
-        raise MissingDependencyError("converting Parquet and Arrow", "parquet", "pyarrow") from None
-    return pyarrow
 
 
 def _stem(url: str) -> str:
@@ -78,9 +74,47 @@ def _path_field(column: str, value: Any, base: str) -> tuple[str, bytes] | str:
     return f"{stem}.{ext}", data
 
 
+def _shown(url: str) -> str:
+    """``url`` for a message: a URL without its user info, query and fragment (where credentials and signatures
+    go); a path as it is."""
+    parts = urlsplit(url)
+    if local_path(url) is not None or not parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
+
+
+def _external(column: str, path: str, base: str, document: str) -> bytes | str:
+    """The bytes of the file an image/audio struct names instead of holding them (:func:`.fields.external_path`),
+    or the reason they cannot be read. The path is a URL read out of the table ``document``: it goes through
+    the library's one check of such URLs (:func:`~shardstream.io.trust.urls_from_document`: no command runs;
+    secure mode refuses local files, when opened) and is opened as any input is; a relative path is taken from
+    ``base``, the table's folder. Only a regular file is read (not a device, a FIFO or standard input)."""
+    if path == "-":
+        return f"column {column!r}: '-' (standard input) is not a file"
+    url = urls_from_document([path], document=document)[0]
+    local = local_path(url)
+    if local is not None:
+        url = local = local if os.path.isabs(local) else os.path.join(base, local)
+        try:
+            mode = os.stat(local).st_mode
+        except OSError as e:
+            return f"column {column!r}: cannot read the file {path!r}: {e.strerror or e}"
+        if not stat.S_ISREG(mode):
+            return f"column {column!r}: {path!r} is not a regular file"
+    try:
+        with open_url(url) as f:
+            return f.read()
+    except OSError as e:
+        return f"column {column!r}: cannot read the file {_shown(path)!r}: {e.strerror or type(e).__name__}"
+
+
 def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), base: str = ".",
-               rename: Mapping[str, str] | None = None) -> Item:
-    """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong."""
+               rename: Mapping[str, str] | None = None, document: str = "<table>") -> Item:
+    """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong.
+
+    An image/audio struct that names a file instead of holding its bytes (``load_dataset`` on local files) gets
+    the file's bytes (:func:`_external`; ``document`` is the table, ``base`` its folder); a file that cannot be
+    read skips the row, naming the column."""
     sample: dict[str, Any] = {"__key__": key}
     for column, value in row.items():
         if column == "__key__":
@@ -91,6 +125,12 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
             if isinstance(got, str):
                 return Skip(key, got)
         else:
+            path = external_path(value)
+            if path is not None:
+                data = _external(column, path, base, document)
+                if isinstance(data, str):
+                    return Skip(key, data)
+                value = {"bytes": data, "path": path}
             got = column_field(column, value, rename=rename)
             if got is None:
                 continue
@@ -139,104 +179,6 @@ def _batch(rows: list[dict[str, Any]], keys: list[str], rename: Mapping[str, str
     if len(set(fields)) != len(fields):
         return None
     return SampleBatch(keys, tuple(fields), values)
-
-
-@dataclasses.dataclass(frozen=True)
-class ParquetSource:
-    """Rows ``start`` to ``stop`` of a Parquet file (any URL the library reads)."""
-
-    url: str
-    start: int = 0
-    stop: int | None = None
-    key: str | None = None
-    rename: tuple[tuple[str, str], ...] = ()
-    batch_rows: int = 1024
-
-    def describe(self) -> str:
-        return f"parquet {self.url} [{self.start}:{self.stop}] key={self.key} rename={self.rename}"
-
-    def samples(self) -> Iterator[Item]:
-        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
-
-    def batches(self) -> Iterator[SampleBatch | Item]:
-        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
-        yield from self._items(True)
-
-    def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
-        pa = _pyarrow()
-        stream = open_url(self.url)
-        try:
-            try:
-                reader = pa.parquet.ParquetFile(stream)
-            except pa.ArrowInvalid as e:
-                raise RecordFormatError(f"not a Parquet file: {e}", url=self.url) from e
-            yield from _table_rows(reader.iter_batches(batch_size=self.batch_rows), self.url, self.start,
-                                   self.stop, self.key, dict(self.rename), batched=batched)  # fmt: skip
-        finally:
-            stream.close()
-
-
-def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, key: str | None,
-                rename: Mapping[str, str], first: int | None = None, *,
-                batched: bool = False) -> Iterator[SampleBatch | Item]:
-    """Rows ``start:stop`` as samples (``batched``: a :class:`SampleBatch` per record batch where it can be);
-    keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is given (a dataset of several files
-    numbered as one)."""
-    stem, number = _stem(url), 0
-    for batch in batches:
-        if stop is not None and number >= stop:
-            return
-        if number + batch.num_rows <= start:
-            number += batch.num_rows
-            continue
-        rows = batch.to_pylist()
-        lo, hi = max(start - number, 0), len(rows) if stop is None else min(stop - number, len(rows))
-        rows = rows[lo:hi] if lo or hi < len(rows) else rows
-        named = _keys(rows, key, stem, number + lo) if first is None else _keys(rows, key, "", first + number + lo)
-        number += batch.num_rows
-        whole = _batch(rows, named, rename) if batched and rows else None
-        if whole is not None:
-            yield whole
-            continue
-        for row, name in zip(rows, named, strict=True):
-            yield row_sample(row, name, rename=rename)
-
-
-@dataclasses.dataclass(frozen=True)
-class ArrowSource:
-    """An Arrow file of a Hugging Face dataset saved with ``save_to_disk`` (or a dataset's cache file): the
-    Arrow IPC stream format. Image and audio columns keep their encoded bytes."""
-
-    url: str
-    key: str | None = None
-    rename: tuple[tuple[str, str], ...] = ()
-    first: int = 0
-
-    def describe(self) -> str:
-        size = os.path.getsize(self.url) if os.path.exists(self.url) else -1
-        return f"arrow {self.url} size={size} key={self.key} rename={self.rename} first={self.first}"
-
-    def samples(self) -> Iterator[Item]:
-        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
-
-    def batches(self) -> Iterator[SampleBatch | Item]:
-        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
-        yield from self._items(True)
-
-    def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
-        pa = _pyarrow()
-        import pyarrow.ipc  # noqa: PLC0415 - optional: shardstream[parquet]
-
-        with pa.memory_map(self.url) if os.path.exists(self.url) else open_url(self.url) as stream:
-            try:
-                reader = pyarrow.ipc.open_stream(stream)
-            except pa.ArrowInvalid:
-                reader = pyarrow.ipc.open_file(stream)  # the Arrow file format, with a footer
-                batches: Iterable[Any] = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            else:
-                batches = reader
-            yield from _table_rows(batches, self.url, 0, None, self.key, dict(self.rename), self.first,
-                                   batched=batched)  # fmt: skip
 
 
 def csv_chunks(path: str, rows_per_task: int, *, jsonl: bool = False) -> list[tuple[int, int, int]]:
@@ -381,5 +323,5 @@ class CsvSource:
                 if paths is None:
                     paths = known[columns] = default_path_columns(columns)
             named = _key(row, self.key, stem, number) if keys is None else keys[number - self.first]
-            yield row_sample(row, named, paths=paths, base=base, rename=rename)
+            yield row_sample(row, named, paths=paths, base=base, rename=rename, document=self.url)
             number += 1

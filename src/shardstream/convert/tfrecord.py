@@ -28,7 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
+import os
+import stat
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -38,7 +42,7 @@ from ..io import open_url
 from ..process import Skip
 from .fields import column_field, safe_key
 
-__all__ = ["TFRecordSource", "crc32c", "frame_record", "iter_records", "parse_example"]
+__all__ = ["MAX_RECORD", "TFRecordSource", "crc32c", "frame_record", "iter_records", "parse_example", "read_examples"]
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -91,39 +95,82 @@ def frame_record(data: bytes) -> bytes:
     return length + struct.pack("<I", _masked(length)) + data + struct.pack("<I", _masked(data))
 
 
-def _read(stream: IO[bytes], n: int) -> bytes:
-    data = stream.read(n)
+#: the longest record read, in bytes: a ``tf.train.Example`` is a protobuf message, which is at most 2 GiB - 1
+#: long; a longer length (or one past the end of a file whose size is known) is a RecordFormatError at its offset
+MAX_RECORD = (1 << 31) - 1
+#: a record of a stream whose size is unknown (gzip, a pipe) is read in steps of at least this many bytes, each
+#: at most the size of what is already read: a length that lies costs memory only for the bytes really there
+_STEP = 1 << 20
+_DECOMPRESS_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def _read(stream: IO[bytes], n: int, known: bool) -> bytes:
+    """Up to ``n`` bytes (fewer only at the end of the stream). ``known``: the bytes are there (the file's size
+    says so), read them at once; else read in growing steps (a buffered ``read(n)`` allocates ``n`` first)."""
+    data = stream.read(n if known else min(n, _STEP))
     if len(data) == n or not data:
         return data
-    parts = [data]
-    while sum(map(len, parts)) < n:
-        more = stream.read(n - sum(map(len, parts)))
+    parts, got = [data], len(data)
+    while got < n:
+        more = stream.read(n - got if known else min(n - got, max(got, _STEP)))
         if not more:
             break
         parts.append(more)
+        got += len(more)
     return b"".join(parts)
 
 
-def iter_records(stream: IO[bytes], url: str = "<stream>", *, check_crc: bool = True) -> Iterator[tuple[int, bytes]]:
-    """``(offset, record bytes)`` for each record of an (uncompressed) TFRecord stream, checksums verified."""
+def _size(stream: IO[bytes]) -> int | None:
+    """The size of ``stream`` when it is a regular file read from its start (so ``read(n)`` gets ``n`` bytes
+    until its end), else None."""
+    if isinstance(stream, gzip.GzipFile):
+        return None
+    try:
+        info = os.fstat(stream.fileno())
+        position = stream.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return info.st_size - position if stat.S_ISREG(info.st_mode) else None
+
+
+def iter_records(stream: IO[bytes], url: str = "<stream>", *, check_crc: bool = True, size: int | None = None,
+                 max_record: int = MAX_RECORD) -> Iterator[tuple[int, bytes]]:
+    """``(offset, record bytes)`` for each record of an (uncompressed) TFRecord stream, checksums verified.
+
+    ``size``: the stream's length where known (by default that of a regular file); a record length past it, or
+    over ``max_record``, is a :class:`~shardstream.errors.RecordFormatError` before anything is read, and a
+    stream of unknown size costs memory only for the bytes it really holds (a gzip stream that decompresses to
+    garbage). A failure to decompress is a RecordFormatError too.
+    """
+    if size is None:
+        size = _size(stream)
     offset = 0
-    while True:
-        head = _read(stream, 12)
-        if not head:
-            return
-        if len(head) < 12:
-            raise RecordFormatError("the file ends inside a record header", url=url, offset=offset)
-        (length,), (crc,) = struct.unpack("<Q", head[:8]), struct.unpack("<I", head[8:])
-        if check_crc and _masked(head[:8]) != crc:
-            raise RecordFormatError("record length CRC mismatch", url=url, offset=offset)
-        data = _read(stream, length + 4)
-        if len(data) < length + 4:
-            raise RecordFormatError("the file ends inside a record", url=url, offset=offset)
-        record, (crc,) = data[:length], struct.unpack("<I", data[length:])
-        if check_crc and _masked(record) != crc:
-            raise RecordFormatError("record data CRC mismatch", url=url, offset=offset)
-        yield offset, record
-        offset += 16 + length
+    try:
+        while True:
+            head = _read(stream, 12, True)
+            if not head:
+                return
+            if len(head) < 12:
+                raise RecordFormatError("the file ends inside a record header", url=url, offset=offset)
+            (length,), (crc,) = struct.unpack("<Q", head[:8]), struct.unpack("<I", head[8:])
+            if check_crc and _masked(head[:8]) != crc:
+                raise RecordFormatError("record length CRC mismatch", url=url, offset=offset)
+            if length > max_record:
+                raise RecordFormatError(f"record length {length:,} is over the {max_record:,} bytes a record may have",
+                                        url=url, offset=offset)  # fmt: skip
+            if size is not None and length + 16 > size - offset:
+                raise RecordFormatError(f"the file ends inside a record (its length {length:,} runs past the "
+                                        f"{max(size - offset - 12, 0):,} bytes left)", url=url, offset=offset)  # fmt: skip
+            data = _read(stream, length + 4, size is not None)
+            if len(data) < length + 4:
+                raise RecordFormatError("the file ends inside a record", url=url, offset=offset)
+            record, (crc,) = data[:length], struct.unpack("<I", data[length:])
+            if check_crc and _masked(record) != crc:
+                raise RecordFormatError("record data CRC mismatch", url=url, offset=offset)
+            yield offset, record
+            offset += 16 + length
+    except _DECOMPRESS_ERRORS as e:
+        raise RecordFormatError(f"cannot decompress the file: {e}", url=url, offset=offset) from e
 
 
 # -- protobuf wire format ---------------------------------------------------------------------------------------
@@ -131,7 +178,10 @@ def iter_records(stream: IO[bytes], url: str = "<stream>", *, check_crc: bool = 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
+    end = len(buf)
     while True:
+        if pos >= end:
+            raise ValueError("a varint runs past the end")
         byte = buf[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
@@ -151,17 +201,23 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
         value: int | bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
-        elif wire == 2:
+            yield number, wire, value
+            continue
+        if wire == 2:
             size, pos = _varint(buf, pos)
-            value, pos = buf[pos : pos + size], pos + size
-            if pos > end:
-                raise ValueError("length-delimited field runs past the end")
         elif wire in (1, 5):
             size = 8 if wire == 1 else 4
-            value, pos = buf[pos : pos + size], pos + size
         else:
             raise ValueError(f"unsupported wire type {wire}")
-        yield number, wire, value
+        if pos + size > end:
+            raise ValueError(f"field {number} runs past the end")
+        yield number, wire, buf[pos : pos + size]
+        pos += size
+
+
+def _expect(wire: int, wanted: int, what: str) -> None:
+    if wire != wanted:
+        raise ValueError(f"{what} has the wire type {wire}, not {wanted}")
 
 
 def _signed(n: int) -> int:
@@ -169,45 +225,82 @@ def _signed(n: int) -> int:
 
 
 def _feature(buf: bytes) -> list[Any]:
-    for kind, _, inner in _fields(buf):
+    for kind, wire, inner in _fields(buf):
         values: list[Any] = []
-        for number, wire, value in _fields(inner):
+        if kind in (1, 2, 3):
+            _expect(wire, 2, f"feature list {kind}")
+        for number, wire, value in _fields(inner) if kind in (1, 2, 3) else ():
             if number != 1:
                 continue
             if kind == 1:
-                values.append(bytes(value))
+                _expect(wire, 2, "a bytes_list value")
+                values.append(value)
+            elif kind == 2 and wire == 2:
+                if len(value) % 4:
+                    raise ValueError(f"packed floats of {len(value)} bytes, not a multiple of 4")
+                values.extend(struct.unpack(f"<{len(value) // 4}f", value))
             elif kind == 2:
-                values.extend(struct.unpack(f"<{len(value) // 4}f", value) if wire == 2 else
-                              struct.unpack("<f", value))  # fmt: skip
-            elif kind == 3:
-                if wire == 2:
-                    pos = 0
-                    while pos < len(value):
-                        n, pos = _varint(value, pos)
-                        values.append(_signed(n))
-                else:
-                    values.append(_signed(value))
+                _expect(wire, 5, "a float_list value")
+                values.extend(struct.unpack("<f", value))
+            elif wire == 2:
+                pos = 0
+                while pos < len(value):
+                    n, pos = _varint(value, pos)
+                    values.append(_signed(n))
+            else:
+                _expect(wire, 0, "an int64_list value")
+                values.append(_signed(value))
         return values
     return []
 
 
-def parse_example(record: bytes) -> dict[str, list[Any]]:
-    """The features of a serialized ``tf.train.Example``: name -> list of bytes, floats or ints."""
+def _parse_example(record: bytes) -> dict[str, list[Any]]:
     features: dict[str, list[Any]] = {}
-    for number, _, body in _fields(record):
+    for number, wire, body in _fields(record):
         if number != 1:
             continue
-        for entry_number, _, entry in _fields(body):
+        _expect(wire, 2, "Example.features")
+        for entry_number, entry_wire, entry in _fields(body):
             if entry_number != 1:
                 continue
+            _expect(entry_wire, 2, "a feature map entry")
             name, value = "", b""
-            for n, _, v in _fields(entry):
+            for n, w, v in _fields(entry):
                 if n == 1:
-                    name = bytes(v).decode("utf-8")
+                    _expect(w, 2, "a feature name")
+                    name = v.decode("utf-8")
                 elif n == 2:
+                    _expect(w, 2, "a Feature")
                     value = v
             features[name] = _feature(value)
     return features
+
+
+def parse_example(record: bytes, *, url: str | None = None, offset: int | None = None) -> dict[str, list[Any]]:
+    """The features of a serialized ``tf.train.Example``: name -> list of bytes, floats or ints. Bytes that are
+    not an Example raise :class:`~shardstream.errors.RecordFormatError` (naming ``url`` and ``offset`` where given).
+    """
+    try:
+        return _parse_example(record)
+    except (ValueError, struct.error) as e:  # UnicodeDecodeError is a ValueError
+        raise RecordFormatError(f"the record is not a tf.train.Example: {e}", url=url, offset=offset) from e
+
+
+def read_examples(data: bytes, url: str = "<bytes>", *, check_crc: bool = True,
+                  max_record: int = MAX_RECORD) -> list[dict[str, list[Any]]]:
+    """The Examples of the bytes of a whole TFRecord file (gzip-compressed or not: by its signature), checksums
+    verified unless ``check_crc=False``; anything wrong raises :class:`~shardstream.errors.RecordFormatError`
+    and nothing else (a fuzz target: ``check_crc=False`` lets mutated records reach the Example parser). Memory:
+    the records read, each at most ``max_record`` bytes.
+
+    >>> read_examples(frame_record(b"\\x0a\\x00")), read_examples(b"")
+    ([{}], [])
+    """
+    stream: IO[bytes] = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+    return [parse_example(record, url=url, offset=offset)
+            for offset, record in iter_records(stream, url, check_crc=check_crc, max_record=max_record)]  # fmt: skip
 
 
 def _feature_field(name: str, values: list[Any]) -> tuple[str, bytes] | None:
@@ -222,6 +315,20 @@ def _feature_field(name: str, values: list[Any]) -> tuple[str, bytes] | None:
         except UnicodeDecodeError:
             return f"{column}.msgpack", msgpack_dumps(values)
     return column_field(column, values)
+
+
+def _key(features: dict[str, list[Any]], feature: str, default: str) -> str | None:
+    """The key of a record: the first value of its ``feature`` (``__key__`` by default), else ``default``; None
+    when that value is bytes that are not UTF-8."""
+    values = features.get(feature)
+    if not values:
+        return default
+    if not isinstance(values[0], bytes):
+        return str(values[0])
+    try:
+        return values[0].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,14 +352,17 @@ class TFRecordSource:
             if self.compression == "gzip" or (self.compression is None and (self.url.endswith(".gz") or head == b"\x1f\x8b")):
                 stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
             for number, (offset, record) in enumerate(iter_records(stream, self.url)):
+                default = f"{stem}-{number:08d}"
                 try:
                     features = parse_example(record)
-                except (ValueError, IndexError, UnicodeDecodeError, struct.error) as e:
-                    yield Skip(f"{stem}-{number:08d}", f"record at offset {offset} is not a tf.train.Example: {e}")
+                except RecordFormatError as e:
+                    yield Skip(default, f"record at offset {offset}: {e.problem}")
                     continue
-                key_value = features.get(self.key or "__key__")
-                key = key_value[0].decode("utf-8") if key_value and isinstance(key_value[0], bytes) else (
-                    str(key_value[0]) if key_value else f"{stem}-{number:08d}")  # fmt: skip
+                key = _key(features, self.key or "__key__", default)
+                if key is None:
+                    yield Skip(default, f"record at offset {offset}: its key feature {self.key or '__key__'!r} is "
+                                        "not UTF-8 text")  # fmt: skip
+                    continue
                 sample: dict[str, Any] = {"__key__": safe_key(key)}
                 for name, values in sorted(features.items()):
                     got = _feature_field(name, values)

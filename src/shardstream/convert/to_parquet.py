@@ -23,7 +23,7 @@ from typing import Any
 from ..io.remote_write import open_for_write
 from ..process.outputs import is_remote, join
 from ..writer import ShardInfo
-from .tables import _pyarrow
+from .arrow import _pyarrow
 
 __all__ = ["ParquetOutput"]
 
