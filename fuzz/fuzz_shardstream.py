@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
@@ -39,7 +40,9 @@ KINDS = {"tar": 0.36, "field": 0.12, "ssidx": 0.06, "dsindex": 0.06, "spec": 0.1
          "tfrecord": 0.05, "http": 0.07}  # fmt: skip
 GENERATED = ("state",)  # kinds whose seeds are made when the run starts, not read from the corpus
 ALARM_SECONDS = 10
-BUDGETS = {"spec": 3, "http": 3, "state": 5, "stream": 5, "tfrecord": 5}  # seconds an input may take (else 10)
+#: CPU seconds an input may take, by kind (else ALARM_SECONDS); WALL_SECONDS of wall-clock time catch a blocked one
+BUDGETS = {"spec": 3, "http": 3, "state": 5, "stream": 5, "tfrecord": 5}
+WALL_SECONDS = 120
 
 
 class Hang(BaseException):
@@ -47,7 +50,15 @@ class Hang(BaseException):
 
 
 def _on_alarm(signum: int, frame: object) -> None:
-    raise Hang("an input ran past its time budget (fuzz_shardstream.BUDGETS)")
+    what = "CPU time budget (fuzz_shardstream.BUDGETS)" if signum == signal.SIGPROF else f"{WALL_SECONDS} s"
+    raise Hang(f"an input ran past its {what}")
+
+
+def _arm(seconds: float) -> None:
+    """Budget the next input: ``seconds`` of CPU time (a loaded machine does not make a slow input a hang) and
+    ``WALL_SECONDS`` of wall-clock time (an input blocked on something); 0 disarms both."""
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.alarm(WALL_SECONDS if seconds else 0)
 
 
 def make_corpus(directory: pathlib.Path) -> None:
@@ -159,70 +170,63 @@ def load_corpus(directory: pathlib.Path, kinds: list[str] | None = None) -> dict
     return corpus
 
 
-def one(kind: str, name: str, data: bytes, rng: random.Random) -> None:
-    """Feed one (already mutated) input to its target."""
-    import target_http
-    import target_records
-    import target_spec
-    import target_state
-    import targets
+#: kind -> (module, checking function, mutating function); a checker takes ``(name, data, rng)`` or ``(data,
+#: rng)`` as its kind needs, a mutator ``(rng, data)`` plus the tar pool or the seed name (see ``one``, ``mutate``)
+TARGETS = {
+    "tar": ("targets", "check_tar", "mutators.mutate_tar"), "field": ("targets", "check_field", "mutators.mutate_field"),
+    "ssidx": ("targets", "check_sidecar", "mutators.mutate_sidecar"),
+    "dsindex": ("targets", "check_dataset_index", "mutators.mutate_json"),
+    "spec": ("target_spec", "check_spec", "target_spec.mutate_spec"),
+    "state": ("target_state", "check_state", "target_state.mutate_state"),
+    "stream": ("target_records", "check_stream", "target_records.mutate_stream"),
+    "tfrecord": ("target_records", "check_tfrecord", "target_records.mutate_tfrecord"),
+    "http": ("target_http", "check_http", "target_http.mutate_http"),
+}  # fmt: skip
 
-    if kind == "tar":
-        targets.check_tar(data, rng)
-    elif kind == "ssidx":
-        targets.check_sidecar(data, rng)
-    elif kind == "dsindex":
-        targets.check_dataset_index(data, rng)
-    elif kind == "field":
-        targets.check_field(name.split(".", 1)[1], data, rng)
-    elif kind == "spec":
-        target_spec.check_spec(name, data, rng)
-    elif kind == "state":
-        target_state.check_state(name, data, rng)
-    elif kind == "stream":
-        target_records.check_stream(name, data, rng)
-    elif kind == "tfrecord":
-        target_records.check_tfrecord(data, rng)
+
+def _function(dotted: str) -> Any:
+    import importlib
+
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def one(kind: str, name: str, data: bytes, rng: random.Random) -> None:
+    """Feed one (already mutated) input to its target (importing only that target's module)."""
+    module, check, _ = TARGETS[kind]
+    function = _function(f"{module}.{check}")
+    if kind == "field":
+        function(name.split(".", 1)[1], data, rng)
+    elif kind in ("spec", "state", "stream"):
+        function(name, data, rng)
     else:
-        target_http.check_http(data, rng)
+        function(data, rng)
 
 
 def mutate(kind: str, data: bytes, rng: random.Random, pool: list[bytes], name: str = "") -> bytes:
-    import mutators
-    import target_http
-    import target_records
-    import target_spec
-    import target_state
-
+    function = _function(TARGETS[kind][2])
     if kind == "tar":
-        return mutators.mutate_tar(rng, data, pool)
-    if kind == "ssidx":
-        return mutators.mutate_sidecar(rng, data)
-    if kind == "dsindex":
-        return mutators.mutate_json(rng, data)
-    if kind == "spec":
-        return target_spec.mutate_spec(rng, data, name)
-    if kind == "state":
-        return target_state.mutate_state(rng, data)
-    if kind == "stream":
-        return target_records.mutate_stream(rng, data, name)
-    if kind == "tfrecord":
-        return target_records.mutate_tfrecord(rng, data)
-    if kind == "http":
-        return target_http.mutate_http(rng, data)
-    return mutators.mutate_field(rng, data)
+        return function(rng, data, pool)
+    if kind in ("spec", "stream"):
+        return function(rng, data, name)
+    return function(rng, data)
 
 
 def run(seconds: float, seed: int, corpus_dir: pathlib.Path = CORPUS, findings: pathlib.Path | None = None,
-        *, alarm: bool = True, kinds: list[str] | None = None, strict: bool = False) -> dict:
-    """Fuzz ``kinds`` (default: all) for ``seconds``; returns ``{"inputs": {kind: n}, "findings": [...], "known":
-    [...]}`` (``strict``: known findings go to ``findings`` too). ``alarm=False``: no per-input alarm (in a process
-    whose SIGALRM belongs to someone else, such as pytest-timeout)."""
+        *, alarm: bool = True, kinds: list[str] | None = None, strict: bool = False,
+        inputs: int | None = None) -> dict:
+    """Fuzz ``kinds`` (default: all) for ``seconds`` or ``inputs`` inputs, whichever ends first; returns
+    ``{"inputs": {kind: n}, "findings": [...], "known": [...]}`` (``strict``: known findings go to ``findings``
+    too). A seed and a number of inputs make a run the same on any machine. ``alarm=False``: no per-input budget
+    (in a process whose SIGALRM belongs to someone else, such as pytest-timeout)."""
     import known
     import targets
 
     kinds = list(kinds or KINDS)
     corpus = load_corpus(corpus_dir, kinds)
+    for kind in kinds:  # import what the targets use before the clock starts
+        _function(f"{TARGETS[kind][0]}.{TARGETS[kind][1]}")
+        _function(TARGETS[kind][2])
     rng = random.Random(seed)
     pools = {kind: [data for _, data in seeds] for kind, seeds in corpus.items()}
     counts = {kind: 0 for kind in kinds}
@@ -230,28 +234,29 @@ def run(seconds: float, seed: int, corpus_dir: pathlib.Path = CORPUS, findings: 
     expected: list[str] = []
     if alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
+        signal.signal(signal.SIGPROF, _on_alarm)
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (inputs is None or sum(counts.values()) < inputs):
         kind = rng.choices(kinds, weights=[KINDS[k] for k in kinds])[0]
         name, data = rng.choice(corpus[kind])
         if kind == "tar" and rng.random() < 0.5:
             data = rng.choice(pools["tar"])
         data = mutate(kind, data, rng, pools.get("tar", []), name)
         if alarm:
-            signal.alarm(BUDGETS.get(kind, ALARM_SECONDS))
+            _arm(BUDGETS.get(kind, ALARM_SECONDS))
         try:
             one(kind, name, data, rng)
             if kind == "tar" and len(pools["tar"]) < 400 and rng.random() < 0.05:
                 pools["tar"].append(data)  # mutants breed: deeper mutations over time
         except (targets.Finding, Hang, Exception) as e:
             if alarm:
-                signal.alarm(0)
+                _arm(0)
             entry = known.classify(kind, e)
             text = _record(kind, name, data, e, findings, entry)
             (found if entry is None or strict else expected).append(text)
         finally:
             if alarm:
-                signal.alarm(0)
+                _arm(0)
         counts[kind] += 1
     return {"inputs": counts, "findings": found, "known": expected}
 
@@ -326,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("auto", "mutator", "atheris"), default="mutator")
     parser.add_argument("--targets", default="", help=f"comma-separated kinds (default: all of {','.join(KINDS)})")
     parser.add_argument("--strict", action="store_true", help="known findings (known.py) fail the run too")
+    parser.add_argument("--inputs", type=int, default=None, help="stop after this many inputs (with --seed: the "
+                        "same inputs on any machine, however loaded)")
     parser.add_argument("--corpus", type=pathlib.Path, default=CORPUS)
     parser.add_argument("--findings", type=pathlib.Path, default=HERE / "findings")
     parser.add_argument("--make-corpus", action="store_true", help="rewrite the seed corpus and exit")
@@ -353,26 +360,30 @@ def main(argv: list[str] | None = None) -> int:
         run_atheris(args.seconds, args.corpus, kinds, args.strict)
         return 0
     seed = args.seed if args.seed is not None else int(time.time())
-    result = run(args.seconds, seed, args.corpus, args.findings, kinds=kinds, strict=args.strict)
+    start = time.monotonic()
+    result = run(args.seconds, seed, args.corpus, args.findings, kinds=kinds, strict=args.strict, inputs=args.inputs)
     total = sum(result["inputs"].values())
     by_kind = ", ".join(f"{kind} {n}" for kind, n in result["inputs"].items())
-    print(f"fuzzed {total} inputs in {args.seconds:g} s (seed {seed}): {by_kind}; {len(result['findings'])} findings"
-          f", {len(result['known'])} known")
-    for line in result["findings"][:20]:
-        print("  " + line.splitlines()[0][:300])
-    for line in _distinct(result["known"])[:20]:
-        print("  " + line.splitlines()[0][:300])
+    print(f"fuzzed {total} inputs in {time.monotonic() - start:.1f} s (seed {seed}): {by_kind}; "
+          f"{len(result['findings'])} findings, {len(result['known'])} known")
+    for line in _classes(result["findings"] + result["known"])[:40]:
+        print("  " + line)
     if result["findings"] or result["known"]:
         print(f"inputs and tracebacks in {args.findings}")
     return 1 if result["findings"] else 0
 
 
-def _distinct(lines: list[str]) -> list[str]:
-    """One line per known finding class (the text up to the first colon after its label)."""
-    seen: dict[str, str] = {}
+def _classes(lines: list[str]) -> list[str]:
+    """One line per class of findings (same kind and signature, numbers aside), with how many inputs had it."""
+    import re
+
+    classes: dict[str, list[str]] = {}
     for line in lines:
-        seen.setdefault(line.split("): ", 1)[0], line)
-    return list(seen.values())
+        head, _, sig = line.partition(" bytes, sha1 ")
+        label = head.split(" from ")[0]  # "known (...): KIND" or "KIND"
+        classes.setdefault(label + ": " + re.sub(r"\d+", "N", sig.partition("): ")[2])[:200], []).append(line)
+    return [f"{len(found)} x {found[0].splitlines()[0][:300]}" for found in sorted(classes.values(), key=len,
+                                                                                  reverse=True)]
 
 
 if __name__ == "__main__":

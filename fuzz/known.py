@@ -17,18 +17,50 @@ import traceback
 
 @dataclasses.dataclass(frozen=True)
 class Known:
-    """One class of findings: the ``kind`` of input, a ``pattern`` searched in the signature, who fixes it."""
+    """One class of findings: the ``kind`` of input, a ``pattern`` searched in the signature, the area that fixes
+    it, and ``seed``: the corpus name its reproducer ``fuzz/known/NAME.bin`` is fed as (None: no reproducer
+    replayed in the tests, e.g. a hang)."""
 
     name: str
     kind: str
     pattern: str
     owner: str
+    seed: str | None
 
     def __str__(self) -> str:
-        return f"{self.name}, fixed on the {self.owner} branch"
+        return f"{self.name}, {self.owner}"
 
 
-KNOWN: list[Known] = []
+_UNTYPED = r"^Finding: untyped (?!MemoryError)\w+"
+KNOWN: list[Known] = [
+    # dataset specs (spec/parse.py and the URL helpers it calls)
+    Known("spec-deep-yaml", "spec", r"untyped RecursionError: .* @ spec/parse\.py:_read", "spec parsing",
+          "spec-plain.yaml"),
+    Known("spec-undecodable-text", "spec", r"untyped UnicodeDecodeError: .* @ spec/parse\.py:_read",
+          "spec parsing", "spec-plain.yaml"),
+    Known("spec-wrong-type", "spec", _UNTYPED + r".* @ (spec/|io/urls\.py|io/storage_config\.py|io/trust\.py)",
+          "spec parsing", "spec-wds.yaml"),
+    Known("spec-secret-in-message", "spec", r"^Finding: an error message shows a secret", "spec parsing",
+          "spec-doc.json"),
+    Known("spec-alias-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
+    # resumable states (load_state_dict of every resumable object)
+    Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
+          "state validation", "state"),
+    Known("state-hang", "state", r"^(Hang|Finding: untyped MemoryError)", "state validation", None),
+    # TFRecord files (convert/tfrecord.py)
+    Known("tfrecord-huge-length", "tfrecord", r"untyped (OverflowError|MemoryError): .* @ convert/tfrecord\.py:_read",
+          "converters", "tfrecord"),
+    Known("tfrecord-bad-gzip", "tfrecord", r"untyped (error|EOFError|BadGzipFile|OSError): .* @ convert/tfrecord\.py",
+          "converters", "tfrecord"),
+    Known("tfrecord-bad-protobuf", "tfrecord", _UNTYPED + r".* @ convert/tfrecord\.py:(?!_read)", "converters",
+          "tfrecord"),
+    # HTTP answers (io/http.py)
+    Known("http-lenient-content-range", "http", r"^Finding: split_status_line accepted the malformed", "HTTP",
+          "http"),
+    Known("http-bad-header-value", "http", _UNTYPED + r".* @ io/http\.py:_open_at", "HTTP", "http"),
+    Known("http-redirect-scheme", "http", r"^Finding: a request after a redirect to a", "HTTP", "http"),
+    Known("http-credentials-downgrade", "http", r"^Finding: credentials sent over plain http", "HTTP", "http"),
+]
 
 
 def _origin(error: BaseException) -> str:

@@ -5,7 +5,7 @@
 An input is JSON: ``{"url": ..., "start": N, "end": N or null, "answers": [raw HTTP answer, ...]}`` (answers as
 latin-1 text). Every ``Content-Range`` value is given to :func:`~shardstream.io.http.split_status_line` (allowed: a
 result or ``ValueError``), and checked against a strict reading of RFC 9110 (``bytes FIRST-LAST/COMPLETE``, ASCII
-digits, ``FIRST <= LAST < COMPLETE``): a malformed value accepted, a valid one refused or read otherwise is a
+digits, one space, ``FIRST <= LAST < COMPLETE``): a malformed value accepted, a valid one refused or read otherwise is a
 finding. Then an ``HttpStream`` reads the part ``[start, end)`` through a fake connection that serves the answers
 in order (one per request; none left: connection refused). Allowed: the bytes, or an
 :class:`~shardstream.errors.OpenError`. Findings besides those of :func:`targets.outcome`: fewer or more bytes than
@@ -30,7 +30,7 @@ from shardstream.errors import OpenError
 from shardstream.io.http import HttpStream, split_status_line
 
 PASSWORD = "s3cr3tpw"
-_RANGE = re.compile(r"bytes[ \t]+([0-9]+)-([0-9]+)/([0-9]+|\*)", re.IGNORECASE)
+_RANGE = re.compile(r"bytes ([0-9]{1,30})-([0-9]{1,30})/([0-9]{1,30}|\*)", re.IGNORECASE)  # 30: int() takes it
 MAX_BODY = 1 << 16  # bytes read from a stream at most (the answers are smaller)
 
 
@@ -55,8 +55,9 @@ def check_http(data: bytes, rng: random.Random) -> None:
         answers = [str(a).encode("latin-1", "replace") for a in doc["answers"]][:50]
     except (ValueError, KeyError, TypeError, OverflowError):
         return  # not an input of this target (a mutation broke the JSON)
-    if start < 0 or (end is not None and end < start):
-        return  # not something the library asks for
+    parts = urlsplit(url)
+    if start < 0 or (end is not None and end < start) or parts.scheme not in ("http", "https") or not parts.hostname:
+        return  # not something the library asks for (a bad URL given by the caller is a ConfigError, as it should)
     for answer in answers:
         for value in _headers(answer, "content-range"):
             _check_content_range(value)
@@ -152,7 +153,7 @@ def _check_stream(url: str, start: int, end: int | None, answers: list[bytes]) -
             if origin.scheme == "https" and scheme == "http":
                 raise Finding(f"credentials sent over plain http after an https URL: {netloc}")
     if result[0] == "error":
-        if PASSWORD in result[2]:
+        if origin.password == PASSWORD and PASSWORD in result[2]:
             raise Finding(f"a password in an error message: {result[2][:300]}")
         return
     stream = holder[0]

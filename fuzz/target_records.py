@@ -25,8 +25,7 @@ import struct
 from mutators import flip
 from targets import _TMP, Finding, outcome
 
-from shardstream.convert.tfrecord import TFRecordSource, _masked, frame_record
-from shardstream.convert.tfrecord import iter_records as iter_tfrecords
+from shardstream.convert.tfrecord import TFRecordSource, _masked, frame_record, iter_records as iter_tfrecords
 from shardstream.errors import RecordFormatError
 from shardstream.streams import iter_records
 

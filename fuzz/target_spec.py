@@ -41,7 +41,7 @@ SNIPPETS = [
     "sources: [{shards: !!python/object/apply:os.system [id]}]\n", "sources: [{shards: !!binary aGVsbG8=}]\n",
     "sources: [{shards: a.tar, samples: !!timestamp 2001-12-14}]\n", "sources: !!set {a, b}\n",
     "name: &b {shards: a.tar, weight: 1}\nsources: [{<<: *b, name: x}, {<<: *b, name: y}]\n",
-    "sources: " + "[" * 3000 + "]" * 3000 + "\n", "sources: [{shards: a.tar}]\n" + "x: y\n" * 3,
+    "sources: " + "[" * 1200 + "]" * 1200 + "\n", "sources: [{shards: a.tar}]\n" + "x: y\n" * 3,
     "sources:\n- shards: a.tar\n  name: a\n- shards: b.tar\n  name: a\n", "\ufeffsources: [{shards: a.tar}]\n",
     "sources: [{shards: a.tar}]\n---\nsources: [{shards: b.tar}]\n", "%YAML 1.1\n---\nsources: [{shards: a.tar}]\n",
 ]  # fmt: skip
@@ -83,7 +83,7 @@ def mutate_spec(rng: random.Random, data: bytes, name: str) -> bytes:
     roll = rng.random()
     if roll < 0.15:
         return flip(rng, data)
-    if roll < 0.22:
+    if roll < 0.24:
         return rng.choice(SNIPPETS).encode()
     if roll < 0.25:
         return _alias_bomb(rng.randint(2, 10)).encode()
