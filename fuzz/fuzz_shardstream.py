@@ -14,7 +14,9 @@ prefix in the corpus): ``tar-*`` archives, ``ssidx-*`` sidecar indexes, ``dsinde
 the run starts (``target_state.py``); ``stream-*.msgpack|cbors|jsonl`` stream files and ``tfrecord-*`` TFRecord
 files (``target_records.py``); ``http-*.json`` the answers of an HTTP server (``target_http.py``). Each target
 says which errors it allows; anything else is a finding. The process runs with a 4 GiB address-space limit, so
-a memory blowup is a finding, not a crash of the machine; each input has a 10 s alarm, so a hang is one too.
+a memory blowup is a finding, not a crash of the machine; each input has a budget of CPU time (``BUDGETS``, 3 to
+10 s) and of wall-clock time, so a hang is one too. ``--inputs N`` with ``--seed`` runs the same inputs on any
+machine (the suite's runs do).
 
 A finding that ``known.py`` lists (a bug another branch fixes) is saved and printed as known and does not fail
 the run; ``--strict`` counts it too.
