@@ -42,7 +42,7 @@ KNOWN: list[Known] = [
           "spec parsing", "spec-wds.yaml"),
     Known("spec-secret-in-message", "spec", r"^Finding: an error message shows a secret", "spec parsing",
           "spec-doc.json"),
-    Known("spec-alias-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
+    Known("spec-expansion-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
     # resumable states (load_state_dict of every resumable object)
     Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
           "state validation", "state"),
