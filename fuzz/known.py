@@ -60,6 +60,7 @@ KNOWN: list[Known] = [
     Known("http-bad-header-value", "http", _UNTYPED + r".* @ io/http\.py:_open_at", "HTTP", "http"),
     Known("http-redirect-scheme", "http", r"^Finding: a request after a redirect to a", "HTTP", "http"),
     Known("http-credentials-downgrade", "http", r"^Finding: credentials sent over plain http", "HTTP", "http"),
+    Known("http-url-bad-port", "http", r"untyped ValueError: Port could not be cast .* @ io/http\.py", "HTTP", "http"),
 ]
 
 
