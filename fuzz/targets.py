@@ -1,9 +1,10 @@
 """What a fuzzed input is fed to, and what counts as a finding.
 
 Allowed outcomes: a result, or an error from shardstream's tree (:class:`~shardstream.errors.ShardstreamError`).
-Findings: any other exception, a typed error caused by ``MemoryError``/``RecursionError``, a crash (the process
-dies: the driver sees it), a hang (an input running longer than the alarm), or a difference between paths that
-must agree: the C and pure-Python header walks, streamed and memory-mapped reads, short reads, the C sample
+Findings: any other exception, a typed error caused by ``MemoryError`` or ``RecursionError`` (but for the depth
+guard of ``json``'s C decoder, which refuses documents nested deeper than the recursion limit), a crash (the
+process dies: the driver sees it), a hang (an input running longer than the alarm), or a difference between
+paths that must agree: the C and pure-Python header walks, streamed and memory-mapped reads, short reads, the C sample
 grouping and the Python one, the index scan and the reader, compressed and plain.
 """
 
@@ -16,6 +17,7 @@ import lzma
 import os
 import random
 import tempfile
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -41,20 +43,28 @@ class Finding(Exception):
     """An outcome the library must never produce (see the module docstring)."""
 
 
-def outcome(run: Callable[[], Any]) -> tuple:
-    """``("ok", result, warnings)`` or ``("error", type name, message)``; a :class:`Finding` for anything else."""
+def outcome(run: Callable[[], Any], allowed: tuple[type[BaseException], ...] = (ShardstreamError,)) -> tuple:
+    """``("ok", result, warnings)`` or ``("error", type name, message)`` for an error of an ``allowed`` type (by
+    default any of shardstream's tree); a :class:`Finding` for anything else."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = run()
-        except ShardstreamError as e:
+        except allowed as e:
             cause = e.__cause__
-            if isinstance(cause, (MemoryError, RecursionError)):
+            if isinstance(cause, MemoryError) or (isinstance(cause, RecursionError) and not _depth_guard(cause)):
                 raise Finding(f"typed error hiding {type(cause).__name__}: {e}") from e
             return ("error", type(e).__name__, str(e))
         except Exception as e:
             raise Finding(f"untyped {type(e).__name__}: {e}") from e
     return ("ok", result, [str(w.message) for w in caught])
+
+
+def _depth_guard(error: RecursionError) -> bool:
+    """Whether ``error`` is the depth guard of a C parser (``json``'s decoder refuses data nested deeper than the
+    recursion limit), not a runaway recursion of shardstream's own."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and frames[-1].filename.replace("\\", "/").endswith("json/decoder.py")
 
 
 def _same(label: str, first: tuple, second: tuple) -> None:

@@ -175,6 +175,9 @@ def _jsonl(stream: IO[bytes], url: str | None, max_record: int) -> Iterator[Any]
         if line.strip():
             try:
                 value = json.loads(line)
+            except RecursionError as e:  # the C decoder's depth guard: arrays/objects nested ~1000 deep
+                raise RecordFormatError("a JSON line nested too deeply to decode", url=url, record=line_number,
+                                        offset=offset) from e
             except (ValueError, UnicodeDecodeError) as e:
                 problem = "the last line is truncated" if not line.endswith(b"\n") else f"not a JSON line: {e}"
                 raise RecordFormatError(problem, url=url, record=line_number, offset=offset) from e

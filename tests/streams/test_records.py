@@ -57,6 +57,23 @@ def test_corrupt_record_is_an_error_with_its_number(fmt):
     assert 0 < info.value.record < len(RECORDS) and info.value.offset <= 200
 
 
+DEEP = {"msgpack": b"\x91" * 100_000 + b"\xc0", "cbors": b"\x81" * 100_000 + b"\xf6",
+        "jsonl": b"[" * 100_000 + b"]" * 100_000 + b"\n"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_record_nested_too_deeply_is_a_record_error(fmt):
+    # the records before it are read; the deep one is a RecordFormatError naming it (JSON lines: was a bare
+    # RecursionError out of json.loads)
+    data = encoded(fmt, [1, "two"]) + DEEP[fmt] + encoded(fmt, [3])
+    got = []
+    with pytest.raises(RecordFormatError) as info:
+        for record in iter_records(io.BytesIO(data), fmt, url="deep." + fmt):
+            got.append(record)
+    assert got == [1, "two"]
+    assert info.value.record == 2 and info.value.url == "deep." + fmt
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_record_larger_than_the_limit_is_refused(fmt):
     data = encoded(fmt, [{"blob": "z" * 5000}])

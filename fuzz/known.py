@@ -1,0 +1,95 @@
+"""Known findings: classes of bugs the fuzz targets find that another branch fixes (spec parsing, state
+validation, the TFRecord reader, the HTTP client). A finding of a listed class is saved and printed as known and
+does not fail a run (``--strict`` counts it); anything else is a new finding. Remove an entry once its fix is
+merged: ``tests/test_fuzz.py`` replays each entry's reproducer from ``fuzz/known/`` and reports it as passing
+(XPASS) from then on.
+
+A class is matched by a regular expression on the finding's signature, ``TYPE: MESSAGE @ FILE:FUNCTION``: the
+finding and, after ``@``, the innermost shardstream function the original exception came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import traceback
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    """One class of findings: the ``kind`` of input, a ``pattern`` searched in the signature, the area that fixes
+    it, and ``seed``: the corpus name its reproducer ``fuzz/known/NAME.bin`` is fed as (None: no reproducer
+    replayed in the tests, e.g. a hang)."""
+
+    name: str
+    kind: str
+    pattern: str
+    owner: str
+    seed: str | None
+
+    def __str__(self) -> str:
+        return f"{self.name}, {self.owner}"
+
+
+_UNTYPED = r"^Finding: untyped (?!MemoryError)\w+"
+KNOWN: list[Known] = [
+    # dataset specs (spec/parse.py and the URL helpers it calls)
+    Known("spec-deep-yaml", "spec", r"untyped RecursionError: .* @ spec/parse\.py:_read", "spec parsing",
+          "spec-plain.yaml"),
+    Known("spec-undecodable-text", "spec", r"untyped UnicodeDecodeError: .* @ spec/parse\.py:_read",
+          "spec parsing", "spec-plain.yaml"),
+    Known("spec-wrong-type", "spec", _UNTYPED + r".* @ (spec/|io/urls\.py|io/storage_config\.py|io/trust\.py)",
+          "spec parsing", "spec-wds.yaml"),
+    Known("spec-secret-in-message", "spec", r"^Finding: an error message shows a secret", "spec parsing",
+          "spec-doc.json"),
+    Known("spec-expansion-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
+    # resumable states (load_state_dict of every resumable object)
+    Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
+          "state validation", "state"),
+    Known("state-hang", "state", r"^(Hang|Finding: untyped MemoryError)", "state validation", None),
+    # TFRecord files (convert/tfrecord.py)
+    Known("tfrecord-huge-length", "tfrecord", r"untyped (OverflowError|MemoryError): .* @ convert/tfrecord\.py:_read",
+          "converters", "tfrecord"),
+    Known("tfrecord-bad-gzip", "tfrecord", r"untyped (error|EOFError|BadGzipFile|OSError): .* @ convert/tfrecord\.py",
+          "converters", "tfrecord"),
+    Known("tfrecord-bad-protobuf", "tfrecord", _UNTYPED + r".* @ convert/tfrecord\.py:(?!_read)", "converters",
+          "tfrecord"),
+    # HTTP answers (io/http.py)
+    Known("http-lenient-content-range", "http", r"^Finding: split_status_line accepted the malformed", "HTTP",
+          "http"),
+    Known("http-bad-header-value", "http", _UNTYPED + r".* @ io/http\.py:_open_at", "HTTP", "http"),
+    Known("http-redirect-scheme", "http", r"^Finding: a request after a redirect to a", "HTTP", "http"),
+    Known("http-credentials-downgrade", "http", r"^Finding: credentials sent over plain http", "HTTP", "http"),
+    Known("http-url-bad-port", "http", r"untyped ValueError: Port could not be cast .* @ io/http\.py", "HTTP", "http"),
+]
+
+
+def _origin(error: BaseException) -> str:
+    """``FILE:FUNCTION`` of the innermost shardstream frame of ``error``'s cause chain (or of itself)."""
+    chain, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for exc in reversed(chain):  # the original exception first
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/shardstream/" in f.filename.replace("\\", "/")]
+        if frames:
+            path = frames[-1].filename.replace("\\", "/").rsplit("/shardstream/", 1)[1]
+            return f"{path}:{frames[-1].name}"
+    return "?"
+
+
+def signature(error: BaseException) -> str:
+    """``TYPE: MESSAGE @ FILE:FUNCTION`` (the message's first line, at most 300 characters)."""
+    message = str(error).splitlines()[0][:300] if str(error) else ""
+    return f"{type(error).__name__}: {message} @ {_origin(error)}"
+
+
+def classify(kind: str, error: BaseException) -> Known | None:
+    """The known class of this finding, or None for a new one."""
+    text = signature(error)
+    for entry in KNOWN:
+        if entry.kind == kind and re.search(entry.pattern, text):
+            return entry
+    return None
