@@ -40,20 +40,11 @@ KNOWN: list[Known] = [
           "spec parsing", "spec-plain.yaml"),
     Known("spec-wrong-type", "spec", _UNTYPED + r".* @ (spec/|io/urls\.py|io/storage_config\.py|io/trust\.py)",
           "spec parsing", "spec-wds.yaml"),
-    Known("spec-secret-in-message", "spec", r"^Finding: an error message shows a secret", "spec parsing",
-          "spec-doc.json"),
     Known("spec-expansion-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
     # resumable states (load_state_dict of every resumable object)
     Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
           "state validation", "state"),
     Known("state-hang", "state", r"^(Hang|Finding: untyped MemoryError)", "state validation", None),
-    # TFRecord files (convert/tfrecord.py)
-    Known("tfrecord-huge-length", "tfrecord", r"untyped (OverflowError|MemoryError): .* @ convert/tfrecord\.py:_read",
-          "converters", "tfrecord"),
-    Known("tfrecord-bad-gzip", "tfrecord", r"untyped (error|EOFError|BadGzipFile|OSError): .* @ convert/tfrecord\.py",
-          "converters", "tfrecord"),
-    Known("tfrecord-bad-protobuf", "tfrecord", _UNTYPED + r".* @ convert/tfrecord\.py:(?!_read)", "converters",
-          "tfrecord"),
     # HTTP answers (io/http.py)
     Known("http-lenient-content-range", "http", r"^Finding: split_status_line accepted the malformed", "HTTP",
           "http"),
