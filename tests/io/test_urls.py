@@ -149,3 +149,31 @@ def test_inputs_braces_directories_globs_and_stdin(here):
         expand_inputs(["-", "-"])
     with pytest.raises(ConfigError, match="names no shard"):
         expand_inputs(["d/*.zip"], globs=True)
+
+
+@pytest.mark.parametrize("pattern", ["a-{0..99999999}.tar", "{a,b}" * 30, "x{0..9999}{0..9999}", "{" * 5000 + "a" + "}" * 5000])
+def test_a_brace_pattern_too_large_is_refused_before_it_is_built(pattern):
+    """A spec file is untrusted: a pattern naming 10**8 shards (or nesting 5,000 deep) is a ConfigError naming
+    the pattern, raised without building the names (small peak memory)."""
+    import tracemalloc
+
+    from shardstream.errors import ConfigError
+    from shardstream.io.urls import braceexpand
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match="brace pattern"):
+            braceexpand(pattern)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+
+
+@pytest.mark.parametrize("pattern", ["{a,b}{1..3}", "{{a,b},c}x{0..9..2}", "x{}y", "{a}", "{,}", "{a,}{,b}",
+                                     "\\{a,b}", "{1..1}", "{5..1}", "{-3..3..2}", "{a..e}", "{a,{b,{c,d}}}", "{{}}",
+                                     "{a,b}{", "}{a,b}", "s-{000..999}.tar"])
+def test_the_count_that_bounds_a_pattern_is_its_length(pattern):
+    from shardstream.io.urls import _count, braceexpand
+
+    assert _count(pattern) == len(braceexpand(pattern))

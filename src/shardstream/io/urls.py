@@ -85,6 +85,10 @@ def local_path(url: str | os.PathLike[str]) -> str | None:
 
 # -- brace patterns --------------------------------------------------------------------------------------------
 
+#: the most URLs one brace pattern may name, and the deepest nesting of its braces
+MAX_NAMES = 1 << 22
+MAX_NESTING = 100
+
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
 _CHARS = re.compile(r"^(\w)\.\.(\w)(?:\.\.(-?\d+))?$")
 
@@ -121,6 +125,16 @@ def _match(text: str, open_at: int) -> tuple[int, list[int]]:
             commas.append(i)
         i += 1
     return -1, []
+
+
+def _sequence_length(body: str) -> int | None:
+    for pattern in (_RANGE, _CHARS):
+        m = pattern.match(body)
+        if m:
+            a, b = (int(m.group(i)) if pattern is _RANGE else ord(m.group(i)) for i in (1, 2))
+            step = abs(int(m.group(3) or 1)) or 1
+            return abs(b - a) // step + 1
+    return None
 
 
 def _sequence(body: str) -> list[str] | None:
@@ -165,13 +179,52 @@ def _expand(text: str, start: int = 0) -> list[str]:
     return [_unescape(text)]
 
 
+def _count(text: str) -> int:
+    """How many names :func:`_expand` makes of ``text``, without making them (the same walk, counting)."""
+    open_at = _find(text, "{", 0)
+    while open_at >= 0:
+        close_at, commas = _match(text, open_at)
+        if close_at < 0:
+            break
+        if commas:
+            cuts = [open_at, *commas, close_at]
+            heads = sum(_count(text[cuts[i] + 1 : cuts[i + 1]]) for i in range(len(cuts) - 1))
+        else:
+            heads = _sequence_length(text[open_at + 1 : close_at])  # type: ignore[assignment]
+        if heads is None:
+            open_at = _find(text, "{", open_at + 1)
+            continue
+        return heads * _count(text[close_at + 1 :]) if heads else 0
+    return 1
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]}"
+
+
 def braceexpand(pattern: str) -> list[str]:
     """Bash-style brace expansion: ``{a,b}`` alternatives, ``{000..099}`` zero-padded ranges, ``{a..e}``,
     ``{0..10..2}`` steps, nesting; ``\\{`` is a literal brace, and unmatched braces stay as they are.
 
+    One pattern names at most :data:`MAX_NAMES` (4,194,304) URLs and nests braces at most
+    :data:`MAX_NESTING` (100) deep: beyond, a ConfigError says so before anything is built (a spec file is
+    untrusted input: ``{0..99999999}`` must not take the machine's memory).
+
     >>> braceexpand("x{1..10..4}y"), braceexpand("{9..11}"), braceexpand("keep{this}and\\\\{that}")
     (['x1y', 'x5y', 'x9y'], ['9', '10', '11'], ['keep{this}and{that}'])
     """
+    depth = deepest = 0
+    for char in pattern:  # an over-estimate (escapes counted too): cheap, and bounds the recursion below
+        depth += (char == "{") - (char == "}")
+        deepest = max(deepest, depth)
+    if deepest > MAX_NESTING:
+        raise ConfigError(f"the brace pattern {_short(pattern)!r} nests braces {deepest} deep, more than "
+                          f"{MAX_NESTING}")
+    count = _count(pattern)
+    if count > MAX_NAMES:
+        raise ConfigError(f"the brace pattern {_short(pattern)!r} expands to {count:,} names, more than the "
+                          f"{MAX_NAMES:,} one pattern may name; split it into several patterns (joined by '::') "
+                          "or list the shards in a file")
     return _expand(pattern)
 
 
