@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tracemalloc
 
 import pytest
 
@@ -16,7 +17,7 @@ from shardstream.cli import main
 from shardstream.errors import ConfigError, OpenError, ShardstreamError
 from shardstream.indexed import open_source
 from shardstream.io import open_url
-from shardstream.io.urls import expand_inputs, expand_urls, local_path, split_scheme
+from shardstream.io.urls import _count, braceexpand, expand_inputs, expand_urls, local_path, split_scheme
 from shardstream.writer import TarWriter
 
 # (what the user writes, relative to the test directory; the file it names, relative to it) ---------------------
@@ -155,11 +156,6 @@ def test_inputs_braces_directories_globs_and_stdin(here):
 def test_a_brace_pattern_too_large_is_refused_before_it_is_built(pattern):
     """A spec file is untrusted: a pattern naming 10**8 shards (or nesting 5,000 deep) is a ConfigError naming
     the pattern, raised without building the names (small peak memory)."""
-    import tracemalloc
-
-    from shardstream.errors import ConfigError
-    from shardstream.io.urls import braceexpand
-
     tracemalloc.start()
     try:
         with pytest.raises(ConfigError, match="brace pattern"):
@@ -174,6 +170,4 @@ def test_a_brace_pattern_too_large_is_refused_before_it_is_built(pattern):
                                      "\\{a,b}", "{1..1}", "{5..1}", "{-3..3..2}", "{a..e}", "{a,{b,{c,d}}}", "{{}}",
                                      "{a,b}{", "}{a,b}", "s-{000..999}.tar"])
 def test_the_count_that_bounds_a_pattern_is_its_length(pattern):
-    from shardstream.io.urls import _count, braceexpand
-
     assert _count(pattern) == len(braceexpand(pattern))
