@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+import threading
 import time
 import tracemalloc
 import warnings
@@ -164,3 +165,32 @@ def test_a_content_range_past_its_total_fails_the_read_naming_the_shard(fast_ret
             open_url(stub.url("a.tar")).read()
     finally:
         stub.stop()
+
+
+def test_a_part_waiting_for_its_reader_holds_no_fetch_thread(monkeypatch, fast_retries):
+    """A part that reads on to the end (its answer was 200) waits for its reader; with 2 connections there is one
+    fetch thread, shared by every shard: another shard must still be read while the first one is not."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "2")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "1M")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_READAHEAD", "4M")
+    first, second = pattern(16 << 20, 5), pattern(4 << 20, 6)
+    odd, fine = StubHTTP({"a.tar": first}, ranges="first"), StubHTTP({"b.tar": second})
+    got: list[bytes] = []
+    try:
+        with open_url(odd.url("a.tar")) as f:
+            assert f.read(1) == first[:1]
+            deadline = time.monotonic() + 30  # until its second part waits for this reader (a hang guard)
+            while f.buffered < (2 << 20) - 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            def read_the_other() -> None:
+                with open_url(fine.url("b.tar")) as g:
+                    got.append(g.read())
+
+            reader = threading.Thread(target=read_the_other, daemon=True)
+            reader.start()
+            reader.join(60)  # a hang guard: the other shard's parts wait for a fetch thread that never comes back
+            assert got == [second]
+            assert f.read() == first[1:]
+    finally:
+        odd.stop()
+        fine.stop()

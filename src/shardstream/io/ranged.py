@@ -142,7 +142,7 @@ class RangedStream(io.RawIOBase):
                 part.seen = None
             self._trim()
             self._plan()
-        threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
+        self._own_thread(self._pump, first, s)
 
     # -- planning (under the lock) ---------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class RangedStream(io.RawIOBase):
             return
         tail = self._add_part(stream.pos, -1)
         tail.throttled = True
-        self._fetch.submit((self._serial, tail.index), functools.partial(self._get, tail))
+        self._own_thread(self._get, tail)  # it waits for the reader: never on a fetch thread other shards need
 
     def _trim(self) -> None:
         """The size is known: parts planned past the end are empty, the last one ends at the end."""
@@ -256,7 +256,14 @@ class RangedStream(io.RawIOBase):
                 return
             if not stream.ranged and not part.done:  # read from 0 and skipped to its start: it reads on from here
                 self._read_on(part, stream)
+                self._own_thread(self._pump, part, stream)  # it waits for the reader: the fetch thread goes back
+                return
         self._pump(part, stream)
+
+    def _own_thread(self, target: Callable[..., None], part: Part, *args: Any) -> None:
+        """Run ``target(part, *args)`` on a thread of its own (a throttled part: it waits for the reader, so it
+        must not hold one of the fetch threads that every open shard shares)."""
+        threading.Thread(target=target, args=(part, *args), name=f"shardstream-part-{part.index}", daemon=True).start()
 
     def _opened(self, part: Part, stream: HttpStream) -> None:
         with self._cond:
