@@ -158,14 +158,15 @@ class _Server(socketserver.ThreadingTCPServer):
 class StubHTTP:
     """A threaded Python HTTP server over ``files`` (path -> bytes) with switchable misbehaviour.
 
-    Flags: ``ranges`` (answer Range requests with 206; False: always 200 with everything), ``etag_changes``
+    Flags: ``ranges`` (answer Range requests with 206; False: always 200 with everything; ``"first"``: 206 to a
+    Range from byte 0 only, 200 to the others), ``unknown_total`` (``Content-Range: bytes A-B/*``), ``etag_changes``
     (a new ETag after the first request), ``short`` (send that many bytes less than Content-Length, then
     close), ``md5`` (send Content-MD5; ``"wrong"`` sends a wrong one), ``bad_range_start`` (206 from the wrong
     offset), ``status`` (answer this status to everything), ``delay`` (seconds before each answer),
     ``first_delay`` (seconds before answering a request from byte 0: the other parts answer first),
     ``hold_after`` (send that many body bytes of the first answer, then wait until ``release`` is set),
     ``hold_at`` (every ranged answer sends the object's bytes before this offset only, then waits until
-    ``release`` is set; ``sent`` counts the body bytes sent, all answers together),
+    ``release`` is set; ``sent`` counts the body bytes sent, all answers together, as the socket takes them),
     ``length`` (False: no ``Content-Length``, the body ends when the connection closes), ``no_content_range``
     (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short).
     ``requests`` lists ``(path, range header)``.
@@ -177,7 +178,8 @@ class StubHTTP:
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
                       "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
-                      "length": True, "no_content_range": 0, **flags}
+                      "length": True, "no_content_range": 0,
+                      "unknown_total": False, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         self.sent = 0
@@ -238,7 +240,7 @@ class StubHTTP:
             digest = hashlib.md5(data if f["md5"] != "wrong" else data + b"x").digest()
             headers["Content-MD5"] = base64.b64encode(digest).decode()
         start = 0
-        if rng and f["ranges"]:
+        if rng and f["ranges"] and (f["ranges"] != "first" or rng.startswith("bytes=0-")):
             start = int(rng.split("=")[1].split("-")[0])
             shown = start + 7 if f["bad_range_start"] else start
             end = len(data)
@@ -247,7 +249,7 @@ class StubHTTP:
             if start >= len(data):
                 self._reply(h, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
                 return
-            headers["Content-Range"] = f"bytes {shown}-{end - 1}/{len(data)}"
+            headers["Content-Range"] = f"bytes {shown}-{end - 1}/{'*' if f['unknown_total'] else len(data)}"
             if f["no_content_range"]:
                 f["no_content_range"] -= 1
                 del headers["Content-Range"]
@@ -287,8 +289,9 @@ class StubHTTP:
                 count(len(body[: hold[0]]))
                 hold[1].wait(30)
                 body = body[hold[0]:]
-            h.wfile.write(body)
-            count(len(body))
+            view = memoryview(body)  # sent in pieces, counted as the socket takes them (a reader may stop early)
+            for at in range(0, len(body), 256 << 10):
+                count(h.wfile.write(view[at:at + (256 << 10)]) or 0)
         if short or not length:
             h.close_connection = True
 

@@ -17,6 +17,11 @@ from shardstream.errors import OpenError
 from shardstream.io import register_opener, unregister_opener
 from shardstream.io.cache import ShardCache, cache_opener
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 
 @pytest.fixture
 def blobs():
@@ -68,6 +73,47 @@ def test_several_processes_download_a_shard_once(tmp_path, blobs):
         assert stub.full_gets("d/s2.tar") == 1
     finally:
         stub.stop()
+
+
+@pytest.mark.skipif(fcntl is None, reason="no fcntl: no cross-process lock")
+def test_a_shard_is_fetched_only_under_its_lock(tmp_path, local_shards):
+    """A reader process reads two shards through the cache while this process holds the second one's lock (as
+    another process downloading it would), puts the shard in place and lets go. The shard reader opens the next
+    shard ahead; through the cache that stream fetched it outside its lock (once in every process that read it),
+    so the reader must not have asked the server for the second shard at all: one download, by the lock holder."""
+    files = {}
+    for i, path in enumerate(local_shards[:2]):
+        with open(path, "rb") as f:
+            files[f"l/shard-{i:03d}.tar"] = f.read()
+    stub = StubHTTP(files)
+    cache = ShardCache(str(tmp_path / "c"))
+    first, second = (stub.url(name) for name in files)
+    os.makedirs(os.path.join(cache.directory, ".locks"))
+    lock = os.open(os.path.join(cache.directory, ".locks", cache.name_for(second) + ".lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    script = ("import sys; from shardstream.dataset import WebDataset\n"
+              "for s in WebDataset(sys.argv[2:], shardshuffle=False, cache_dir=sys.argv[1]): print(s['__key__'], "
+              "flush=True)")
+    proc = subprocess.Popen([sys.executable, "-c", script, cache.directory, first, second], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        keys = []
+        for line in proc.stdout:  # the first shard's samples (the process ends the loop if it fails)
+            keys.append(line.strip())
+            if len(keys) == len(samples_of([local_shards[0]])):
+                break
+        with open(cache.path_for(second) + ".part", "wb") as f:  # "downloaded" by this process, under its lock
+            f.write(files["l/shard-001.tar"])
+        os.replace(cache.path_for(second) + ".part", cache.path_for(second))
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+        out = proc.communicate(timeout=120)[0]
+        stub.stop()
+    assert proc.returncode == 0
+    assert keys + out.split() == [s["__key__"] for s in samples_of(local_shards[:2])]
+    assert [stub.full_gets(name) for name in files] == [1, 0], stub.requests
+    assert stub.sent == len(files["l/shard-000.tar"])
 
 
 def test_lru_eviction_keeps_the_size_limit(tmp_path, stub, blobs):

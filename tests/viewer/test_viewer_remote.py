@@ -7,16 +7,20 @@ import os
 import pathlib
 import shutil
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
 import shapes
 from viewer_helpers import get, get_json, running
 
+from shardstream.errors import OpenError
 from shardstream.indexed import index_shard
 from shardstream.testing import write_shards
+from shardstream.viewer.remote import RangeSource
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "io"))
+from fault_servers import StubHTTP  # noqa: E402
 from remote_servers import Nginx, missing  # noqa: E402
 
 pytestmark = pytest.mark.skipif(missing("nginx") is not None, reason=str(missing("nginx")))
@@ -71,3 +75,19 @@ def test_a_remote_shard_without_index_is_downloaded(nginx, tmp_path):
     with running([server.url("unindexed.tar")], cache_dir=str(cache)) as viewer:
         assert get_json(viewer, "/api/sample/0")["key"] == "shape0012"
     assert len([n for n in os.listdir(cache) if n.endswith(".tar")]) == 1
+
+
+def test_a_server_ignoring_range_is_not_downloaded_by_the_probe():
+    """The one-byte probe of a 32 MiB shard answered 200 (the whole body) reads none of that body: an OpenError
+    that says why (and shows no password), with the memory of a probe."""
+    stub = StubHTTP({"big.tar": bytes(32 << 20)}, ranges=False)
+    tracemalloc.start()
+    try:
+        with pytest.raises(OpenError, match="answered 200 to a range request") as caught:
+            RangeSource(stub.url("big.tar").replace("//", "//user:secret@"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        stub.stop()
+    assert peak < 1 << 20, f"{peak / 2**20:.1f} MiB read by a one-byte probe"
+    assert "secret" not in str(caught.value) and "user:***@" in str(caught.value)

@@ -11,7 +11,9 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
   archive (every member whole, the end-of-archive marker present, compressed data complete): a connection
   closed early, even between two members, is an OpenError naming the URL, and nothing is cached;
 - processes that want the same shard (DataLoader workers, several ranks on one machine) download it once: one
-  holds the shard's lock file (``fcntl.flock``) while it downloads, the others wait for it and then read the file;
+  holds the shard's lock file (``fcntl.flock``) while it downloads, the others wait for it and then read the file.
+  So a download never opens the next shard ahead (:mod:`shardstream.io.prefetch`): that stream would fetch the
+  next shard outside its lock, once in every process that reads it;
 - every reader holds a shared lock on the file it reads; eviction (least recently used first, when the cache
   exceeds ``max_bytes``) takes an exclusive lock without waiting and skips the files it cannot lock, so a shard
   being read is never removed;
@@ -50,6 +52,7 @@ from ..logs import log_to_stderr
 from ..redact import redact, redacting_logger
 from ..tar import TruncatedTarWarning
 from ..tar.compress import iter_tar
+from .prefetch import Lookahead
 from .registry import finish_stream, get_opener, split_scheme
 from .rewrite import rewrite_url
 
@@ -171,7 +174,8 @@ class ShardCache:
                 self._download(url, target, path)
 
     def _download(self, url: str, target: str, path: str) -> None:
-        stream = get_opener(target)(target)
+        with Lookahead() as alone:  # nothing opened ahead: a shard opened outside its lock would be downloaded twice
+            stream = alone.open(get_opener(target), target, None)
         tmp = os.path.join(self.directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:
             size, md5 = getattr(stream, "size", None), getattr(stream, "md5", None) if self.verify else None

@@ -41,9 +41,10 @@ from collections.abc import Callable, Mapping
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from ..errors import ConfigError, OpenError
+from .content_range import parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
 
-__all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "redact", "split_status_line"]
+__all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "parse_content_range", "redact", "split_status_line"]
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -74,15 +75,6 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def split_status_line(content_range: str) -> tuple[int, int | None]:
-    """``"bytes START-END/TOTAL"`` -> ``(START, TOTAL)`` (TOTAL None for ``*``); ValueError if malformed."""
-    unit, _, spec = content_range.strip().partition(" ")
-    span, _, total = spec.partition("/")
-    if unit.lower() != "bytes" or "-" not in span:
-        raise ValueError(f"bad Content-Range {content_range!r}")
-    return int(span.partition("-")[0]), (None if total.strip() == "*" else int(total))
-
-
 class HttpStream(io.RawIOBase):
     """One HTTP(S) shard as a readable binary stream (see the module docstring).
 
@@ -92,8 +84,10 @@ class HttpStream(io.RawIOBase):
     what error messages call the shard (e.g. the ``s3://`` URL of a presigned URL).
 
     ``start``/``end`` read the part ``[start, end)`` only (``end`` None: to the end of the object); ``ranged``
-    tells whether the server answered with a range (206). ``pool`` lends kept-alive connections; ``route``
-    says which proxy to use (default: none). ``final_url`` is the URL after redirects.
+    tells whether the server answered with a range (206). A 206 answer that does not state the object's size
+    (``Content-Range: bytes 0-1048575/*``) ends the stream at the end of its range (``last``: one past its last
+    byte), which may come before ``end`` (the object ends there). ``pool`` lends kept-alive connections;
+    ``route`` says which proxy to use (default: none). ``final_url`` is the URL after redirects.
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
@@ -120,6 +114,7 @@ class HttpStream(io.RawIOBase):
         self.etag: str | None = None
         self.last_modified: str | None = None
         self.md5: str | None = None
+        self.last: int | None = None  # size unknown: one past the last byte the latest 206 answer covers
         self.requests = 0  #: requests sent so far (first one included)
         self.resumes = 0  #: times the body was resumed after a failure
         self._failures = 0  # failures since the last progress
@@ -194,10 +189,7 @@ class HttpStream(io.RawIOBase):
         self.final_url = url
         if resp.status == 416:
             resp.read(64 << 10)
-            try:
-                total = split_status_line(resp.getheader("Content-Range", "")) [1]
-            except ValueError:
-                total = None
+            total = unsatisfied_total(resp.getheader("Content-Range"))
             raise RangeNotSatisfiable(f"{self.name!r}: no bytes from {start} on (HTTP 416)", self.name, total)
         if resp.status in _RETRY_STATUS:
             resp.read(64 << 10)
@@ -211,14 +203,16 @@ class HttpStream(io.RawIOBase):
         self._check_validators(resp)
         if resp.status == 206:
             try:
-                first, total = split_status_line(resp.getheader("Content-Range", ""))
+                first, last, total = parse_content_range(resp.getheader("Content-Range", ""))
             except ValueError as e:  # a header block cut short by a dropped connection reads the same: retried
                 raise http.client.HTTPException(f"a 206 answer without a valid Content-Range ({e})") from None
             if first != start:
                 raise self._error(f"asked for bytes from {start}, the server sent bytes from {first}")
             self.ranged = True
             self._check_size(total)
+            self.last = last + 1 if total is None else None
             return resp
+        self.last = None
         length = resp.getheader("Content-Length")
         self._check_size(int(length) if length is not None and resp.chunked is False else None)
         if start > 0:  # the server ignored Range: read again from 0 and skip what was delivered already
@@ -266,9 +260,10 @@ class HttpStream(io.RawIOBase):
         self._sleep(delay)
 
     def _limit(self) -> int | None:
-        if self.end is None:
-            return self.size
-        return self.end if self.size is None else min(self.end, self.size)
+        """Where this stream ends: its part's end, the object's size, or (size unknown: ``*`` in
+        ``Content-Range``) the end of the range the server answered with, whichever comes first."""
+        ends = [end for end in (self.end, self.size if self.size is not None else self.last) if end is not None]
+        return min(ends) if ends else None
 
     def release(self) -> None:
         """Give the connection back to the pool if its answer was read to the end (else close it)."""

@@ -16,13 +16,22 @@ training modes, the shard cache's downloads):
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
-- a server that ignores ``Range`` (200) is read through that first answer, as one stream.
+- a server that ignores ``Range`` (200) is read through that first answer, as one stream, held to one part of
+  bytes ahead of the reader (it waits for the reader, never buffers the shard); the parts planned on a guess are
+  dropped (their bytes would come twice). A part answered 200 after a first answer of 206 (read from byte 0 and
+  skipped to its start) reads on to the end of the shard and the parts after it are dropped: the shard crosses
+  the network at most about twice, not once per part;
+- an object whose size the server does not state (``Content-Range: bytes 0-1048575/*``) is read on with
+  ``Range: bytes=N-`` after the first part until an answer stops short of what it asked for, a 416 says nothing
+  is left or a whole body (200) comes: never cut at the end of its first part.
 
 Budgets (:mod:`shardstream.config`): ``SHARDSTREAM_HTTP_CONNECTIONS`` (16) connections and
 ``SHARDSTREAM_HTTP_READAHEAD`` (256 MiB) of parts read ahead, per process; in a DataLoader worker, each worker
 gets ``1/num_workers`` of both (at least 2 connections and 2 parts), so 8 workers open about as many connections
 as one process would. Memory: at most the read-ahead budget, plus one part (``SHARDSTREAM_HTTP_PART_SIZE``,
-8 MiB) per shard open at the same time. ``SHARDSTREAM_HTTP_CONNECTIONS=1`` reads each shard through one stream.
+8 MiB) per shard open at the same time, whatever the server does (``buffered`` and ``most_buffered`` count the
+bytes received and not yet read, now and at most). ``SHARDSTREAM_HTTP_CONNECTIONS=1`` reads each shard through
+one stream.
 
 >>> RangedStream.__name__, share(16, 256 << 20, 8 << 20, workers=2)
 ('RangedStream', (8, 134217728))
@@ -35,15 +44,15 @@ import io
 import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OpenError
-from .chunks import Chunks, drain_into, take_chunk
+from .chunks import drain_into, take_chunk
 from .fetchers import fetchers, share, worker_count
 from .http import HttpStream, RangeNotSatisfiable
+from .parts import Part, differs, fit, span
 from .prefetch import tentative
 from .proxy import Route
 
@@ -51,21 +60,8 @@ __all__ = ["RangedStream", "share", "worker_count"]
 
 _CHUNK = 256 << 10  # the most one read from a socket hands over
 _MAX_DRAIN = 16 << 20
-_LEAD = 1 << 20  # the smallest part: the parts at the start of a shard (its first sample) are this big
 _SERIAL = itertools.count()
 _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
-
-
-class _Part:
-    __slots__ = ("chunks", "done", "end", "error", "index", "reserved", "seen", "start", "stream")
-
-    def __init__(self, index: int, start: int, end: int):
-        self.index, self.start, self.end = index, start, end
-        self.chunks: Chunks = deque()
-        self.done, self.reserved = False, 0
-        self.error: BaseException | None = None
-        self.seen: HttpStream | None = None  # answered before the first part: checked when that one answers
-        self.stream: HttpStream | None = None  # its request, aborted when the reader stops
 
 
 class RangedStream(io.RawIOBase):
@@ -89,13 +85,16 @@ class RangedStream(io.RawIOBase):
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
-        self._parts: list[_Part] = []
+        self._parts: list[Part] = []
         self._cur = 0
         self._held = tentative()  # a first guess of the prefetcher: its first part only, until it is read
         self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
         self.pos = 0
         self.requests = self.resumes = 0
+        self.buffered = self.most_buffered = 0  # bytes received, not yet read (all parts); the most there were
+        self._whole = False  # a part reads on to the end of the object: no other part is planned
+        self._open_ended = False  # the server states no size: the object is read on until it ends
         self.parallel = False
         self.when_planned: Callable[[], None] | None = None  # called once every part has been requested
         self.when_fetched: Callable[[], None] | None = None  # called once every part has been received
@@ -106,9 +105,9 @@ class RangedStream(io.RawIOBase):
         guess = _LAST_SIZE.get(self._server, 0)
         self.size: int | None = guess or None  # a guess until the first answer
         if guess:
-            self._fit(guess)
+            self.part_size = fit(guess, self.connections, self.part_size)
         with self._cond:
-            first = self._add_part(0, self._span(0))
+            first = self._add_part(0, span(0, self.part_size))
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
@@ -123,43 +122,68 @@ class RangedStream(io.RawIOBase):
         with self._cond:
             self._known = True
             if not s.ranged:  # a whole body: this one answer is the shard
-                s.end = None
-                first.end = s.size if s.size is not None else -1
-                self._planned = first.end
+                self._read_on(first, s)
                 _LAST_SIZE.pop(self._server, None)
-            elif s.size is not None:
+            elif s.size is None:  # a range of an object of unknown size: read on until the server says it ends
+                self._open_ended = self._whole = True
+                self._drop_after(first)
+                _LAST_SIZE.pop(self._server, None)
+            else:
                 first.end = min(first.end, s.size)
                 if s.size > first.end:
                     _LAST_SIZE[self._server] = s.size
                     if not guess:
-                        self._fit(s.size)
+                        self.part_size = fit(s.size, self.connections, self.part_size)
             for part in self._parts:  # the parts that answered before this one
                 if part.seen is not None and part.error is None:
-                    changed = self._differs(part.seen)
+                    changed = differs(self, part.seen)
                     if changed:
                         part.error = self._changed(changed)
                 part.seen = None
             self._trim()
             self._plan()
-        threading.Thread(target=self._pump, args=(first, s), name="shardstream-part-0", daemon=True).start()
+        self._own_thread(self._pump, first, s)
 
     # -- planning (under the lock) ---------------------------------------------------------------------------
 
-    def _fit(self, size: int) -> None:
-        """Parts small enough to keep every connection busy on a shard of ``size`` bytes (1 MiB at least, whole
-        MiBs: part boundaries fall on the 1 MiB, 4 MiB... stripes object stores keep objects in)."""
-        even = -(-size // self.connections // _LEAD) * _LEAD
-        self.part_size = max(min(_LEAD, self.part_size), min(self.part_size, even))
-
-    def _span(self, offset: int) -> int:
-        """The size of the part starting at ``offset``: small at the start of the shard, then growing."""
-        return min(self.part_size, max(_LEAD, offset // 4 // _LEAD * _LEAD))
-
-    def _add_part(self, start: int, end: int) -> _Part:
-        part = _Part(len(self._parts), start, end)
+    def _add_part(self, start: int, end: int) -> Part:
+        part = Part(len(self._parts), start, end)
         self._parts.append(part)
         self._planned = part.end
         return part
+
+    def _read_on(self, part: Part, stream: HttpStream) -> None:
+        """``stream`` answered ``part`` with the whole object (200: the server ignores ``Range``): that part reads
+        on to the end of the object, held to a part's worth of bytes ahead of the reader; the parts after it
+        would repeat those bytes, so they are dropped and no other part is planned."""
+        stream.end = None
+        part.end = stream.size if stream.size is not None else -1
+        part.throttled = self._whole = True
+        self._drop_after(part)
+        self._planned = part.end
+
+    def _drop_after(self, part: Part) -> None:
+        """Stop the parts after ``part`` and forget them (their bytes, their requests, their read-ahead)."""
+        for later in self._parts[part.index + 1:]:
+            if later.stream is not None:
+                later.stream.abort()
+            later.stream, later.done, later.error = None, True, None
+            self.buffered -= later.clear()
+            self._give(later)
+        del self._parts[part.index + 1:]
+        self._planned = part.end
+
+    def _extend(self, part: Part, stream: HttpStream) -> None:
+        """Size unknown: ``part`` (the last one) ended where it was asked to end, so the object may go on: the
+        next part asks for the rest (``Range: bytes=N-``), until an answer ends before what it was asked for, a
+        416 says nothing is left, or a whole body (200) comes."""
+        asked = part.end if part.end >= 0 else None
+        full = stream.pos >= asked if asked is not None else stream.pos > part.start
+        if not (self._open_ended and stream.ranged and full and part is self._parts[-1]):
+            return
+        tail = self._add_part(stream.pos, -1)
+        tail.throttled = True
+        self._own_thread(self._get, tail)  # it waits for the reader: never on a fetch thread other shards need
 
     def _trim(self) -> None:
         """The size is known: parts planned past the end are empty, the last one ends at the end."""
@@ -181,9 +205,10 @@ class RangedStream(io.RawIOBase):
 
     def _plan(self) -> None:
         """Request the parts that fit in the read-ahead budget (the reader's own part always fits)."""
-        while self.size is not None and self._planned < self.size and not self._stopped and not self._held:
+        while (self.size is not None and self._planned < self.size and not self._stopped and not self._held
+               and not self._whole):
             ahead = len(self._parts) - self._cur
-            cost = min(self._span(self._planned), self.size - self._planned)
+            cost = min(span(self._planned, self.part_size), self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
                 return
             part = self._add_part(self._planned, self._planned + cost)
@@ -195,18 +220,18 @@ class RangedStream(io.RawIOBase):
             self.when_planned = None
             hook()
 
-    def _give(self, part: _Part) -> None:
+    def _give(self, part: Part) -> None:
         if part.reserved:
             self._fetch.free(part.reserved)
             part.reserved = 0
 
     # -- fetching (fetch threads) ----------------------------------------------------------------------------
 
-    def _get(self, part: _Part) -> None:
+    def _get(self, part: Part) -> None:
         if part.done or self._stopped:
             return
         try:
-            stream = HttpStream(self.url, start=part.start, end=part.end, name=self.name,
+            stream = HttpStream(self.url, start=part.start, end=part.end if part.end >= 0 else None, name=self.name,
                                 on_open=functools.partial(self._opened, part), **self._options)
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
@@ -221,7 +246,7 @@ class RangedStream(io.RawIOBase):
                 self._cond.notify_all()
             return
         with self._cond:
-            changed = self._differs(stream) if self._known else None
+            changed = differs(self, stream) if self._known else None
             if not self._known:
                 part.seen = stream
             if changed:
@@ -229,9 +254,18 @@ class RangedStream(io.RawIOBase):
                 self._cond.notify_all()
                 stream.close()
                 return
+            if not stream.ranged and not part.done:  # read from 0 and skipped to its start: it reads on from here
+                self._read_on(part, stream)
+                self._own_thread(self._pump, part, stream)  # it waits for the reader: the fetch thread goes back
+                return
         self._pump(part, stream)
 
-    def _opened(self, part: _Part, stream: HttpStream) -> None:
+    def _own_thread(self, target: Callable[..., None], part: Part, *args: Any) -> None:
+        """Run ``target(part, *args)`` on a thread of its own (a throttled part: it waits for the reader, so it
+        must not hold one of the fetch threads that every open shard shares)."""
+        threading.Thread(target=target, args=(part, *args), name=f"shardstream-part-{part.index}", daemon=True).start()
+
+    def _opened(self, part: Part, stream: HttpStream) -> None:
         with self._cond:
             part.stream = stream
             if self._stopped:
@@ -244,30 +278,28 @@ class RangedStream(io.RawIOBase):
         if self._stopped:
             raise OpenError(f"{self.name!r}: closed", url=self.name)
 
-    def _differs(self, s: HttpStream) -> str | None:
-        if s.size is not None and self.size is not None and s.size != self.size:
-            return f"size {self.size} -> {s.size}"
-        if self.etag and s.etag and s.etag != self.etag:
-            return f"ETag {self.etag} -> {s.etag}"
-        if self.last_modified and s.last_modified and s.last_modified != self.last_modified:
-            return f"Last-Modified {self.last_modified} -> {s.last_modified}"
-        return None
-
     def _changed(self, what: str) -> OpenError:
         return OpenError(f"{self.name!r}: the object changed while it was being read ({what}); read it again",
                          url=self.name)
 
-    def _pump(self, part: _Part, stream: HttpStream) -> None:
-        """Move the part's bytes from its answer to the reader as they arrive."""
+    def _pump(self, part: Part, stream: HttpStream) -> None:
+        """Move the part's bytes from its answer to the reader as they arrive (a throttled part waits while a
+        part's worth of its bytes is not read yet)."""
         error = None
         try:
-            while not self._stopped:
+            while not self._stopped and not part.done:
                 data = stream.read(_CHUNK)
                 if not data:
                     break
                 with self._cond:
-                    part.chunks.append(data)
+                    if part.done:  # dropped meanwhile
+                        break
+                    part.add(data)
+                    self.buffered += len(data)
+                    self.most_buffered = max(self.most_buffered, self.buffered)
                     self._cond.notify_all()
+                    while part.throttled and part.buffered >= self.part_size and not (self._stopped or part.done):
+                        self._cond.wait()
         except BaseException as e:  # noqa: BLE001 - handed to the reader
             error = e
         fetched = None
@@ -276,12 +308,16 @@ class RangedStream(io.RawIOBase):
             self.resumes += stream.resumes
             # a part planned on a guessed size may be answered before the first answer trims it: its own
             # answer states the size, and ending there is complete (a different size is checked as a change)
-            end = part.end if stream.size is None or part.end < 0 else min(part.end, stream.size)
+            # (size unknown: the end of the range its answer covers)
+            known = stream.size if stream.size is not None else stream.last
+            end = part.end if known is None or part.end < 0 else min(part.end, known)
             if error is None and not self._stopped and end >= 0 and stream.pos < end:
                 error = OpenError(f"{self.name!r}: bytes {part.start}-{part.end - 1}: the answer ended at byte "
                                   f"{stream.pos}", url=self.name)
             if not part.done:
                 part.error, part.done = error, True
+                if error is None and not self._stopped:
+                    self._extend(part, stream)
             part.stream = None
             if (self.when_fetched is not None and self.size is not None and self._planned >= self.size
                     and all(p.done for p in self._parts)):
@@ -298,14 +334,14 @@ class RangedStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def _head(self) -> Chunks | None:
-        """The chunks of the reader's part, once it has some (None at the end); raises a part's error."""
+    def _head(self) -> Part | None:
+        """The reader's part, once it has bytes (None at the end); raises a part's error."""
         while True:
             if self._cur >= len(self._parts):
                 return None
             part = self._parts[self._cur]
             if part.chunks:
-                return part.chunks
+                return part
             if part.error is not None:
                 self._release()  # an error ends the stream: its parts stop and give their memory back
                 raise part.error
@@ -320,8 +356,10 @@ class RangedStream(io.RawIOBase):
         if self.closed:
             raise ValueError("read from a closed RangedStream")
         with self._cond:
-            chunks = self._head()
-            n = drain_into(chunks, memoryview(b).cast("B")) if chunks else 0
+            part = self._head()
+            n = drain_into(part.chunks, memoryview(b).cast("B")) if part is not None else 0
+            if n:
+                self._taken(part, n)  # type: ignore[arg-type]
         self.pos += n
         return n
 
@@ -332,12 +370,20 @@ class RangedStream(io.RawIOBase):
         if self.closed:
             raise ValueError("read from a closed RangedStream")
         with self._cond:
-            chunks = self._head()
-            if not chunks or size == 0:
+            part = self._head()
+            if part is None or size == 0:
                 return b""
-            head = take_chunk(chunks, size)
+            head = take_chunk(part.chunks, size)
+            self._taken(part, len(head))
         self.pos += len(head)
         return head
+
+    def _taken(self, part: Part, n: int) -> None:
+        """The reader took ``n`` bytes of ``part`` (under the lock): a throttled part may read on."""
+        part.buffered -= n
+        self.buffered -= n
+        if part.throttled and part.buffered < self.part_size:
+            self._cond.notify_all()
 
     def finish(self) -> None:
         """The reader is done: read what is left when it is little (a tar reader stops before the padding), so
@@ -359,7 +405,7 @@ class RangedStream(io.RawIOBase):
             part.stream = None
             if not part.done:
                 part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
-            part.chunks.clear()
+            self.buffered -= part.clear()
             self._give(part)
         self._cond.notify_all()
 

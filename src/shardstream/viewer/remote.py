@@ -6,8 +6,9 @@ a field with one request for its bytes instead of downloading the shard. Reads g
 (``block`` bytes, 64 KiB by default) kept in a small in-memory cache (``cache_bytes``), so the fields of one
 sample and neighbouring samples share requests. Every answer must be ``206`` with the asked ``Content-Range``
 and the same total size and ``ETag`` as the first one (a shard replaced on the server is an error, not a mix
-of two files). Redirects are followed (credentials stay with the first host); failed requests are retried
-twice.
+of two files); no more than the bytes asked for is read from an answer (a server that ignores ``Range`` and
+sends the whole shard is an error after its headers, not a download). Redirects are followed (credentials stay
+with the first host); failed requests are retried twice.
 
 A shard that is compressed, has no index, or is on another scheme (``s3://``...) is downloaded into the shard
 cache as before (:mod:`.opening`).
@@ -17,17 +18,15 @@ from __future__ import annotations
 
 import base64
 import http.client
-import re
 import threading
 from collections import OrderedDict
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import OpenError
+from ..io.content_range import parse_content_range
+from ..io.http import redact
 
 __all__ = ["RangeSource", "ranged"]
-
-_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-
 
 def ranged(url: str) -> bool:
     """Whether ``url`` can be read by :class:`RangeSource` (``http://`` and ``https://``)."""
@@ -39,6 +38,7 @@ class RangeSource:
 
     def __init__(self, url: str, *, block: int = 64 << 10, cache_bytes: int = 16 << 20, timeout: float = 60):
         self.url, self.block, self.timeout = url, block, timeout
+        self.name = redact(url)  # what messages call it: never its password
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._max_blocks = max(1, cache_bytes // block)
         self._lock = threading.Lock()
@@ -62,22 +62,28 @@ class RangeSource:
             self.requests += 1
             if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location") and redirects:
                 return self._request(urljoin(url, resp.getheader("Location") or ""), start, stop, redirects - 1)
-            body = resp.read()
+            if resp.status != 206:  # its body (maybe the whole shard) is never read: the connection is closed
+                raise OpenError(f"{self.name!r}: the server answered {resp.status} to a range request (the viewer "
+                                "needs Range support to read a shard without downloading it)", url=self.name)
+            body = resp.read(stop - start)  # no more than asked, whatever the server sends
             self.fetched += len(body)
         finally:
             conn.close()
-        if resp.status != 206:
-            raise OpenError(f"{self.url!r}: the server answered {resp.status} to a range request "
-                            "(the viewer needs Range support to read a shard without downloading it)", url=self.url)
-        match = _RANGE.fullmatch(resp.getheader("Content-Range", "").strip())
-        if match is None or int(match.group(1)) != start or len(body) != int(match.group(2)) - start + 1:
-            raise OpenError(f"{self.url!r}: bad Content-Range {resp.getheader('Content-Range')!r} for bytes "
-                            f"{start}-{stop - 1}", url=self.url)
-        total = -1 if match.group(3) == "*" else int(match.group(3))
+        try:
+            first, last, total = parse_content_range(resp.getheader("Content-Range", ""))
+        except ValueError as e:
+            raise OpenError(f"{self.name!r}: {e} (asked for bytes {start}-{stop - 1})", url=self.name) from None
+        if first != start or len(body) != last - start + 1:
+            raise OpenError(f"{self.name!r}: bad Content-Range {resp.getheader('Content-Range')!r} for bytes "
+                            f"{start}-{stop - 1} ({len(body)} bytes received)", url=self.name)
+        if total is None:
+            raise OpenError(f"{self.name!r}: the server does not state the shard's size (Content-Range "
+                            f"{resp.getheader('Content-Range')!r}); the viewer needs it to read the shard in place",
+                            url=self.name)
         etag = resp.getheader("ETag")
         if self.size >= 0 and (total != self.size or (self.etag and etag and etag != self.etag)):
-            raise OpenError(f"{self.url!r} changed on the server while it was being viewed; reopen the viewer",
-                            url=self.url)
+            raise OpenError(f"{self.name!r} changed on the server while it was being viewed; reopen the viewer",
+                            url=self.name)
         self.etag = self.etag or etag
         return body, total
 
@@ -90,7 +96,7 @@ class RangeSource:
                 raise
             except (OSError, http.client.HTTPException) as e:
                 if attempt == 2:
-                    raise OpenError(f"{self.url!r}: {e}", url=self.url) from e
+                    raise OpenError(f"{self.name!r}: {e}", url=self.name) from e
         if self.size < 0:
             self.size = total
         return body
@@ -128,4 +134,4 @@ class RangeSource:
             self._cache.clear()
 
     def __repr__(self) -> str:
-        return f"RangeSource({self.url!r}, size={self.size}, requests={self.requests}, fetched={self.fetched})"
+        return f"RangeSource({self.name!r}, size={self.size}, requests={self.requests}, fetched={self.fetched})"
