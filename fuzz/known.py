@@ -45,13 +45,6 @@ KNOWN: list[Known] = [
     Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
           "state validation", "state"),
     Known("state-hang", "state", r"^(Hang|Finding: untyped MemoryError)", "state validation", None),
-    # HTTP answers (io/http.py)
-    Known("http-lenient-content-range", "http", r"^Finding: split_status_line accepted the malformed", "HTTP",
-          "http"),
-    Known("http-bad-header-value", "http", _UNTYPED + r".* @ io/http\.py:_open_at", "HTTP", "http"),
-    Known("http-redirect-scheme", "http", r"^Finding: a request after a redirect to a", "HTTP", "http"),
-    Known("http-credentials-downgrade", "http", r"^Finding: credentials sent over plain http", "HTTP", "http"),
-    Known("http-url-bad-port", "http", r"untyped ValueError: Port could not be cast .* @ io/http\.py", "HTTP", "http"),
 ]
 
 

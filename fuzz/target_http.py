@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from mutators import flip
 from targets import Finding, outcome
 
-from shardstream.errors import OpenError
+from shardstream.errors import ConfigError, OpenError
 from shardstream.io.http import HttpStream, split_status_line
 
 PASSWORD = "s3cr3tpw"
@@ -58,6 +58,13 @@ def check_http(data: bytes, rng: random.Random) -> None:
     parts = urlsplit(url)
     if start < 0 or (end is not None and end < start) or parts.scheme not in ("http", "https") or not parts.hostname:
         return  # not something the library asks for (a bad URL given by the caller is a ConfigError, as it should)
+    try:
+        parts.port
+    except ValueError:  # a port that is no number: the caller's URL, so a ConfigError (and no request)
+        result = outcome(lambda: HttpStream(url, route=_Server([])), (ConfigError,))  # type: ignore[arg-type]
+        if result[0] != "error":
+            raise Finding(f"a URL whose port is not a number was accepted: {url!r}")
+        return
     for answer in answers:
         for value in _headers(answer, "content-range"):
             _check_content_range(value)

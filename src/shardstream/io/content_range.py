@@ -16,8 +16,8 @@ import re
 
 __all__ = ["parse_content_range", "split_status_line", "unsatisfied_total"]
 
-_CONTENT_RANGE = re.compile(r"bytes[ \t]+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)", re.IGNORECASE)
-_UNSATISFIED = re.compile(r"bytes[ \t]+\*/(\d{1,19})", re.IGNORECASE)
+_CONTENT_RANGE = re.compile(r"bytes (\d{1,19})-(\d{1,19})/(\d{1,19}|\*)", re.IGNORECASE)
+_UNSATISFIED = re.compile(r"bytes \*/(\d{1,19})", re.IGNORECASE)
 _MAX_OFFSET = (1 << 63) - 1  # a byte offset beyond this is no file's
 
 

@@ -38,9 +38,10 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from ..errors import ConfigError, OpenError
+from ..redact import redact
 from .content_range import parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
 
@@ -66,13 +67,23 @@ class RangeNotSatisfiable(OpenError):
         self.total = total
 
 
-def redact(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***`` (for messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+def _origin(parts: SplitResult) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL: where credentials may go (``ValueError`` for a port that is no number)."""
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _may_keep_credentials(home: tuple[str, str, int], there: tuple[str, str, int]) -> bool:
+    """Credentials follow a redirect to the same origin, or from http to https on the same host; never to
+    another host, and never from https down to plain http."""
+    return there == home or (home[0] == "http" and there[0] == "https" and there[1] == home[1])
+
+
+def _digits(value: str | None) -> int | None:
+    """A header's decimal number (ASCII digits only: ``Content-Length``, ``Retry-After``), else None."""
+    if value is None or not value.isascii() or not value.isdigit() or len(value) > 19:
+        return None
+    return int(value)
 
 
 class HttpStream(io.RawIOBase):
@@ -98,6 +109,10 @@ class HttpStream(io.RawIOBase):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
+        try:
+            self._home = _origin(parts)
+        except ValueError:
+            raise ConfigError(f"{name or redact(url)!r}: the port is not a number") from None
         self.url, self.name = url, name or redact(url)  # name: what messages show (never a signature)
         self.headers = {"User-Agent": "shardstream", "Accept-Encoding": "identity", **(headers or {})}
         if parts.username is not None and not any(k.lower() == "authorization" for k in self.headers):
@@ -105,7 +120,6 @@ class HttpStream(io.RawIOBase):
             self.headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
         self.retries, self.timeout, self.backoff, self.max_redirects = retries, timeout, backoff, max_redirects
         self._sleep = sleep
-        self._origin = parts.netloc.rpartition("@")[2]
         self._first = True  # the next good answer is the first one: it sets size and validators
         self.start, self.end, self.pool, self.route = start, end, pool, route or Route()
         self.final_url, self.ranged = url, False
@@ -135,7 +149,7 @@ class HttpStream(io.RawIOBase):
     def _send(self, url: str, start: int) -> http.client.HTTPResponse:
         parts = urlsplit(url)
         headers = dict(self.headers)
-        if parts.netloc.rpartition("@")[2] != self._origin:  # redirected elsewhere: keep credentials home
+        if not _may_keep_credentials(self._home, _origin(parts)):  # redirected elsewhere: keep credentials home
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
         if start > 0 or self.end is not None:
             headers["Range"] = f"bytes={start}-{'' if self.end is None else self.end - 1}"
@@ -172,6 +186,19 @@ class HttpStream(io.RawIOBase):
                 self._close_conn()
                 self._wait(e, f"{type(e).__name__}: {e}")
 
+    def _redirect_target(self, url: str, location: str) -> str:
+        """Where a redirect leads: an http(s) URL with a host and a numeric port, or an OpenError."""
+        try:
+            target = urljoin(url, location)
+            parts = urlsplit(target)
+            _origin(parts)
+        except ValueError:
+            raise self._error(f"redirected to a malformed URL {redact(location)!r}") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise self._error(f"redirected to {redact(target)!r}, which is not an http:// or https:// URL with a "
+                              "host; shardstream follows redirects to HTTP(S) only")
+        return target
+
     def _open_at(self, start: int) -> http.client.HTTPResponse:
         url = self.url
         for _ in range(self.max_redirects + 1):
@@ -183,7 +210,7 @@ class HttpStream(io.RawIOBase):
             self._close_conn()
             if not location:
                 raise self._error(f"redirect {resp.status} without a Location header")
-            url = urljoin(url, location)
+            url = self._redirect_target(url, location)
         else:
             raise self._error(f"more than {self.max_redirects} redirects")
         self.final_url = url
@@ -193,9 +220,8 @@ class HttpStream(io.RawIOBase):
             raise RangeNotSatisfiable(f"{self.name!r}: no bytes from {start} on (HTTP 416)", self.name, total)
         if resp.status in _RETRY_STATUS:
             resp.read(64 << 10)
-            retry_after = resp.getheader("Retry-After", "")
             err = _Retry(f"HTTP {resp.status} {resp.reason}")
-            err.retry_after = float(retry_after) if retry_after.isdigit() else None  # type: ignore[attr-defined]
+            err.retry_after = _digits(resp.getheader("Retry-After"))  # type: ignore[attr-defined]
             raise err
         if resp.status not in (200, 206):
             body = " ".join(resp.read(1000).decode("utf-8", "replace").split())[:200]
@@ -214,7 +240,10 @@ class HttpStream(io.RawIOBase):
             return resp
         self.last = None
         length = resp.getheader("Content-Length")
-        self._check_size(int(length) if length is not None and resp.chunked is False else None)
+        size = _digits(length)
+        if length is not None and size is None and resp.chunked is False:
+            raise self._error(f"the server sent an invalid Content-Length {length[:40]!r}")
+        self._check_size(size if resp.chunked is False else None)
         if start > 0:  # the server ignored Range: read again from 0 and skip what was delivered already
             self._skip(resp, start)
         return resp
