@@ -91,3 +91,34 @@ def test_a_server_ignoring_range_is_not_downloaded_by_the_probe():
         stub.stop()
     assert peak < 1 << 20, f"{peak / 2**20:.1f} MiB read by a one-byte probe"
     assert "secret" not in str(caught.value) and "user:***@" in str(caught.value)
+
+
+@pytest.mark.parametrize("location", ["file:///etc/passwd", "pipe:touch pwned", "http://[::1/a.tar",
+                                      "http://127.0.0.1:port/a.tar"])
+def test_the_probe_follows_redirects_to_http_only(location):
+    """A redirect to another scheme or a malformed URL is an OpenError, and no connection is made for it."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            seen.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(OpenError, match="redirected"):
+            RangeSource(f"http://127.0.0.1:{server.server_address[1]}/a.tar")
+        assert seen == ["/a.tar"]
+    finally:
+        server.shutdown()
+        server.server_close()

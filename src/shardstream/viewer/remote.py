@@ -49,7 +49,14 @@ class RangeSource:
         self._fetch(0, 1)  # learns the size (and the validator) with a one-byte request
 
     def _request(self, url: str, start: int, stop: int, redirects: int = 5) -> tuple[bytes, int]:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - a port that is no number raises here
+        except ValueError:
+            raise OpenError(f"{self.name!r}: redirected to a malformed URL {redact(url)!r}", url=self.name) from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise OpenError(f"{self.name!r}: redirected to {redact(url)!r}, which is not an http(s) URL with a host",
+                            url=self.name)
         cls = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
         headers = {"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity", "User-Agent": "shardstream"}
         if parts.username is not None and url == self.url:
