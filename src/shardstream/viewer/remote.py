@@ -68,7 +68,13 @@ class RangeSource:
             resp = conn.getresponse()
             self.requests += 1
             if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location") and redirects:
-                return self._request(urljoin(url, resp.getheader("Location") or ""), start, stop, redirects - 1)
+                location = resp.getheader("Location") or ""
+                try:
+                    target = urljoin(url, location)
+                except ValueError:
+                    raise OpenError(f"{self.name!r}: redirected to a malformed URL {redact(location)!r}",
+                                    url=self.name) from None
+                return self._request(target, start, stop, redirects - 1)
             if resp.status != 206:  # its body (maybe the whole shard) is never read: the connection is closed
                 raise OpenError(f"{self.name!r}: the server answered {resp.status} to a range request (the viewer "
                                 "needs Range support to read a shard without downloading it)", url=self.name)
