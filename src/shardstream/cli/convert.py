@@ -18,8 +18,8 @@ from typing import Any
 
 from ..convert import convert, detect
 from ..errors import ProcessingError
+from ..io.files import write_file
 from ._common import EXIT_DATA, CommandError, command, examples, message, parse_size, plural, positive_int
-from ._files import write_file
 
 __all__ = ["add_job_options", "register", "run", "summary"]
 

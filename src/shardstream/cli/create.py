@@ -24,9 +24,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import ConfigError
+from ..io.files import write_file
 from ..redact import redacting_logger
 from ._common import Progress, command, examples, key_rule, local_path, message, opened
-from ._files import write_file
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ..io.files import write_file
 from ..io.remote_write import open_for_write
 from ..process.outputs import is_remote, join
 from ..writer import ShardInfo
@@ -70,10 +71,7 @@ class ParquetOutput:
             sink.close()
         else:
             os.makedirs(os.path.dirname(url) or ".", exist_ok=True)
-            tmp = os.path.join(os.path.dirname(url), f".{os.path.basename(url)}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, url)
+            write_file(url, data, "the Parquet file")
         return ShardInfo(url, len(rows), len(data))
 
     def write(self, task: int, samples: Iterable[dict[str, Any]]) -> list[ShardInfo]:

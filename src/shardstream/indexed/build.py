@@ -27,6 +27,7 @@ from itertools import accumulate
 from typing import Any
 
 from ..errors import ConfigError
+from ..io.files import write_file
 from ..samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, group_samples
 from ..tar.compress import compression
 from ..tar.index import IndexEntry, format_dali_index, scan_members
@@ -238,6 +239,5 @@ def write_dali_index(
         for _, fields in _grouped(entries, url, rule, handler)
     )
     text = format_dali_index(samples, url)
-    with open(output, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-        f.write(text)
+    write_file(output, text.encode("utf-8", "surrogateescape"), "the DALI index")
     return os.fspath(output)

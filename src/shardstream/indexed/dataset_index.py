@@ -30,6 +30,7 @@ import posixpath
 from collections.abc import Iterable
 
 from ..errors import OpenError, StaleIndexError
+from ..io.files import write_file
 from ..io.trust import urls_from_document
 from ..samples import Handler, RuleSpec
 from .build import index_shard
@@ -104,11 +105,7 @@ class DatasetIndex:
                 for s in self.shards
             ],
         }  # fmt: skip
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_file(path, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8"), "the dataset index")
         return path
 
 

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import OpenError, StaleIndexError
+from ..io.files import write_file
 from ..samples import KeyRule
 from .source import ByteSource, open_source
 
@@ -303,15 +304,7 @@ class ShardIndex:
     def save(self, path: str | os.PathLike[str] | None = None) -> str:
         """Write the index file (atomically: a temporary file renamed into place); returns its path."""
         target = os.fspath(path) if path is not None else sidecar_path(self.url)
-        tmp = f"{target}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(self.to_bytes())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_file(target, self.to_bytes(), "the shard index")
         return target
 
     @classmethod

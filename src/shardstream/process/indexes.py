@@ -22,13 +22,13 @@ cls 512 1 a.CLS txt 1536 1 a.txt
 
 from __future__ import annotations
 
-import os
 from array import array
 from itertools import accumulate
 
 from ..indexed import ShardEntry, ShardIndex, fingerprint, index_shard, write_dali_index
 from ..indexed.shardindex import _U32, rule_spec
 from ..indexed.source import LocalSource
+from ..io.files import write_file
 from ..samples import DEFAULT_RULE
 from ..tar.index import DALI_VERSION
 from ..writer.records import WrittenIndex
@@ -98,8 +98,7 @@ def shard_indexes(path: str, record: WrittenIndex) -> tuple[ShardEntry, str]:
     if exts is None:  # the rule reads these members otherwise: the scanning builders decide
         scanned = index_shard(path)
         sidecar = scanned.save()
-        write_dali_index(path, f"{dali}.{os.getpid()}.tmp")
-        os.replace(f"{dali}.{os.getpid()}.tmp", dali)
+        write_dali_index(path, dali)
         return ShardEntry(path, sidecar, len(scanned), scanned.size, scanned.fingerprint), dali
     with LocalSource(path) as source:
         size, fprint = source.size, fingerprint(source)
@@ -122,8 +121,5 @@ def shard_indexes(path: str, record: WrittenIndex) -> tuple[ShardEntry, str]:
                        key_ends, ids, blob)  # fmt: skip
     sidecar = index.save()
     text = _dali_text(record, exts)
-    tmp = f"{dali}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-        f.write(text)
-    os.replace(tmp, dali)
+    write_file(dali, text.encode("utf-8", "surrogateescape"), "the DALI index")
     return ShardEntry(path, sidecar, len(keys), size, fprint), dali

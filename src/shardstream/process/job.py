@@ -97,8 +97,8 @@ class _Bar:
 
 
 def _remove_temporaries(output: Output, tasks: Sequence[Task]) -> None:
-    """Temporary files of attempts that died (a killed worker) in a local output directory: shards
-    (``.NAME.XXXX.tmp``), indexes and manifests (``NAME.PID.tmp``)."""
+    """Temporary files of attempts that died (a killed worker) in a local output directory: shards, indexes and
+    manifests (``.NAME.XXXX.tmp``, :mod:`shardstream.io.files`; ``NAME.PID.tmp`` from older versions)."""
     location = getattr(output, "location", None)
     prefix = getattr(output, "prefix", None)
     if location is None or prefix is None or is_remote(location):

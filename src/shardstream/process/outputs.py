@@ -29,6 +29,7 @@ from ..errors import ConfigError, OpenError
 from ..indexed import DatasetIndex, ShardEntry, index_dataset
 from ..indexed.shardindex import rule_spec
 from ..io import open_url, split_scheme
+from ..io.files import write_file
 from ..io.remote_write import open_for_write
 from ..tar.index import format_dali_index
 from ..writer import SampleBatch, ShardInfo, ShardWriter
@@ -70,10 +71,7 @@ def write_text(url: str, text: str) -> None:
         sink.close()
         return
     os.makedirs(os.path.dirname(url) or ".", exist_ok=True)
-    tmp = f"{url}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, url)
+    write_file(url, data, "the file")
 
 
 def read_text(url: str) -> str | None:

@@ -1,8 +1,10 @@
-"""Small output files of the commands (a class list, a report): written all or nothing, never through a link.
+"""Small files written beside shards or outputs (a class list, a report, an index, a manifest, a Parquet part):
+written all or nothing, never through a link.
 
 :func:`write_file` creates a new temporary file beside the target (``O_CREAT | O_EXCL | O_NOFOLLOW``: it cannot
 open an existing file or follow a link planted under its name) and renames it over the target: a symbolic link
-there is replaced, its target never written.
+there is replaced, its target never written. A temporary name is ``.NAME.XXXXXXXX.tmp`` (random: another process, or another user
+who can write to the folder, cannot plant a link under it in advance).
 
 >>> import os
 >>> os.symlink("elsewhere.txt", "classes.txt")
@@ -22,9 +24,10 @@ from ..errors import WriteError
 __all__ = ["write_file"]
 
 
-def write_file(path: str, data: bytes, what: str) -> None:
+def write_file(path: str | os.PathLike[str], data: bytes, what: str) -> None:
     """Write ``data`` to ``path`` (see the module docstring); a failure is a WriteError naming ``what`` and the
     path, and leaves no temporary file."""
+    path = os.fspath(path)
     folder, name = os.path.split(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
