@@ -66,9 +66,13 @@ class StreamBuffer:
 
     A :class:`Source` for :func:`~shardstream.tar.reader.walk`; other walks (the C sample grouping in :mod:`shardstream.reading`) may
     consume ``buf`` from ``pos`` and hand the rest to :func:`walk` at a member boundary.
+
+    A stream that fails is not read again: what it gave before failing stays readable, and every later fill that
+    asks for more raises the same error (``failure``), so a walk that takes over after another walk met the
+    failure meets it at the same byte as a walk that read from the start.
     """
 
-    __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof")
+    __slots__ = ("_read", "_bufsize", "_file", "buf", "pos", "base", "eof", "failure")
 
     def __init__(self, stream: IO[bytes], bufsize: int):
         self._read = stream.read
@@ -77,6 +81,7 @@ class StreamBuffer:
         self.buf = b""
         self.pos = self.base = 0
         self.eof = False
+        self.failure: Exception | None = None
 
     def file_end(self) -> int | None:
         """The size of the plain file being read (None for other streams): a member reaching past it is truncated,
@@ -114,6 +119,8 @@ class StreamBuffer:
         avail = len(self.buf) - self.pos
         if avail >= need:
             return True
+        if self.failure is not None:
+            raise self.failure
         self.base += self.pos
         if avail and self._file is not None and not self.eof:
             # a plain file: read the unread tail again with what follows (one copy of the data, not two)
@@ -130,8 +137,9 @@ class StreamBuffer:
                     avail += len(chunk)
                 else:  # b"" (end of stream) or None (a non-blocking stream with nothing to read: the end)
                     self.eof = True
-        except BaseException:
+        except BaseException as e:
             self.eof = True  # a failed stream is not read again; what it gave before failing stays readable
+            self.failure = e if isinstance(e, Exception) else None
             raise
         finally:
             self.buf = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
@@ -178,10 +186,11 @@ class FileBuffer:
     bytes, so the start of the next large member is not read twice. A file cut short while it is read ends the
     stream where it ends (as a truncated archive).
 
-    What is sliced out of ``buf`` must be copied (``bytes(...)``) before the next :meth:`fill`.
+    What is sliced out of ``buf`` must be copied (``bytes(...)``) before the next :meth:`fill`. A read that fails
+    is raised again by every later fill that asks for more (``failure``), as by :class:`StreamBuffer`.
     """
 
-    __slots__ = ("_stream", "_fd", "_start", "_bufsize", "_ahead", "_mem", "buf", "pos", "base", "eof")
+    __slots__ = ("_stream", "_fd", "_start", "_bufsize", "_ahead", "_mem", "buf", "pos", "base", "eof", "failure")
 
     def __init__(self, stream: IO[bytes], fd: int, start: int, bufsize: int):
         self._stream = stream  # kept: a file object dropped by its caller would close the descriptor read here
@@ -190,6 +199,7 @@ class FileBuffer:
         self.buf: memoryview = self._mem
         self.pos = self.base = 0
         self.eof = False
+        self.failure: Exception | None = None
 
     def file_end(self) -> int | None:
         """The size of the file from where reading started: a member reaching past it is truncated."""
@@ -206,6 +216,8 @@ class FileBuffer:
         avail = len(self.buf) - self.pos
         if avail >= need:
             return True
+        if self.failure is not None:
+            raise self.failure
         if self.eof:
             return False
         if self._stream.closed:  # its descriptor may be another file's by now
@@ -236,8 +248,9 @@ class FileBuffer:
                     self.eof = True
                     break
                 avail += got
-        except BaseException:
+        except BaseException as e:
             self.eof = True  # a failed file is not read again; what it gave before failing stays readable
+            self.failure = e if isinstance(e, Exception) else None
             raise
         finally:
             self.buf = mem[:avail]
@@ -295,8 +308,9 @@ class WindowBuffer(FileBuffer):
                 self.buf = old[len(old) - avail :]
             else:
                 self.buf = self._window(at, end)
-        except BaseException:
+        except BaseException as e:
             self.buf, self.eof = old[len(old) - avail :], True  # a failed file is not read again
+            self.failure = e if isinstance(e, Exception) else None
             raise
         del old  # the old window is unmapped here (when no other view of it is left)
         if len(self.buf) < need:
