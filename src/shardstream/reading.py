@@ -105,7 +105,10 @@ def _scanned(
     current: dict[str, Any] | None = None
     current_key: str | None = None
     misfits = fits = 0
+    recheck = getattr(src, "recheck", None)  # a mapped window: is the file still as long? (see WindowBuffer)
     while True:
+        if recheck is not None and src.pos:  # before C reads on in the window: the caller ran (it had what the last
+            recheck()  # call gave) and may have cut the file
         want = request.want if request is not None and (misfits <= _MISFITS or misfits * 8 <= fits) else None
         if batches is not None:
             rows, src.pos, current, current_key, need, raw = scan_columns(

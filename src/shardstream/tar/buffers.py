@@ -146,15 +146,17 @@ class StreamBuffer:
         return avail >= need
 
 
-def source_for(stream: IO[bytes], bufsize: int) -> FileBuffer | WindowBuffer | StreamBuffer:
+def source_for(stream: IO[bytes], bufsize: int, *, windows: bool = True) -> FileBuffer | WindowBuffer | StreamBuffer:
     """A :class:`WindowBuffer` or :class:`FileBuffer` for a plain regular file (where ``os.preadv`` exists; see
-    :data:`MAP_WINDOWS`), else a :class:`StreamBuffer`."""
+    :data:`MAP_WINDOWS`), else a :class:`StreamBuffer`. ``windows=False``: never a :class:`WindowBuffer` (for the
+    pure-Python walk, which copies every header and member out of the buffer: the maps only pay with the C walk's
+    prefetch, and a walk that hands out each member would check the file's size after each)."""
     if _HAVE_PREADV and _is_plain_file(stream):
         try:
             fd, start = stream.fileno(), stream.tell()
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode):
-                if st.st_size > start and map_windows():
+                if windows and st.st_size > start and map_windows():
                     return WindowBuffer(stream, fd, start, bufsize)
                 return FileBuffer(stream, fd, start, bufsize)
         except (OSError, ValueError):
@@ -284,16 +286,37 @@ class WindowBuffer(FileBuffer):
     by :meth:`take_direct`, as by :class:`FileBuffer`. A file that cannot be mapped is read with ``pread``.
 
     A file found shorter at a fill than what was mapped of it ends where it now ends (its unread bytes are read
-    again, not touched in the map), as a truncated archive. A file truncated after a window was mapped and before
-    that window is read kills the process with ``SIGBUS``, as for every memory map: where shards can be cut under a
-    reader, set ``SHARDSTREAM_MMAP=0``.
+    again, not touched in the map), as a truncated archive. The walks call :meth:`recheck` before they read the
+    window again after handing out what they read (a sample, a member: the points where the reader's caller runs
+    and may have cut the file), so a shard truncated then ends the same way. What is left is a file cut by another
+    process or thread *during* a walk's pass over a window (microseconds of C for each window): that kills the
+    process with ``SIGBUS``, as for every memory map. Where shards can be cut under a reader at any moment, set
+    ``SHARDSTREAM_MMAP=0`` (``pread``: a cut file is always a truncated archive).
     """
 
-    __slots__ = ("_mapped",)
+    __slots__ = ("_mapped", "_in_map")
 
     def __init__(self, stream: IO[bytes], fd: int, start: int, bufsize: int):
         super().__init__(stream, fd, start, bufsize)
         self._mapped = True
+        self._in_map = False  # whether buf is a view of a map (else bytes read with pread)
+
+    def recheck(self) -> None:
+        """Before the window is read again: if the file is now shorter than what ``buf`` maps of it, ``buf``
+        becomes the unread bytes still in the file, read with ``pread`` (the map past the file's end is never
+        touched: that is a ``SIGBUS``); the walk then meets the end where the file now ends. One ``fstat``."""
+        if not self._in_map or self._stream.closed:
+            return
+        at = self._start + self.base
+        try:
+            size = os.fstat(self._fd).st_size
+            if size >= at + len(self.buf):
+                return
+            self.buf = memoryview(os.pread(self._fd, max(size - at - self.pos, 0), at + self.pos))
+        except OSError as e:  # nothing more is read from the file: the walk's next fill raises this
+            self.buf, self.eof, self.failure = self.buf[self.pos : self.pos], True, e
+        self.base += self.pos
+        self.pos, self._in_map = 0, False
 
     def _refill(self, need: int, avail: int) -> bool:
         """Map until ``need`` bytes are available at ``pos`` (see :meth:`FileBuffer.fill`)."""
@@ -303,7 +326,7 @@ class WindowBuffer(FileBuffer):
             size = os.fstat(self._fd).st_size
             end = min(at + want, size)
             if size < at + avail:  # cut below what is mapped: what is left is read, the map is not touched there
-                self.buf = memoryview(os.pread(self._fd, max(end - at, 0), at))
+                self.buf, self._in_map = memoryview(os.pread(self._fd, max(end - at, 0), at)), False
             elif end - at <= avail:  # nothing more in the file: the unread tail stays
                 self.buf = old[len(old) - avail :]
             else:
@@ -332,7 +355,9 @@ class WindowBuffer(FileBuffer):
             except OSError:  # a file system without maps, or no address space left: pread from here on
                 self._mapped = False
             else:
+                self._in_map = True
                 return memoryview(window)[at - low :]
+        self._in_map = False
         return memoryview(os.pread(self._fd, end - at, at))
 
 
