@@ -17,9 +17,9 @@ at the first thing the C code leaves to Python, so every decision and error mess
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
-from .errors import ConfigError, TarFormatError, add_context
+from .errors import ConfigError
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
 from .tar import compress, native, reader
 from .tar.buffers import source_for
@@ -88,20 +88,27 @@ def with_local_path(samples: Iterable[Any], local: str | None, chunks: bool) -> 
 
 
 def _scanned(
-    src: Any, url: str, c_scan: Any, on_error: Handler, stats: SampleStats, batches: ColumnBatches | None = None,
-    chunks: bool = False, request: ColumnRequest | None = None, local: str | None = None,
+    tar: IO[bytes], bufsize: int, url: str, c_scan: Any, on_error: Handler, stats: SampleStats,
+    batches: ColumnBatches | None = None, chunks: bool = False, request: ColumnRequest | None = None,
+    local: str | None = None,
 ) -> Iterator[Any]:
-    """The ONE driver of the C grouping: samples (or, with ``batches``, full column batches; with ``chunks``, lists
-    of samples, or :class:`ColumnRun` chunks while ``request`` asks for them) grouped in C while it can; then the
-    Python walk and grouping from the state the C code reached. ``local``: each sample's ``__local_path__`` (set
-    in C on the samples it groups)."""
+    """The ONE driver of the C grouping over the tar stream ``tar`` (what :func:`~shardstream.tar.compress.read_tar`
+    gives): samples (or, with ``batches``, full column batches; with ``chunks``, lists of samples, or
+    :class:`ColumnRun` chunks while ``request`` asks for them) grouped in C while it can; then the Python walk and
+    grouping from the state the C code reached, over the members :func:`~shardstream.tar.compress.iter_tar` gives
+    from there (a decompression error held back for the end ends them). ``local``: each sample's
+    ``__local_path__`` (set in C on the samples it groups)."""
     (scan_samples, scan_columns, scan), split = c_scan, DEFAULT_RULE.split
+    src = source_for(tar, bufsize)
     seen: set[str] = set()
     keys = bytearray()  # the keys so far while they increase, as bytes (C makes no str of them): seen | stored_keys
     current: dict[str, Any] | None = None
     current_key: str | None = None
     misfits = fits = 0
+    recheck = getattr(src, "recheck", None)  # a mapped window: is the file still as long? (see WindowBuffer)
     while True:
+        if recheck is not None and src.pos:  # before C reads on in the window: the caller ran (it had what the last
+            recheck()  # call gave) and may have cut the file
         want = request.want if request is not None and (misfits <= _MISFITS or misfits * 8 <= fits) else None
         if batches is not None:
             rows, src.pos, current, current_key, need, raw = scan_columns(
@@ -143,11 +150,10 @@ def _scanned(
                     yield from done
         try:
             more = 0 < need < _C_GROUP_MAX and src.fill(need)
-        except Exception as exc:  # the stream broke: Python reads what arrived before, then reports the error
-            members: Iterable[Any] = _then_raise(reader.walk(src, url, scan), exc)
-            break
+        except Exception:  # the stream broke: Python's walk reads what arrived before it, and meets the error
+            more = False  # where it asks for more (the source raises it again), as a walk from the start does
         if not more:
-            members = reader.walk(src, url, scan)
+            members = compress.then_pending(reader.walk(src, url, scan), tar)
             break  # a member or header for Python; or the stream ends where Python must report it
     samples = _group(members, url, split, on_error, stats, seen, current, current_key, _StoredKeys(keys))
     if batches is not None:
@@ -170,19 +176,6 @@ class _StoredKeys:
 
     def __iter__(self) -> Iterator[str]:
         return iter(native.stored_keys(self.keys))
-
-
-def _then_raise(members: Iterator[Any], error: Exception) -> Iterator[Any]:
-    """The members still whole in the buffer of a broken stream, then ``error`` (the walk's own report of the
-    truncation is replaced by the error that broke the stream)."""
-    name = None
-    try:
-        for member in members:
-            name = member[0]
-            yield member
-    except TarFormatError as e:
-        name = e.member
-    raise add_context(error, member=name)
 
 
 def iter_samples(
@@ -250,7 +243,7 @@ def iter_samples(
         grouped = _group(members, url, key_rule.split, on_error, stats)
         return with_local_path(_lists(grouped) if chunks else grouped, local_path, chunks)
     return compress.read_tar(
-        stream, url, lambda tar: _scanned(source_for(tar, bufsize), url, c_scan, on_error, stats, chunks=chunks,
+        stream, url, lambda tar: _scanned(tar, bufsize, url, c_scan, on_error, stats, chunks=chunks,
                                          request=columns if chunks else None, local=local_path)
     )
 
@@ -312,8 +305,7 @@ class ColumnBatches:
             return self._add_all(samples)
         on_error = self.handler or _reraise
         return compress.read_tar(
-            stream, url, lambda tar: _scanned(source_for(tar, self.bufsize), url, c_scan, on_error,
-                                              self.stats, self)
+            stream, url, lambda tar: _scanned(tar, self.bufsize, url, c_scan, on_error, self.stats, self)
         )
 
     def rows(self) -> int:

@@ -7,7 +7,7 @@ import tarfile
 import pytest
 
 from shardstream.errors import TarFormatError
-from shardstream.tar import TarStreamWriter, buffers, iter_tar, reader as tar_reader
+from shardstream.tar import TarStreamWriter, buffers, filebuffers, iter_tar, reader as tar_reader
 
 BIG = tar_reader._DIRECT_MIN + 12345  # not a multiple of 512: padding follows
 
@@ -116,7 +116,7 @@ def test_big_members_are_not_read_twice(archive, monkeypatch):
     monkeypatch.setattr(buffers.os, "pread", counting_pread)
     with open(path, "rb") as f:
         list(iter_tar(f, str(path), bufsize=1 << 16))
-    assert sum(read) <= path.stat().st_size + (1 << 16) + 2 * buffers._AFTER_DIRECT
+    assert sum(read) <= path.stat().st_size + (1 << 16) + 2 * filebuffers._AFTER_DIRECT
 
 
 def test_the_stream_position_is_left_alone(archive):

@@ -26,6 +26,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 from typing import IO, cast
 
@@ -43,28 +44,41 @@ class PipeStream(io.RawIOBase):
     def __init__(self, url: str, command: str, *, bufsize: int = 1 << 20):
         self.url, self.command = url, command
         self._posix = os.name == "posix"
-        self._proc = subprocess.Popen(
-            command,
-            shell=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=bufsize,
-            start_new_session=self._posix,  # its own process group: close() can kill the command's children too
-        )
+        # stderr is a bare pipe that the drainer thread owns (reads with os.read, closes at its end): a daemon
+        # thread blocked in a *buffered* reader's read holds that reader's lock, and closing the reader at
+        # interpreter shutdown (a stream collected then) would wait for that lock: "Fatal Python error:
+        # _enter_buffered_busy", exit status 134. A bare fd has no lock; nothing else reads or closes it.
+        err_read, err_write = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                command,
+                shell=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err_write,
+                bufsize=bufsize,
+                start_new_session=self._posix,  # its own process group: close() can kill the command's children too
+            )
+        except BaseException:
+            os.close(err_read)
+            raise
+        finally:
+            os.close(err_write)
         # a buffered pipe (bufsize != 0), typed IO[bytes] by typeshed: it has read1/readinto1
         self._out = cast("io.BufferedReader | None", self._proc.stdout)
         self._tail = bytearray()
         self._checked = False
-        self._drainer = threading.Thread(target=self._drain_stderr, name="shardstream-pipe-stderr", daemon=True)
-        self._drainer.start()
-
-    def _drain_stderr(self) -> None:
-        err = cast("io.BufferedReader | None", self._proc.stderr)  # buffered, as stdout
-        assert err is not None
-        for chunk in iter(lambda: err.read1(4096), b""):
-            self._tail += chunk
-            del self._tail[:-_STDERR_TAIL]
+        # the thread holds the fd and the tail, not self: a stream dropped unclosed is still collected (and closed)
+        self._drainer = threading.Thread(
+            target=_drain_stderr, args=(err_read, self._tail), name="shardstream-pipe-stderr", daemon=True
+        )
+        try:
+            self._drainer.start()
+        except BaseException:
+            os.close(err_read)
+            self._kill()
+            self._proc.wait()
+            raise
 
     def readable(self) -> bool:
         return True
@@ -91,11 +105,11 @@ class PipeStream(io.RawIOBase):
             return
         self._checked = True
         code = self._proc.wait()
-        self._drainer.join(timeout=5)
+        self._drainer.join(timeout=5)  # the command ended: its stderr ends too, unless a child it left holds it
         if code == 0:
             return
         status = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        tail = self._tail.decode("utf-8", "replace").strip()
+        tail = bytes(self._tail).decode("utf-8", "replace").strip()
         detail = f"; its stderr ends with: {tail}" if tail else " (nothing on stderr)"
         raise OpenError(f"{self.url!r}: the command {status}{detail}", url=self.url)
 
@@ -119,10 +133,10 @@ class PipeStream(io.RawIOBase):
                 self._kill()
             self._proc.wait()
         finally:
-            for pipe in (self._proc.stdout, self._proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            self._drainer.join(timeout=5)
+            if self._out is not None:
+                self._out.close()
+            if not sys.is_finalizing():  # at shutdown the thread cannot run again: joining would only wait
+                self._drainer.join(timeout=5)
             super().close()
 
     def _kill(self) -> None:
@@ -142,6 +156,19 @@ class PipeStream(io.RawIOBase):
 
     def __repr__(self) -> str:
         return f"PipeStream({self.url!r}, pid={self._proc.pid})"
+
+
+def _drain_stderr(fd: int, tail: bytearray) -> None:
+    """Read a command's stderr (the bare pipe ``fd``, which this thread owns and closes) to its end, keeping the
+    last ``_STDERR_TAIL`` bytes in ``tail``."""
+    try:
+        while chunk := os.read(fd, 4096):
+            tail += chunk
+            del tail[:-_STDERR_TAIL]
+    except OSError:  # pragma: no cover - a pipe's read end does not fail
+        pass
+    finally:
+        os.close(fd)
 
 
 def open_pipe(url: str) -> IO[bytes]:

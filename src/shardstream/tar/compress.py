@@ -29,7 +29,7 @@ from ..errors import MissingDependencyError, TarFormatError
 from .buffers import map_file, sniff_file
 from .reader import Member, iter_members
 
-__all__ = ["compression", "iter_tar", "map_tar", "open_tar_stream", "read_tar"]
+__all__ = ["compression", "iter_tar", "map_tar", "open_tar_stream", "read_tar", "then_pending"]
 
 T = TypeVar("T")
 _SNIFF = 10  # bytes needed to recognise every format below
@@ -315,9 +315,16 @@ def read_tar(stream: IO[bytes], url: str, read: Callable[[IO[bytes]], Iterator[T
     if kind is None:
         return read(tar_stream)
     tar_stream.url = url  # type: ignore[attr-defined]
-    return _decompressing(read(tar_stream), tar_stream)  # type: ignore[arg-type]
+    return then_pending(read(tar_stream), tar_stream)
 
 
-def _decompressing(items: Iterator[T], tar: _Salvaging) -> Iterator[T]:
+def then_pending(items: Iterator[T], tar: IO[bytes]) -> Iterator[T]:
+    """``items`` read from ``tar`` (a stream :func:`read_tar` gave ``read``), then the decompression error held back
+    for the end, if any: an error after the end of the archive (a damaged trailer, a bad checksum) is still an error.
+
+    The members of a compressed tar end so (:func:`iter_tar`), and so must a walk that takes over a tar stream
+    part-way (the C sample grouping's, in :mod:`shardstream.reading`): the samples grouped from the members then
+    see the error where they see it when grouped from :func:`iter_tar`, before the last sample is complete."""
     yield from items
-    tar.raise_pending()  # an error after the end of the archive (a damaged trailer) is still an error
+    if isinstance(tar, _Salvaging):
+        tar.raise_pending()

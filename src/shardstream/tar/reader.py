@@ -112,7 +112,8 @@ def iter_members(
     """
     if bufsize < 1:
         raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
-    return walk(source_for(stream, bufsize), url, member_scan(accelerate))
+    scan = member_scan(accelerate)
+    return walk(source_for(stream, bufsize, windows=scan is not None), url, scan)
 
 
 def member_scan(accelerate: bool | None) -> Scan | None:
@@ -172,14 +173,24 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
     pending: _Pending | None = None
     global_pax: dict[str, bytes] = {}
     active = scan  # None while global PAX records change members, which the C walk does not apply
+    # a mapped window (WindowBuffer): whether the file is still as long is checked before the window is read again
+    # after members were handed out (the caller ran, and may have cut the file)
+    recheck = getattr(src, "recheck", None)
+    handed_out = True  # the caller may have run since the buffer was filled
     while True:
+        if handed_out and recheck is not None:
+            recheck()
+        handed_out = False
         if active is not None and pending is None:
             found, src.pos = active(src.buf, src.pos, src.base, not data)
-            if data:
-                yield from found
-            else:
-                for name, size, data_offset in found:
-                    yield name, data_offset, size
+            if found:
+                if data:
+                    yield from found
+                else:
+                    for name, size, data_offset in found:
+                        yield name, data_offset, size
+                if recheck is not None:
+                    recheck()
         offset = src.base + src.pos
         if not src.fill(BLOCKSIZE):
             warnings.warn(_end_of_stream(src, url, offset, pending), stacklevel=stacklevel)
@@ -226,6 +237,7 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
                     yield text, offset + BLOCKSIZE, size
                     raise cut.error from cut.error.__cause__
                 yield text, offset + BLOCKSIZE, size
+            handed_out = True
         elif typeflag in NO_DATA_TYPES:  # POSIX: no data blocks follow links, devices, directories, fifos
             src.pos += BLOCKSIZE
         elif typeflag == GNU_SPARSE:
