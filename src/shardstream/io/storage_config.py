@@ -55,6 +55,8 @@ __all__ = ["StorageConfig", "StorageRule", "add_storage_rules", "http_headers", 
 
 _KEYS = {"prefix", "bucket", "scheme", "endpoint_url", "region", "key", "secret", "token", "profile", "anon",
          "addressing_style", "headers", "options"}
+_TYPES: dict[str, tuple[type, str]] = {"anon": (bool, "true or false"), "headers": (Mapping, "a mapping"),
+                                       "options": (Mapping, "a mapping")}  # the others: strings
 _ALIASES = {"endpoint": "endpoint_url", "region_name": "region", "aws_access_key_id": "key",
             "access_key_id": "key", "aws_secret_access_key": "secret", "secret_access_key": "secret",
             "aws_session_token": "token", "session_token": "token"}
@@ -81,11 +83,15 @@ class StorageRule:
     def from_dict(cls, entry: Mapping[str, Any], source: str = "<code>") -> StorageRule:
         """Build a rule from one entry of a settings file."""
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"{source}: a storage rule must be a mapping, got {entry!r}")
+            raise ConfigError(f"{source}: a storage rule must be a mapping, not {type(entry).__name__}")
         values = {_ALIASES.get(k, k): v for k, v in entry.items()}
-        unknown = sorted(set(values) - _KEYS)
+        unknown = sorted(set(values) - _KEYS, key=str)
         if unknown:
             raise ConfigError(f"{source}: unknown storage setting(s) {unknown}; known: {sorted(_KEYS)}")
+        for name, value in values.items():  # named by its type, never its value: it may be a secret
+            wanted, what = _TYPES.get(name, (str, "a string"))
+            if value is not None and not isinstance(value, wanted):
+                raise ConfigError(f"{source}: the storage setting {name!r} must be {what}, not {type(value).__name__}")
         prefix, bucket, scheme = values.pop("prefix", None), values.pop("bucket", None), values.pop("scheme", "s3")
         if (prefix is None) == (bucket is None):
             raise ConfigError(f"{source}: a storage rule needs exactly one of 'prefix' or 'bucket': {dict(entry)}")
@@ -95,8 +101,10 @@ class StorageRule:
         if style is not None and style not in ("path", "virtual", "auto"):
             raise ConfigError(f"{source}: addressing_style must be path, virtual or auto, got {style!r}")
         headers, options = values.pop("headers", None) or {}, values.pop("options", None) or {}
-        if not isinstance(headers, Mapping) or not isinstance(options, Mapping):
-            raise ConfigError(f"{source}: 'headers' and 'options' must be mappings ({prefix})")
+        if not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+            raise ConfigError(f"{source}: 'headers' must map header names to strings ({prefix})")
+        if not all(isinstance(k, str) for k in options):
+            raise ConfigError(f"{source}: the names in 'options' must be strings ({prefix})")
         return cls(prefix=str(prefix), headers=tuple((str(k), str(v)) for k, v in headers.items()),
                    options=tuple(options.items()), source=source, **values)
 
