@@ -117,7 +117,9 @@ class DatasetSpec:
     document: str = "<dict>"
 
     def storage_rules(self) -> tuple[StorageRule, ...]:
-        """All storage rules: each source's first (they are the more specific), then the spec's."""
+        """All storage rules: each source's first (they are the more specific), then the spec's; each applies to the
+        URLs of its source (or of the spec) only (:attr:`StorageRule.scope
+        <shardstream.io.storage_config.StorageRule.scope>`)."""
         return tuple(r for s in self.sources for r in s.storage) + self.storage
 
     def counts(self, sizes: Sequence[int | None] | None = None) -> list[int]:
@@ -215,10 +217,8 @@ def _storage_rule(entry: Any, urls: Sequence[str], where: str) -> tuple[StorageR
         raise ConfigError(f"{where}: a source's `storage:` is a mapping of settings (endpoint_url, profile...) "
                           "without prefix/bucket: it applies to the source's own URLs")
     common = os.path.commonprefix(list(urls))
-    prefix = common[: common.rfind("/") + 1] or common
-    if not prefix:
-        raise ConfigError(f"{where}: its URLs share no prefix, so `storage:` cannot be matched to them")
-    return (StorageRule.from_dict({**entry, "prefix": prefix}, where),)
+    rule = StorageRule.from_dict({**entry, "prefix": common[: common.rfind("/") + 1] or common}, where)
+    return (dataclasses.replace(rule, scope=frozenset(urls)),)  # these URLs only: never the whole bucket
 
 
 def _shard_urls(value: Any, where: str) -> list[str]:
@@ -341,6 +341,8 @@ subsample=None)
     storage = data.get("storage")
 
     rules = StorageConfig.from_data({"storage": storage} if storage is not None else None, document).rules
+    spec_urls = frozenset(url for s in sources for url in s.urls)  # the spec's rules: for its own URLs only
+    rules = tuple(dataclasses.replace(rule, scope=spec_urls) for rule in rules)
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, str))):
         raise ConfigError(f"{document}: seed must be an integer or a string, not {type(seed).__name__} {shown(seed)}")
