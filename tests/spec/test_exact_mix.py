@@ -7,10 +7,15 @@ test_resume_mid_epoch_is_exact (benchmarks/spec_mixing.py prints the same number
 from __future__ import annotations
 
 import collections
+import gc
 
 import pytest
+import yaml
 
+import shardstream as wds
 from shardstream.errors import ConfigError
+from shardstream.indexed import index_dataset
+from shardstream.io.storage_config import load_storage_config
 from shardstream.pipeline import ExactMix
 from shardstream.spec import spec_pipeline
 from shardstream.streams import RecordWriter
@@ -95,20 +100,22 @@ def test_workers_get_equal_counts_with_the_proportions(spec):
 
 
 def test_field_selection_renames_and_storage_rules(spec, tmp_path):
-    from shardstream.io.storage_config import load_storage_config
-
     spec["sources"][0]["rename"] = {"origin": "src"}
     spec["sources"][0]["storage"] = {"endpoint_url": "http://127.0.0.1:1", "profile": "reader"}
-    samples = list(spec_pipeline(spec))
+    pipeline = spec_pipeline(spec)
+    samples = list(pipeline)
     from_a = [s for s in samples if "origin" in s]
     assert len(from_a) == 100 and all(set(s) == {"__key__", "__url__", "origin"} for s in from_a)
-    rule = load_storage_config().match(str(tmp_path / "a" / "shard-000000.tar"))
+    shard = str(tmp_path / "a" / "shard-000000.tar")
+    rule = load_storage_config().match(shard)
     assert rule is not None and rule.profile == "reader"
+    assert load_storage_config().match(str(tmp_path / "a" / "other.tar")) is None  # the source's URLs only
+    del pipeline
+    gc.collect()
+    assert load_storage_config().match(shard) is None  # gone with the pipeline
 
 
 def test_one_pass_counts_come_from_the_indexes(tmp_path):
-    from shardstream.indexed import index_dataset
-
     a = write_shards(tmp_path / "a", [7, 5], {"src": "a"})
     b = write_shards(tmp_path / "b", [4], {"src": "b"})
     index_dataset(a + b, str(tmp_path / "all.json"))  # writes the sidecar indexes
@@ -134,10 +141,6 @@ def test_exact_mix_checks_its_state_and_counts():
 
 
 def test_webdataset_reads_a_spec_file(spec, tmp_path):
-    import yaml
-
-    import shardstream as wds
-
     path = tmp_path / "mix.yaml"
     path.write_text(yaml.safe_dump(spec))
     ds = wds.WebDataset(str(path), shardshuffle=True).shuffle(10).batched(20, collation_fn=None)

@@ -59,7 +59,8 @@ class Route:
         bracketed = f"[{host}]" if ":" in host else host
         cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
         if proxy is None:
-            return path, (scheme, host, port, None), lambda: cls(bracketed, port, timeout=timeout)
+            # the bare host: http.client puts an IPv6 address in brackets in the Host header itself
+            return path, (scheme, host, port, None), lambda: cls(host, port, timeout=timeout)
         p = urlsplit(proxy)
         auth = {}
         if p.username is not None:
@@ -80,7 +81,7 @@ class Route:
                 for name, value in auth.items():
                     self.putheader(name, value)
 
-        absolute = f"http://{bracketed}:{port}{path}"
+        absolute = f"http://{bracketed}{'' if port == 80 else f':{port}'}{path}"  # its Host header: no default port
         return absolute, key, lambda: Forwarded(proxy_host, proxy_port, timeout=timeout)
 
 

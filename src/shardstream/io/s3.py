@@ -32,9 +32,10 @@ from urllib.parse import quote, urlsplit
 from ..config import Settings
 from .storage_config import storage_options
 
-__all__ = ["S3Body", "presign_v4", "presigned_url", "sigv4_url"]
+__all__ = ["S3Body", "host_header", "presign_v4", "presigned_url", "sigv4_url"]
 
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def presign_v4(endpoint: str, bucket: str, key: str, region: str, credentials: tuple[str, str],
@@ -42,9 +43,11 @@ def presign_v4(endpoint: str, bucket: str, key: str, region: str, credentials: t
                when: datetime.datetime | None = None) -> str:
     """A GET URL of ``bucket``/``key`` at ``endpoint`` (``scheme://host[:port]``) signed with AWS Signature V4
     (query parameters, unsigned payload) by ``credentials`` = ``(access key, secret key)`` for ``region``;
-    ``virtual``: the bucket in the host name (``bucket.host``), else in the path."""
+    ``virtual``: the bucket in the host name (``bucket.host``), else in the path. The signed ``host`` is the
+    ``Host`` header the request will send (:func:`host_header`: a default port written in ``endpoint`` is dropped,
+    as http.client and botocore drop it), and the URL is written with that same host."""
     parts = urlsplit(endpoint)
-    host = f"{bucket}.{parts.netloc}" if virtual else parts.netloc
+    host = f"{bucket}.{host_header(endpoint)}" if virtual else host_header(endpoint)
     path = quote(f"/{key}" if virtual else f"/{bucket}/{key}", safe="/~")
     now = (when or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     scope = f"{now[:8]}/{region}/s3/aws4_request"
@@ -59,6 +62,21 @@ def presign_v4(endpoint: str, bucket: str, key: str, region: str, credentials: t
         secret = hmac.new(secret, step.encode(), hashlib.sha256).digest()
     signature = hmac.new(secret, to_sign.encode(), hashlib.sha256).hexdigest()
     return f"{parts.scheme}://{host}{path}?{canonical_query}&X-Amz-Signature={signature}"
+
+
+def host_header(url: str) -> str:
+    """The ``Host`` header that a request to ``url`` sends (what http.client writes, and botocore signs): the
+    host name in lower case (an IPv6 address in brackets), with the port only when it is not the scheme's
+    default (``http://H:80`` sends ``Host: h``, ``https://h:8443`` sends ``Host: h:8443``).
+
+    >>> host_header("http://127.0.0.1:80"), host_header("https://S3.lan:443/x"), host_header("http://[::1]:7480")
+    ('127.0.0.1', 's3.lan', '[::1]:7480')
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port
+    return host if port is None or port == _DEFAULT_PORTS.get(parts.scheme.lower()) else f"{host}:{port}"
 
 
 def sigv4_url(url: str, settings: Settings, expires: int = 12 * 3600) -> str | None:

@@ -23,6 +23,10 @@ Rule keys: ``prefix`` or ``bucket`` (+ ``scheme``), ``endpoint_url``, ``region``
 would otherwise fail silently). Credentials not given here come from each library's usual sources (for S3:
 ``AWS_*`` variables, ``~/.aws``).
 
+A dataset spec's ``storage:`` (:mod:`shardstream.spec`) is made of *scoped* rules: they apply to the spec's own
+shard URLs (and files named after them, such as their indexes), ahead of these rules, and only while the dataset
+that reads them exists; any other URL, in the same bucket too, keeps the settings above.
+
 >>> config = StorageConfig.from_text('''
 ... storage:
 ...   - bucket: a
@@ -44,6 +48,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,6 +62,8 @@ __all__ = ["StorageConfig", "StorageRule", "add_storage_rules", "http_headers", 
 
 _KEYS = {"prefix", "bucket", "scheme", "endpoint_url", "region", "key", "secret", "token", "profile", "anon",
          "addressing_style", "headers", "options"}
+_TYPES: dict[str, tuple[type, str]] = {"anon": (bool, "true or false"), "headers": (Mapping, "a mapping"),
+                                       "options": (Mapping, "a mapping")}  # the others: strings
 _ALIASES = {"endpoint": "endpoint_url", "region_name": "region", "aws_access_key_id": "key",
             "access_key_id": "key", "aws_secret_access_key": "secret", "secret_access_key": "secret",
             "aws_session_token": "token", "session_token": "token"}
@@ -90,17 +98,24 @@ class StorageRule:
     headers: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)  # may hold credentials
     options: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
     source: str = "<code>"
+    #: when not empty, the rule applies to these URLs only (and to files named after them: ``URL.ext``, such as a
+    #: shard's index), not to the whole prefix: a dataset spec's rules, set by :func:`shardstream.spec.load_spec`
+    scope: frozenset[str] = dataclasses.field(default=frozenset(), repr=False)
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any], source: str = "<code>") -> StorageRule:
         """Build a rule from one entry of a settings file."""
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"{source}: a storage rule must be a mapping, got {entry!r}")
+            raise ConfigError(f"{source}: a storage rule must be a mapping, not {type(entry).__name__}")
         values = {_ALIASES.get(k, k): v for k, v in entry.items()}
         _register_secrets(values)  # before any message can show them: every error and log masks them
-        unknown = sorted(set(values) - _KEYS)
+        unknown = sorted(set(values) - _KEYS, key=str)
         if unknown:
             raise ConfigError(f"{source}: unknown storage setting(s) {unknown}; known: {sorted(_KEYS)}")
+        for name, value in values.items():  # named by its type, never its value: it may be a secret
+            wanted, what = _TYPES.get(name, (str, "a string"))
+            if value is not None and not isinstance(value, wanted):
+                raise ConfigError(f"{source}: the storage setting {name!r} must be {what}, not {type(value).__name__}")
         prefix, bucket, scheme = values.pop("prefix", None), values.pop("bucket", None), values.pop("scheme", "s3")
         if (prefix is None) == (bucket is None):
             raise ConfigError(f"{source}: a storage rule needs exactly one of 'prefix' or 'bucket'; the rule has "
@@ -111,10 +126,24 @@ class StorageRule:
         if style is not None and style not in ("path", "virtual", "auto"):
             raise ConfigError(f"{source}: addressing_style must be path, virtual or auto, got {style!r}")
         headers, options = values.pop("headers", None) or {}, values.pop("options", None) or {}
-        if not isinstance(headers, Mapping) or not isinstance(options, Mapping):
-            raise ConfigError(f"{source}: 'headers' and 'options' must be mappings ({prefix})")
+        if not all(isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in headers.items()):
+            raise ConfigError(f"{source}: 'headers' must map header names to strings ({prefix})")
+        if not all(isinstance(k, str) for k in options):
+            raise ConfigError(f"{source}: the names in 'options' must be strings ({prefix})")
         return cls(prefix=str(prefix), headers=tuple((str(k), str(v)) for k, v in headers.items()),
                    options=tuple(options.items()), source=source, **values)
+
+    def applies_to(self, url: str) -> bool:
+        """Whether ``url`` is under the rule's prefix (and, for a scoped rule, one of its URLs or a file named after
+        one).
+
+        >>> rule = StorageRule("s3://b/", scope=frozenset({"s3://b/a.tar"}))
+        >>> rule.applies_to("s3://b/a.tar"), rule.applies_to("s3://b/a.tar.ssidx"), rule.applies_to("s3://b/c.tar")
+        (True, True, False)
+        """
+        if not url.startswith(self.prefix):
+            return False
+        return not self.scope or url in self.scope or url.rpartition(".")[0] in self.scope
 
     def fsspec_options(self, protocol: str) -> dict[str, Any]:
         """Keyword arguments for ``fsspec.filesystem(protocol, ...)`` (s3fs names for ``s3``)."""
@@ -139,7 +168,7 @@ class StorageRule:
 
 
 class StorageConfig:
-    """An ordered set of :class:`StorageRule`; :meth:`match` picks the longest matching prefix."""
+    """An ordered set of :class:`StorageRule`; :meth:`match` picks the most specific rule that applies."""
 
     def __init__(self, rules: Iterable[StorageRule] = ()):
         self.rules = tuple(rules)
@@ -193,11 +222,15 @@ class StorageConfig:
         return StorageConfig(self.rules + other.rules)
 
     def match(self, url: str) -> StorageRule | None:
-        """The rule with the longest prefix of ``url`` (the first such rule on a tie), or None."""
+        """The most specific rule that applies to ``url``, or None: a scoped rule (the smallest scope first) before
+        any other, then the longest prefix; the first such rule on a tie."""
         best: StorageRule | None = None
+        rank: tuple[int, int, int] = (0, 0, -1)
         for rule in self.rules:
-            if url.startswith(rule.prefix) and (best is None or len(rule.prefix) > len(best.prefix)):
-                best = rule
+            if rule.applies_to(url):
+                mine = (1, -len(rule.scope), len(rule.prefix)) if rule.scope else (0, 0, len(rule.prefix))
+                if best is None or mine > rank:
+                    best, rank = rule, mine
         return best
 
     def __repr__(self) -> str:
@@ -212,15 +245,45 @@ def _load(path: str | None, mtime: float | None, inline: str | None) -> StorageC
     return config
 
 
-#: rules added by code (a dataset spec's ``storage:``), before those of the settings: arguments win
+#: rules added by code (a dataset spec's ``storage:``), before those of the settings: arguments win. Those of an
+#: owner (a spec's shard list) live as long as it does; the others for the process.
 _ADDED: tuple[StorageRule, ...] = ()
+_OWNED: weakref.WeakKeyDictionary[Any, tuple[StorageRule, ...]] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
 
 
-def add_storage_rules(rules: Iterable[StorageRule]) -> None:
-    """Add rules for this process, ahead of the settings' (a dataset spec calls it where its shards are read).
-    Adding a rule already added does nothing."""
+def add_storage_rules(rules: Iterable[StorageRule], owner: Any = None) -> None:
+    """Add rules ahead of the settings' (a dataset spec's shard list calls it in every process that reads): for as
+    long as ``owner`` lives (weakly referenced; adding again for the same owner replaces its rules), or, without
+    one, for the process (adding a rule already added then does nothing).
+
+    >>> class Owner: pass
+    >>> owner = Owner()
+    >>> add_storage_rules([StorageRule("s3://demo/", region="r1", scope=frozenset({"s3://demo/a.tar"}))], owner)
+    >>> load_storage_config().match("s3://demo/a.tar").region, load_storage_config().match("s3://demo/b.tar")
+    ('r1', None)
+    >>> del owner; load_storage_config().match("s3://demo/a.tar") is None  # gone with its owner
+    True
+    """
     global _ADDED
-    _ADDED += tuple(r for r in rules if r not in _ADDED)
+    rules = tuple(rules)
+    with _LOCK:
+        if owner is not None:
+            _OWNED[owner] = rules
+        else:
+            _ADDED += tuple(r for r in rules if r not in _ADDED)
+
+
+def _added() -> tuple[StorageRule, ...]:
+    """The rules added by code now: the process's, then each live owner's (a rule once)."""
+    with _LOCK:
+        groups = [_ADDED, *_OWNED.values()]
+    if len(groups) == 1:
+        return _ADDED
+    rules: list[StorageRule] = []
+    for group in groups:
+        rules.extend(r for r in group if r not in rules)
+    return tuple(rules)
 
 
 def load_storage_config(settings: Settings | None = None) -> StorageConfig:
@@ -235,7 +298,8 @@ def load_storage_config(settings: Settings | None = None) -> StorageConfig:
         except OSError as e:
             raise ConfigError(f"SHARDSTREAM_STORAGE_CONFIG={path!r}: {e.strerror or e}") from e
     loaded = _load(path, mtime, settings.storage)
-    return StorageConfig(_ADDED) + loaded if _ADDED else loaded
+    added = _added()
+    return StorageConfig(added) + loaded if added else loaded
 
 
 def storage_options(url: str, protocol: str, settings: Settings | None = None) -> dict[str, Any]:

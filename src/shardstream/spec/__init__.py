@@ -6,7 +6,7 @@ Python dict. ``WebDataset("spec.yaml")``, ``TrainingDataset("spec.yaml")`` and t
     seed: 0                       # optional: the mixing schedule is a function of (seed, epoch)
     epoch_size: 10000             # optional: samples per epoch, shared out by proportion/weight
     prefix: s3://bucket/data/     # optional: put before every relative shard URL
-    storage:                      # optional: per-bucket settings (the schema of shardstream.io.storage_config)
+    storage:                      # optional: settings for the spec's shard URLs (schema: shardstream.io.storage_config)
       - bucket: bucket
         endpoint_url: http://127.0.0.1:7480
     sources:
@@ -30,6 +30,10 @@ webdataset 0.2's keys are read too: ``datasets:`` for ``sources:``; per dataset 
 prepended to its shards, ``resample: N`` (N shards drawn with replacement each epoch), ``choose: N`` (N shards
 without replacement each epoch: in a ``datasets:`` list ``choose`` counts *shards*, as in webdataset) and
 ``subsample: f`` (that fraction of the shards each epoch). Environment variables in URLs are not expanded.
+
+A spec's ``storage:`` settings apply to its own shard URLs only (a source's: that source's URLs), and to the files
+named after them (their indexes), for as long as the dataset that reads them exists: another URL of the same
+bucket or prefix, read by the program itself, keeps the program's own storage settings.
 
 No URL from a spec runs a command: a ``pipe:`` URL (as written, or after the URL rewrite rules) raises
 :class:`~shardstream.errors.UnsafeURLError` unless the caller passes ``allow_commands=True``.

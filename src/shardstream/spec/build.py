@@ -6,7 +6,7 @@ between ranks and workers, read (tar shards, or stream files as records) and giv
 renames. :class:`~shardstream.pipeline.ExactMix` takes from each exactly its count per epoch
 (:meth:`~shardstream.spec.DatasetSpec.counts`; a source's size comes from ``samples:`` or from its shards'
 sidecar indexes). The storage rules of the spec are added (in every process that reads) before the first shard
-opens.
+or index opens, for the spec's own URLs and for as long as its shard lists exist.
 
 >>> from shardstream.testing import write_shards
 >>> a = write_shards("a", [4, 4], {"txt": "a"}); b = write_shards("b", [3], {"txt": "b"})
@@ -50,14 +50,17 @@ Handler = Callable[[BaseException], bool]
 class SpecShards(Source):
     """The shard list of one spec source: all its shards, or those drawn for this pass (``resample``: N with
     replacement; ``choose_shards``: N without; ``subsample``: that fraction), the same in every rank and worker
-    (drawn from seed, epoch and pass). Iterating it first adds the spec's storage rules in this process."""
+    (drawn from seed, epoch and pass). It holds the spec's storage rules in each process where it exists (made, or
+    unpickled and iterated): they apply to the spec's URLs while it lives."""
 
     def __init__(self, source: SourceSpec, rules: tuple[StorageRule, ...] = ()):
         self.source, self.rules = source, rules
+        if rules:
+            add_storage_rules(rules, owner=self)
 
     def iterate(self, ctx: Context) -> Iterator[dict[str, Any]]:
         if self.rules:
-            add_storage_rules(self.rules)
+            add_storage_rules(self.rules, owner=self)  # in a worker, the copy that was unpickled
         source, urls = self.source, list(self.source.urls)
         rng = ctx.replace(shared=True).rng("spec-shards", source.name)
         if source.resample_shards is not None:
@@ -117,11 +120,11 @@ def source_sizes(spec: DatasetSpec) -> list[int | None]:
 def spec_source(spec: DatasetSpec, *, handler: Handler = reraise_exception, shardshuffle: int | bool | None = None,
                 nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker) -> ExactMixSource:
     """The source of a spec's pipeline (what ``WebDataset(spec)`` starts with): its sources' streams, mixed."""
-    counts = spec.counts(source_sizes(spec) if any(
-        s.samples is None and not s.shares and s.choose is None for s in spec.sources) else None)
     rules = spec.storage_rules()
     pipelines = [source_pipeline(s, rules, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
-                                 workersplitter=workersplitter) for s in spec.sources]
+                                 workersplitter=workersplitter) for s in spec.sources]  # their rules are in force
+    counts = spec.counts(source_sizes(spec) if any(
+        s.samples is None and not s.shares and s.choose is None for s in spec.sources) else None)
     return ExactMixSource(pipelines, counts)
 
 
@@ -150,6 +153,6 @@ def training_sources(spec: Any, allow_commands: bool = False) -> tuple[list[str]
         if unsupported:
             raise ConfigError(f"{spec.document}: TrainingDataset reads tar sources by random access; source "
                               f"{source.name!r} uses {', '.join(unsupported)}: use WebDataset(spec) for it")
-    if spec.storage_rules():
+    if spec.storage_rules():  # for the process (TrainingDataset keeps no object of the spec), its URLs only
         add_storage_rules(spec.storage_rules())
     return [url for s in spec.sources for url in s.urls], [len(s.urls) for s in spec.sources], spec

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -15,8 +16,10 @@ from typing import Any
 from ..errors import ConfigError
 from ..io.storage_config import StorageConfig, StorageRule
 from ..io.trust import urls_from_document
-from ..io.urls import expand_urls, split_scheme
+from ..io.urls import braceexpand, split_scheme
 from ..streams import FORMATS
+from .document import read_file
+from .values import MAX_COUNT, mapping_of_texts, number, shown, text, texts
 
 __all__ = ["DatasetSpec", "SourceSpec", "apportion", "is_spec", "load_spec"]
 
@@ -50,8 +53,8 @@ def is_spec(value: Any) -> bool:
             data = json.load(f)
     except OSError:
         return False  # not there: whoever reads it as shards or an index says so
-    except ValueError:
-        return True  # not valid JSON: load_spec says why
+    except (ValueError, RecursionError):
+        return True  # not valid JSON (or nested too deeply to read): load_spec says why
     return isinstance(data, Mapping) and bool({"sources", "datasets"} & set(data))
 
 
@@ -114,7 +117,9 @@ class DatasetSpec:
     document: str = "<dict>"
 
     def storage_rules(self) -> tuple[StorageRule, ...]:
-        """All storage rules: each source's first (they are the more specific), then the spec's."""
+        """All storage rules: each source's first (they are the more specific), then the spec's; each applies to the
+        URLs of its source (or of the spec) only (:attr:`StorageRule.scope
+        <shardstream.io.storage_config.StorageRule.scope>`)."""
         return tuple(r for s in self.sources for r in s.storage) + self.storage
 
     def counts(self, sizes: Sequence[int | None] | None = None) -> list[int]:
@@ -160,6 +165,10 @@ class DatasetSpec:
                 raise ConfigError(f"{self.document}: use either proportion or weight for all shared sources")
             for i, share in zip(shared, shares, strict=False):
                 counts[i] = share
+        for source, count in zip(self.sources, counts, strict=False):
+            if count is not None and count > MAX_COUNT:
+                raise ConfigError(f"{self.document}: source {source.name!r} would take {shown(count)} samples an "
+                                  "epoch, more than 2**53")
         return [int(c) for c in counts]  # type: ignore[arg-type]
 
 
@@ -170,9 +179,15 @@ def apportion(weights: Sequence[float], total: int) -> list[int]:
     >>> apportion([1, 1, 1], 10), apportion([0.7, 0.2, 0.1], 7)
     ([4, 3, 3], [5, 1, 1])
     """
-    weights = [float(w) for w in weights]
-    if any(w < 0 or not math.isfinite(w) for w in weights) or (weights and math.fsum(weights) <= 0):
-        raise ConfigError(f"weights must be finite, >= 0, with a positive sum: {weights}")
+    try:
+        weights = [float(w) for w in weights]
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ConfigError(f"weights must be numbers, not {shown(weights)}") from e
+    if any(w < 0 or not math.isfinite(w) for w in weights) or (weights and max(weights) <= 0):
+        raise ConfigError(f"weights must be finite, >= 0, with a positive sum: {shown(weights)}")
+    if weights:  # relative: scaled to at most 1, so that their sum cannot overflow
+        top = max(weights)
+        weights = [w / top for w in weights]
     if total < 0:
         raise ConfigError(f"cannot share out {total} samples")
     if not weights:
@@ -185,18 +200,6 @@ def apportion(weights: Sequence[float], total: int) -> list[int]:
     for i in order[:left]:
         counts[i] += 1
     return counts
-
-
-def _number(value: Any, what: str, *, integer: bool = False, positive: bool = False) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{what} must be a number >= 0, not {value!r}")
-    if integer and int(value) != value:
-        raise ConfigError(f"{what} must be a whole number, not {value!r}")
-    if positive and value <= 0:
-        raise ConfigError(f"{what} must be > 0, not {value!r}")
-    return int(value) if integer else float(value)
 
 
 def _join(base: str, url: str, folder: str | None) -> str:
@@ -214,40 +217,47 @@ def _storage_rule(entry: Any, urls: Sequence[str], where: str) -> tuple[StorageR
         raise ConfigError(f"{where}: a source's `storage:` is a mapping of settings (endpoint_url, profile...) "
                           "without prefix/bucket: it applies to the source's own URLs")
     common = os.path.commonprefix(list(urls))
-    prefix = common[: common.rfind("/") + 1] or common
-    if not prefix:
-        raise ConfigError(f"{where}: its URLs share no prefix, so `storage:` cannot be matched to them")
-    return (StorageRule.from_dict({**entry, "prefix": prefix}, where),)
+    rule = StorageRule.from_dict({**entry, "prefix": common[: common.rfind("/") + 1] or common}, where)
+    return (dataclasses.replace(rule, scope=frozenset(urls)),)  # these URLs only: never the whole bucket
+
+
+def _shard_urls(value: Any, where: str) -> list[str]:
+    """A source's ``shards:``: a string (``::``-separated brace patterns; no environment variables: a spec may
+    come from anyone) or a list of URLs (paths too, in a dict)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    elif isinstance(value, list):
+        value = [os.fspath(u) if isinstance(u, os.PathLike) else u for u in value]
+    urls = texts(value, f"{where}: shards")
+    return [u for part in value.split("::") for u in braceexpand(part)] if isinstance(value, str) else urls
 
 
 def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: str | None, allow_commands: bool,
             webdataset: bool) -> SourceSpec:
     where = f"{document}: source {i}"
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"{where} must be a mapping with `shards:`, not {entry!r}")
-    unknown = sorted(set(entry) - _SOURCE)
+        raise ConfigError(f"{where} must be a mapping with `shards:`, not {shown(entry)}")
+    unknown = sorted(set(entry) - _SOURCE, key=str)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(_SOURCE)}")
+        raise ConfigError(f"{where}: unknown key(s) {shown(unknown)}; known: {sorted(_SOURCE)}")
     if "shards" not in entry:
         raise ConfigError(f"{where} has no `shards:`")
-    buckets = entry.get("buckets", entry.get("prefix", top.get("buckets", "")))
-    buckets = [buckets] if isinstance(buckets, str) else list(buckets or [""])
+    key = next((k for k in ("buckets", "prefix") if k in entry), None)
+    buckets = texts(entry[key], f"{where}: {key}") if key else top.get("buckets") or [""]
     if len(buckets) != 1:
-        raise ConfigError(f"{where}: one bucket per source (got {buckets}); write one source per bucket")
-    base = _join(str(top.get("prefix") or ""), buckets[0], None) if buckets[0] else str(top.get("prefix") or "")
-    raw = expand_urls(entry["shards"] if isinstance(entry["shards"], str) else [str(u) for u in entry["shards"]])
-    urls = _checked([_join(base, u, folder) for u in raw], document, allow_commands)
+        raise ConfigError(f"{where}: one bucket per source (got {shown(buckets)}); write one source per bucket")
+    base = _join(top.get("prefix") or "", buckets[0], None) if buckets[0] else top.get("prefix") or ""
+    urls = _checked([_join(base, u, folder) for u in _shard_urls(entry["shards"], where)], document, allow_commands)
     if not urls:
         raise ConfigError(f"{where}: `shards:` names no shard")
-    name = str(entry.get("name", f"source{i}"))
+    name = text(entry.get("name", f"source{i}"), f"{where}: name", numbers=True)
     fmt = entry.get("format")
     if fmt is None:
-
         fmt = next((f for f, ends in FORMATS.items() if urls[0].lower().endswith(ends)), "tar")
-    if fmt not in _FORMATS:
-        raise ConfigError(f"{where}: format {fmt!r} is not one of {sorted(_FORMATS)}")
-    choose = _number(entry.get("choose"), f"{where}: choose", integer=True)
-    choose_shards = _number(entry.get("choose_shards"), f"{where}: choose_shards", integer=True, positive=True)
+    if not isinstance(fmt, str) or fmt not in _FORMATS:
+        raise ConfigError(f"{where}: format must be one of {sorted(_FORMATS)}, not {shown(fmt)}")
+    choose = number(entry.get("choose"), f"{where}: choose", integer=True)
+    choose_shards = number(entry.get("choose_shards"), f"{where}: choose_shards", integer=True, positive=True)
     if webdataset and choose is not None:  # webdataset 0.2: `choose` counts shards
         choose, choose_shards = None, choose
     counts = [k for k in ("weight", "proportion", "repeat") if entry.get(k) is not None] + (["choose"] if choose
@@ -260,39 +270,25 @@ def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: s
         raise ConfigError(f"{where}: give one of resample, choose (shards), subsample (not {shard_rules})")
     fields = entry.get("fields")
     if fields is not None:
-        fields = tuple(fields.split(";") if isinstance(fields, str) else (str(f) for f in fields))
-    rename = entry.get("rename") or {}
-    if not isinstance(rename, Mapping):
-        raise ConfigError(f"{where}: `rename:` maps new names to old ones, e.g. {{image: jpg}}")
-    proportion = _number(entry.get("proportion"), f"{where}: proportion")
+        fields = tuple(fields.split(";") if isinstance(fields, str) else texts(fields, f"{where}: fields"))
+    rename = mapping_of_texts(entry.get("rename") or {}, f"{where}: `rename:` (new name: old name)", "{image: jpg}")
+    proportion = number(entry.get("proportion"), f"{where}: proportion")
     if proportion is not None and proportion > 1:
         raise ConfigError(f"{where}: proportion is a fraction of the epoch (<= 1), not {proportion}")
-    subsample = _number(entry.get("subsample"), f"{where}: subsample", positive=True)
+    subsample = number(entry.get("subsample"), f"{where}: subsample", positive=True)
     if subsample is not None and subsample > 1:
         raise ConfigError(f"{where}: subsample is a fraction of the shards (<= 1), not {subsample}")
     if choose_shards is not None and choose_shards > len(urls):
         raise ConfigError(f"{where}: choose {choose_shards} shards of {len(urls)}")
     return SourceSpec(
         name=name, urls=tuple(urls), format=fmt,
-        samples=_number(entry.get("samples"), f"{where}: samples", integer=True),
-        weight=_number(entry.get("weight"), f"{where}: weight"), proportion=proportion,
-        repeat=_number(entry.get("repeat"), f"{where}: repeat"), choose=choose, fields=fields,
-        rename=tuple((str(k), str(v)) for k, v in rename.items()),
+        samples=number(entry.get("samples"), f"{where}: samples", integer=True),
+        weight=number(entry.get("weight"), f"{where}: weight"), proportion=proportion,
+        repeat=number(entry.get("repeat"), f"{where}: repeat"), choose=choose, fields=fields,
+        rename=tuple(rename.items()),
         storage=_storage_rule(entry.get("storage"), urls, where),
-        resample_shards=_number(entry.get("resample"), f"{where}: resample", integer=True, positive=True),
+        resample_shards=number(entry.get("resample"), f"{where}: resample", integer=True, positive=True),
         choose_shards=choose_shards, subsample=subsample)
-
-
-def _read(path: str) -> Any:
-    import yaml  # noqa: PLC0415 - PyYAML loads only for YAML files
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read the dataset specification {path!r}: {e.strerror or e}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"the dataset spec {path!r} is not valid YAML/JSON: {e}") from e
 
 
 def load_spec(spec: Any, *, allow_commands: bool = False) -> DatasetSpec:
@@ -315,31 +311,41 @@ subsample=None)
         document = os.fspath(spec)
         if split_scheme(document)[0] not in ("", "file"):
             raise ConfigError(f"dataset spec {document!r}: read specs from local files (or pass a dict)")
-        data = _read(document)
+        data = read_file(document)
         folder = os.path.dirname(os.path.abspath(document))
     else:
         raise ConfigError(f"a dataset spec is a path or a dict, not {type(spec).__name__}")
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{document}: a dataset spec is a mapping with `sources:` (or `datasets:`)")
-    unknown = sorted(set(data) - _TOP)
+        raise ConfigError(f"{document}: a dataset spec is a mapping with `sources:` (or `datasets:`), not "
+                          f"{type(data).__name__} {shown(data)}")
+    unknown = sorted(set(data) - _TOP, key=str)
     if unknown:
-        raise ConfigError(f"{document}: unknown top-level key(s) {unknown}; known: {sorted(_TOP)}")
+        raise ConfigError(f"{document}: unknown top-level key(s) {shown(unknown)}; known: {sorted(_TOP)}")
+    for key in ("prefix", "name"):
+        if data.get(key) is not None:
+            text(data[key], f"{document}: {key}")
+    if data.get("buckets") is not None:
+        data = {**data, "buckets": texts(data["buckets"], f"{document}: buckets")}
     webdataset = "datasets" in data
     if webdataset and "sources" in data:
         raise ConfigError(f"{document}: give `sources:` or `datasets:` (webdataset 0.2), not both")
     entries = data.get("datasets" if webdataset else "sources")
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{document}: `{'datasets' if webdataset else 'sources'}:` must be a non-empty list")
+        raise ConfigError(f"{document}: `{'datasets' if webdataset else 'sources'}:` must be a non-empty list of "
+                          f"sources, not {shown(entries)}")
     sources = tuple(_source(e, i, data, document, folder, allow_commands, webdataset) for i, e in enumerate(entries))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
-        raise ConfigError(f"{document}: source names repeat: {names}")
+        repeated = sorted(n for n, k in collections.Counter(names).items() if k > 1)
+        raise ConfigError(f"{document}: source names repeat: {shown(repeated)}")
     storage = data.get("storage")
 
     rules = StorageConfig.from_data({"storage": storage} if storage is not None else None, document).rules
+    spec_urls = frozenset(url for s in sources for url in s.urls)  # the spec's rules: for its own URLs only
+    rules = tuple(dataclasses.replace(rule, scope=spec_urls) for rule in rules)
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, str))):
-        raise ConfigError(f"{document}: seed must be an integer or a string, not {seed!r}")
-    return DatasetSpec(sources=sources, epoch_size=_number(data.get("epoch_size"), f"{document}: epoch_size",
+        raise ConfigError(f"{document}: seed must be an integer or a string, not {type(seed).__name__} {shown(seed)}")
+    return DatasetSpec(sources=sources, epoch_size=number(data.get("epoch_size"), f"{document}: epoch_size",
                                                            integer=True), seed=seed, storage=rules,
                        document=document)
