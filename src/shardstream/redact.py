@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "RedactedText", "SecretFilter", "is_secret_name", "redact", "redact_text", "redacted_stdio", "redacting_logger", "register_secret"]
+__all__ = ["MASK", "RedactedText", "SecretFilter", "is_secret_name", "parse_problem", "redact", "redact_text", "redacted_stdio", "redacting_logger", "register_secret"]
 
 #: what a secret shows as
 MASK = "***"
@@ -123,6 +123,17 @@ def redact_text(text: str) -> str:
         text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _mask_known(text)
+
+
+def parse_problem(error: BaseException) -> str:
+    """What a parser error says, without the lines of the document it quotes (a YAML error shows the line it
+    failed on, which may hold a secret key): its problem, line and column."""
+    problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
+    if problem is None or mark is None:
+        return redact_text(str(error))
+    context = getattr(error, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    return redact_text(f"{context + ': ' if context else ''}{problem} ({where})")
 
 
 class SecretFilter(logging.Filter):

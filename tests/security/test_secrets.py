@@ -221,3 +221,18 @@ def test_cli_output_hides_urls_secrets(served, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "shardstream", "info", "--json", url], capture_output=True,
                           text=True, timeout=120)
     assert "alice:***@" in proc.stdout
+
+
+def test_a_settings_or_spec_file_that_does_not_parse_shows_no_line_of_it():
+    """YAML errors quote the line they failed on; the message keeps the problem and its position only."""
+    from shardstream.io.storage_config import StorageConfig
+    from shardstream.spec.document import read_text
+
+    text = f"storage:\n  - prefix: s3://a/\n    secret: {CANARY}\n    key: [unclosed\n"
+    with pytest.raises(ConfigError, match="line") as caught:
+        StorageConfig.from_text(text, "storage.yaml")
+    assert CANARY not in _everything_shown(caught.value)
+    spec = f"sources:\n  - shards: a.tar\n    storage: {{secret: {CANARY}, x: [}}\n"
+    with pytest.raises(ConfigError, match="line 3") as caught:
+        read_text(spec, "spec.yaml")
+    assert CANARY not in _everything_shown(caught.value)

@@ -55,7 +55,7 @@ from typing import Any
 
 from ..config import Settings, get_settings
 from ..errors import ConfigError
-from ..redact import is_secret_name, register_secret
+from ..redact import is_secret_name, parse_problem, register_secret
 
 __all__ = ["StorageConfig", "StorageRule", "add_storage_rules", "http_headers", "load_storage_config",
            "storage_options"]
@@ -203,8 +203,8 @@ class StorageConfig:
                 data = yaml.safe_load(text)
         except ImportError as e:  # pragma: no cover - Python 3.10 without tomli
             raise ConfigError(f"{source}: reading TOML needs Python >= 3.11 or 'tomli'; or write YAML") from e
-        except Exception as e:
-            raise ConfigError(f"{source}: not valid {format.upper()}: {e}") from e
+        except Exception as e:  # the error, not the document's lines it quotes (they may hold a secret)
+            raise ConfigError(f"{source}: not valid {format.upper()}: {parse_problem(e)}") from None
         return cls.from_data(data, source)
 
     @classmethod

@@ -22,6 +22,7 @@ import codecs
 from typing import IO, Any
 
 from ..errors import ConfigError
+from ..redact import parse_problem
 
 __all__ = ["MAX_ALIAS_NODES", "MAX_DEPTH", "read_file", "read_text"]
 
@@ -108,7 +109,7 @@ def read_text(text: str | bytes, document: str, *, max_depth: int = MAX_DEPTH,
         loader = _loader(text, document, max_depth, max_alias_nodes)  # type: ignore[arg-type]  # reads the start
         return loader.get_single_data()
     except yaml.YAMLError as e:
-        raise ConfigError(f"the dataset spec {document!r} is not valid YAML/JSON: {e}") from e
+        raise ConfigError(f"the dataset spec {document!r} is not valid YAML/JSON: {parse_problem(e)}") from None
     except RecursionError as e:  # pragma: no cover - the depth limit comes first
         raise ConfigError(f"the dataset spec {document!r} is nested too deeply") from e
     finally:
