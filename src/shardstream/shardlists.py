@@ -25,6 +25,7 @@ from itertools import islice
 from typing import Any
 
 from .errors import ConfigError, WorkerSplitError
+from .io.trust import urls_from_document
 from .io.urls import braceexpand, envsubst as _envsubst, expand_urls
 from .pipeline import (
     Context,
@@ -37,6 +38,7 @@ from .pipeline import (
     split_by_worker,
     stage,
 )
+from .spec.document import read_file
 from .utils import glob_with_braces, is_iterable, obsolete
 
 __all__ = [
@@ -132,20 +134,19 @@ class MultiShardSample(IterableDataset):
     """
 
     @obsolete(reason="replaced by the WIDS JSON format in webdataset")
-    def __init__(self, fname: str | dict[str, Any]):
+    def __init__(self, fname: str | dict[str, Any], *, allow_commands: bool = False):
         self.epoch = -1
+        self.allow_commands = allow_commands
         self.parse_spec(fname)
 
     def parse_spec(self, fname: str | dict[str, Any]) -> None:
-        """Read the spec (a YAML file name or a dict)."""
-        import yaml  # noqa: PLC0415 - PyYAML loads only for YAML files
-
+        """Read the spec (a YAML file name or a dict). A file is read as untrusted input, like a dataset spec
+        (bounded YAML; a ``pipe:`` URL in it needs ``allow_commands=True``); a dict is the caller's own."""
         self.rng: random.Random = default_rng
-        if isinstance(fname, dict):
-            spec = fname
-        else:
-            with open(fname) as stream:
-                spec = yaml.safe_load(stream)
+        spec = fname if isinstance(fname, dict) else read_file(fname)
+        if not isinstance(spec, dict) or not isinstance(spec.get("datasets"), list):
+            raise ConfigError(f"MultiShardSample spec {fname if isinstance(fname, str) else '<dict>'!r}: a mapping "
+                              "with a list of 'datasets' is expected")
         unknown = set(spec) - {"prefix", "datasets", "buckets"}
         if unknown:
             raise ConfigError(f"MultiShardSample spec: unknown keys {sorted(unknown)}")
@@ -161,6 +162,8 @@ class MultiShardSample(IterableDataset):
                 raise ConfigError(f"MultiShardSample: one bucket per dataset is supported, got {buckets}")
             shards = [ds["shards"]] if isinstance(ds["shards"], str) else ds["shards"]
             urls = [prefix + os.path.join(buckets[0], u) for url in shards for u in braceexpand(expand(url))]
+            if not isinstance(fname, dict):
+                urls = urls_from_document(urls, document=fname, allow_commands=self.allow_commands)
             resample, choose = ds.get("resample", -1), ds.get("choose", -1)
             if choose > len(urls):
                 raise ConfigError(f"choose: {choose} is more than the {len(urls)} shards of {ds.get('name')}")
