@@ -51,7 +51,8 @@ _WHOLE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+\Z")
 _HEADER = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|x-amz-security-token|api-key)"
                      r"(\s*[:=]\s*)(?:(basic|bearer|token|aws4-hmac-sha256)\s+)?[^\s'\",;]+")
 _BEARER = re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9._~+/=-]{8,}")
-_MIN_SECRET = 4  # shorter strings are not registered: masking every "ab" would make messages unreadable
+_MAX_KNOWN = 4096  # the masking pattern stays small whatever a program registers
+_MIN_SECRET = 8  # shorter strings are not registered: masking every "test" would make messages unreadable
 
 _known: set[str] = set()
 _known_re: re.Pattern[str] | None = None
@@ -60,9 +61,10 @@ _lock = threading.Lock()
 
 def register_secret(secret: str | None) -> None:
     """From now on, show ``secret`` as ``***`` wherever :func:`redact_text` meets it (a storage rule's secret
-    key, a session token, a password...). Values shorter than 4 characters are not registered."""
+    key, a session token, a password...). Values shorter than 8 characters are not registered (a URL's password
+    is masked in its URL whatever its length), nor more than 4,096 secrets in one process."""
     global _known_re
-    if not isinstance(secret, str) or len(secret) < _MIN_SECRET or secret in _known:
+    if not isinstance(secret, str) or len(secret) < _MIN_SECRET or secret in _known or len(_known) >= _MAX_KNOWN:
         return
     with _lock:
         _known.add(secret)
