@@ -33,14 +33,6 @@ class Known:
 
 _UNTYPED = r"^Finding: untyped (?!MemoryError)\w+"
 KNOWN: list[Known] = [
-    # dataset specs (spec/parse.py and the URL helpers it calls)
-    Known("spec-deep-yaml", "spec", r"untyped RecursionError: .* @ spec/parse\.py:_read", "spec parsing",
-          "spec-plain.yaml"),
-    Known("spec-undecodable-text", "spec", r"untyped UnicodeDecodeError: .* @ spec/parse\.py:_read",
-          "spec parsing", "spec-plain.yaml"),
-    Known("spec-wrong-type", "spec", _UNTYPED + r".* @ (spec/|io/urls\.py|io/storage_config\.py|io/trust\.py)",
-          "spec parsing", "spec-wds.yaml"),
-    Known("spec-expansion-bomb", "spec", r"^(Hang|Finding: untyped MemoryError)", "spec parsing", None),
     # resumable states (load_state_dict of every resumable object)
     Known("state-untyped-error", "state", _UNTYPED + r".* @ (pipeline/|training/|indexed/|resume\.py|join\.py)",
           "state validation", "state"),
