@@ -79,6 +79,10 @@ RESUMABLES: dict[str, Callable[[], Any]] = {
     "round-robin": lambda: RoundRobin([range(10), range(10, 20)], longest=True),
     "exact-mix": lambda: ExactMix([range(10), range(10, 20)], counts=[6, 4], seed=0),
     "spec-mix": lambda: wds.WebDataset(_spec()),
+    "web-loader": lambda: wds.WebLoader(wds.WebDataset(data()["a"], shardshuffle=True).shuffle(4), batch_size=None,
+                                        num_workers=0).batched(2),
+    "training-in-a-mix": lambda: RoundRobin([TrainingDataset(data()["a"], batch_size=2, seed=1, shuffle="window"),
+                                             TrainingDataset(data()["b"], batch_size=3, seed=2, shuffle="stream")]),
 }
 
 

@@ -26,7 +26,7 @@ WRONG_TYPES = {"string", "float", "nan", "list", "dict", "garbage", "vast", "lon
 
 def test_the_objects_are_every_kind_of_resumable():
     kinds = {type(tampering.RESUMABLES[name]()).__name__ for name in tampering.RESUMABLES}
-    assert kinds >= {"DataPipeline", "WebDataset", "TrainingDataset", "TrainingLoader", "IndexedDataset",
+    assert kinds >= {"DataPipeline", "WebDataset", "WebLoader", "TrainingDataset", "TrainingLoader", "IndexedDataset",
                      "ExactMixSampler", "Join", "RandomMix", "RoundRobin", "ExactMix"}
 
 
