@@ -234,7 +234,8 @@ class PipelineIterator(Relay, Cursor):
 
 
 def _stages_differ(saved: Any, here: Any, what: str) -> str:
-    return f"saved state has stages {shown(list(saved), 64)}, {what} has {list(here)!r}; it was saved by another pipeline"
+    return (f"saved state has stages {shown(list(saved), 64)}, {what} has {list(here)!r}; it was saved by another "
+            "pipeline")
 
 
 def _placement_differs(saved: Any, here: Any, what: str) -> str:

@@ -13,10 +13,10 @@ a restore from allocating or looping without end: a state that needs more is ref
 
 >>> state = {"plan": {"num_workers": 2**62}}
 >>> with within("plan"):
-...     field(state["plan"], "num_workers", int, lo=1, hi=MAX_WORKERS, what="this dataset")
+...     field(state["plan"], "num_workers", int, lo=1, hi=MAX_WORKERS, what="this dataset")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-shardstream.errors.StateError: cannot restore this dataset: the state's 'plan/num_workers' is 4611686018427387904; expected an integer in 1..1024 (the state is damaged, or was saved by another dataset or version)
+shardstream.errors.StateError: cannot restore this dataset: the state's 'plan/num_workers' is 4611686018427387904; expected an integer in 1..1024...
 >>> ints({"taken": [1, 2]}, "taken", length=2, hi=[3, 2], what="this mix")
 [1, 2]
 """
@@ -32,8 +32,8 @@ from typing import Any
 
 from ..errors import StateError
 
-__all__ = ["MAX_COUNT", "MAX_PIECES", "MAX_RANKS", "MAX_REPLAY", "MAX_WORKERS", "SEED_RANGE", "field", "ints", "mapping", "path",
-           "problem", "random_state", "refuse", "shown", "within"]
+__all__ = ["MAX_COUNT", "MAX_PIECES", "MAX_RANKS", "MAX_REPLAY", "MAX_WORKERS", "SEED_RANGE", "field", "ints",
+           "mapping", "path", "problem", "random_state", "refuse", "shown", "within"]
 
 #: the largest count, position or epoch a state may hold (a signed 64-bit integer with room to add to it)
 MAX_COUNT = (1 << 62) - 1
@@ -45,7 +45,7 @@ MAX_WORKERS = 1 << 10
 MAX_PIECES = 1 << 20
 #: the most items of a replayed source (a shard list: its items are cheap) a restore reads again
 MAX_REPLAY = 1 << 20
-#: the fields of the seeds a state may hold: integers of 64 bits, signed or not
+#: the range of a seed a state may hold (a DataLoader's per-pass seed): an integer of 64 bits, signed or not
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
 
 _HINT = " (the state is damaged, or was saved by another dataset or version)"
@@ -58,7 +58,8 @@ class _Shown(reprlib.Repr):
 
     def __init__(self, items: int = 6) -> None:
         super().__init__()
-        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxstring, self.maxother = 3, items, items, 4, 40, 40
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, items, items, 4
+        self.maxstring = self.maxother = 40
 
     def repr_int(self, x: int, level: int) -> str:
         if x.bit_length() > 64:
