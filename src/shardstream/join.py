@@ -39,6 +39,7 @@ from .pipeline import DataPipeline
 from .pipeline.context import Context, Source
 from .pipeline.cursors import Cursor, require
 from .pipeline.stages.mix import _source_cursor
+from .resume.fields import field as state_field, problem, refuse, within
 
 __all__ = ["Join", "join_indexed", "join_streams", "merge_fields"]
 
@@ -231,9 +232,17 @@ class _PartnerCursor:
         return {"at": self.cursor.state_at(mark[0]), "skip": sorted(mark[1], key=repr)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.cursor.load_state_dict(state["at"])
+        what = f"Join partner {self.name}"
+        state = require(state, ("at", "skip"), what)
+        skip = state_field(state, "skip", list, what=what)
+        for i, key in enumerate(skip):  # sample keys: strings (or the ints and None of sources other than tars)
+            wrong = None if key is None else problem(key, (str, int))
+            if wrong:
+                raise refuse(what, f"skip/{i}", wrong)
+        with within("at"):
+            self.cursor.load_state_dict(state["at"])
         self.pending, self.history, self.given, self.done = {}, [], set(), False
-        self.skip = set(state["skip"])
+        self.skip = set(skip)
 
 
 class _JoinSource(Source):
@@ -309,13 +318,17 @@ class _JoinCursor(Cursor):
 
     def load_state_dict(self, state: Any) -> None:
         state = require(state, ("primary", "partners", "ended"), "Join")
-        if len(state["partners"]) != len(self.partners):
-            raise StateError(f"cannot restore Join: the state has {len(state['partners'])} partners, this join has "
-                              f"{len(self.partners)}")
-        self.primary.load_state_dict(state["primary"])
-        for partner, saved in zip(self.partners, state["partners"], strict=False):
-            partner.load_state_dict(require(saved, ("at", "skip"), f"Join partner {partner.name}"))
-        self.ended = bool(state["ended"])
+        partners = state_field(state, "partners", list, what="Join")
+        if len(partners) != len(self.partners):
+            raise StateError(f"cannot restore Join: the state has {len(partners)} partners ('partners'), this join has "
+                             f"{len(self.partners)}")
+        ended = state_field(state, "ended", bool, what="Join")
+        with within("primary"):
+            self.primary.load_state_dict(state["primary"])
+        for i, (partner, saved) in enumerate(zip(self.partners, partners, strict=True)):
+            with within("partners", i):
+                partner.load_state_dict(saved)
+        self.ended = ended
 
 
 class Join(DataPipeline):

@@ -221,7 +221,7 @@ def test_strict_restore_names_what_is_wrong():
         restore(RandomMix([range(10), range(10, 20)], seed=0), lacking)
     with pytest.raises(ConfigError, match=r"saved state has probs=\[0.5, 0.5\], this RandomMix has probs=\[0.75"):
         restore(RandomMix([range(10), range(10, 20)], probs=[3, 1], seed=0), state["chain"])
-    with pytest.raises(ConfigError, match="the state has 2 datasets, this RandomMix has 3"):
+    with pytest.raises(ConfigError, match=r"the state has 2 datasets \('sources'\), this RandomMix has 3"):
         restore(RandomMix([range(10), range(10, 20), range(5)], probs=[1, 1, 0], seed=0), state["chain"])
     with pytest.raises(ConfigError, match="saved state has seed=0, this pipeline has seed=1"):
         RandomMix([range(10), range(10, 20)], seed=1).load_state_dict(state)

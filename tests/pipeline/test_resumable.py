@@ -84,7 +84,7 @@ def test_one_state_format_and_states_of_the_old_format_are_refused_saying_so():
     with pytest.raises(StateError, match=r"version 3, this shardstream reads version 2.*saved state has seed=1, "
                                          r"this pipeline has seed=2"):
         DataPipeline(range(30), shuffle(5), seed=2).load_state_dict(dict(state, version=3))  # every difference
-    with pytest.raises(StateError, match=r"the state is 'other', not a 'shardstream.state' state"):
+    with pytest.raises(StateError, match=r"the state's 'format' is 'other', not 'shardstream.state'"):
         make().load_state_dict(dict(state, format="other"))
     fingerprint = dict(state["fingerprint"], stages=tuple(state["fingerprint"]["stages"]))
     make().load_state_dict(dict(state, fingerprint=fingerprint))  # tuples for lists: the same state

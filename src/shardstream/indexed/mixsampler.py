@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StateError
 from ..pipeline.schedule import Schedule
+from ..resume.fields import MAX_COUNT, field, mapping, shown
 from ..runtime import replica
 
 __all__ = ["ExactMixSampler", "MixOrder"]
@@ -137,8 +138,13 @@ class ExactMixSampler:
         return {"epoch": self.epoch, "taken": taken, "counts": list(self.counts)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume: the next ``iter()`` continues where ``state`` was saved."""
-        if list(state.get("counts", [])) != self.counts:
-            raise ConfigError(f"cannot restore ExactMixSampler: saved counts {state.get('counts')}, these "
-                              f"{self.counts}")
-        self.epoch, self._resume = int(state["epoch"]), {"taken": list(state["taken"])}
+        """Resume: the next ``iter()`` continues where ``state`` was saved (checked now: a state of other counts,
+        or a damaged one, raises :class:`~shardstream.errors.StateError` naming the field)."""
+        what = "ExactMixSampler"
+        state = mapping(state, what, ("epoch", "taken", "counts"))
+        saved = state["counts"]
+        if not isinstance(saved, (list, tuple)) or list(saved) != self.counts:
+            raise StateError(f"cannot restore {what}: saved counts {shown(saved)}, these {self.counts}")
+        epoch = field(state, "epoch", int, lo=0, hi=MAX_COUNT, what=what)
+        walk = Schedule(self.counts).walk(self.rank, self.num_replicas, state=state)  # checks 'taken'
+        self.epoch, self._resume = epoch, {"taken": list(walk.taken)}

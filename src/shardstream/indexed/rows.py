@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StateError
 from ..resume import Resumable, check_state, digest, envelope
+from ..resume.fields import field
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..resume import Progress
@@ -162,10 +162,7 @@ class RowIteration(Resumable):
         """``(epoch, position)`` where ``state`` continues; a state of another view, dataset or format raises a
         :class:`~shardstream.errors.StateError` naming every difference."""
         check_state(state, "indexed", self.fingerprint, "this dataset", keys=("next",))
-        position = state["next"]
-        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= len(self._rows):
-            raise StateError(f"cannot restore this dataset: the state's 'next' is {position!r}, not a position in "
-                             f"0..{len(self._rows)}")
+        position = field(state, "next", int, lo=0, hi=len(self._rows), what="this dataset")
         return int(state["epoch"]), position
 
     def _initial_state(self) -> dict[str, Any]:

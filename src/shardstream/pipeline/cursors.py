@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
+from ..resume.fields import MAX_COUNT, field, mapping, path, random_state, within
 from .context import Context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,16 +45,17 @@ __all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor"
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
     """``state`` as a mapping with ``keys``; else a :class:`~shardstream.errors.StateError` naming the first
-    missing key.
+    missing key and where the state is (see :mod:`shardstream.resume.fields`, which checks each field's value).
 
     >>> require({"a": 1}, ("a",), "x")["a"]
     1
     """
-    if not isinstance(state, Mapping):
-        raise StateError(f"cannot restore {what}: its state must be a dict, not {type(state).__name__}")
+    mapping(state, what)
     for key in keys:
         if key not in state:
-            raise StateError(f"cannot restore {what}: its state lacks the key {key!r} (saved by another pipeline?)")
+            where = f" (under {path()!r} in the state)" if path() else ""
+            raise StateError(f"cannot restore {what}: its state lacks the key {key!r}{where}; it was damaged, or "
+                             "saved by another pipeline or version")
     return state
 
 
@@ -109,14 +111,15 @@ def rng_state(rng: random.Random) -> list[Any]:
     return [version, list(internal), gauss]
 
 
-def set_rng_state(rng: random.Random, state: Any) -> None:
-    """Restore what :func:`rng_state` saved."""
-    version, internal, gauss = state
-    rng.setstate((version, tuple(internal), gauss))
+def set_rng_state(rng: random.Random, state: Any, what: str = "a random generator") -> None:
+    """Restore what :func:`rng_state` saved (checked: a damaged state raises
+    :class:`~shardstream.errors.StateError` naming the field ``"rng"``)."""
+    rng.setstate(random_state({"rng": state}, "rng", what=what))
 
 
 class Counted(Cursor):
-    """A cursor over ``upstream`` that adds a few counters (``fields``, its attributes) to its input's position."""
+    """A cursor over ``upstream`` that adds a few counters (``fields``, its attributes) to its input's position.
+    Restoring checks every field (:meth:`_read`: by default an integer in ``0..MAX_COUNT``) before using any."""
 
     fields: tuple[str, ...] = ()
 
@@ -137,13 +140,23 @@ class Counted(Cursor):
         return {"upstream": self.upstream.state_at(mark[0]), **dict(zip(self.fields, mark[1], strict=True))}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = require(state, ("upstream", *self.fields), f"stage {self.name}")
-        self.upstream.load_state_dict(state["upstream"])
-        for field in self.fields:
-            self._set(field, state[field])
+        state = require(state, ("upstream", *self.fields), self.name)
+        values = {name: self._read(state, name) for name in self.fields}
+        self._check(values)
+        with within("upstream"):
+            self.upstream.load_state_dict(state["upstream"])
+        for name, value in values.items():
+            self._set(name, value)
 
-    def _set(self, field: str, value: Any) -> None:
-        setattr(self, field, value)
+    def _read(self, state: Mapping[str, Any], name: str) -> Any:
+        """Field ``name`` of ``state``, checked (a count: an integer in ``0..MAX_COUNT``)."""
+        return field(state, name, int, lo=0, hi=MAX_COUNT, what=self.name)
+
+    def _check(self, values: dict[str, Any]) -> None:
+        """Refuse fields that do not fit together (a :class:`~shardstream.errors.StateError`); default: nothing."""
+
+    def _set(self, name: str, value: Any) -> None:
+        setattr(self, name, value)
 
 
 class IndexCursor(Cursor):
@@ -172,19 +185,21 @@ class IndexCursor(Cursor):
         return {"items": mark}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.n = int(require(state, ("items",), "the source")["items"])
+        self.n = field(state, "items", int, lo=0, hi=len(self.items), what="the source")
 
 
 class ReplayCursor(IndexCursor):
     """A deterministic iterable replayed to its position: going back re-iterates it from the start, going
-    forward reads on. For shard lists (URLs) and other cheap sources.
+    forward reads on. For shard lists (URLs) and other cheap sources. A position beyond ``limit`` items is refused
+    (the shard list before a reader: :data:`~shardstream.resume.fields.MAX_REPLAY`, since an endless one would
+    replay without end; another source: any count, its data bound the replay).
 
     >>> c = ReplayCursor(lambda: iter("abcd"), "letters"); c.load_state_dict({"items": 2}); next(c)
     'c'
     """
 
-    def __init__(self, open_fn: Callable[[], Iterator[Any]], what: str):
-        self.open_fn, self.what, self.n = open_fn, what, 0
+    def __init__(self, open_fn: Callable[[], Iterator[Any]], what: str, limit: int = MAX_COUNT):
+        self.open_fn, self.what, self.n, self.limit = open_fn, what, 0, limit
         self._it: Iterator[Any] | None = None
 
     def __next__(self) -> Any:
@@ -195,7 +210,7 @@ class ReplayCursor(IndexCursor):
         return item
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        target = int(require(state, ("items",), self.what)["items"])
+        target = field(state, "items", int, lo=0, hi=self.limit, what=self.what)
         if self._it is None or target < self.n:
             self._it, self.n = self.open_fn(), 0
         while self.n < target:
@@ -260,9 +275,11 @@ class PassCursor(Cursor):
         return self._wrap(self.upstream.state_at(mark))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for name in reversed(self.names):
-            state = require(state, ("upstream",), f"stage {name}")["upstream"]
-        self.upstream.load_state_dict(state)
+        for depth, name in enumerate(reversed(self.names)):
+            with within(*["upstream"] * depth):
+                state = require(state, ("upstream",), name)["upstream"]
+        with within(*["upstream"] * len(self.names)):
+            self.upstream.load_state_dict(state)
         self._gen = None
 
 
@@ -320,7 +337,9 @@ class DelegateCursor(Cursor):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if self.holder is None:
             self.state_dict()  # raises the explanation
-        self.holder.load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
+        saved = require(state, ("source",), f"the source {self.name}")["source"]
+        with within("source"):
+            self.holder.load_state_dict(saved)
         self._it = None
 
 
@@ -376,4 +395,6 @@ class NestedCursor(Cursor):
         return {"source": self._iter().state_at(mark)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._iter().load_state_dict(require(state, ("source",), f"the source {self.name}")["source"])
+        saved = require(state, ("source",), f"the source {self.name}")["source"]
+        with within("source"):
+            self._iter().load_state_dict(saved)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..resume import Progress, check_state, envelope
+from ..resume.fields import MAX_REPLAY, SEED_RANGE, field, shown, within
 from ..tar.native import Relay
 from .adapters import source_cursor
 from .context import Context, Source
@@ -106,7 +107,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
         cursor, start = source_cursor(first, lambda: open_source(first, here), here), 1
     else:
         head = stages[:boundary]
-        upstream = ReplayCursor(lambda: build_chain(head, ctx, last_split), "the shard list")
+        upstream = ReplayCursor(lambda: build_chain(head, ctx, last_split), "the shard list", MAX_REPLAY)
         reader, here = stages[boundary], ctx.replace(stage=boundary, shared=boundary < last_split)
         cursor, start = reader.spec.state(upstream, reader, here, None, _label(reader, boundary)), boundary + 1
     for i in range(start, len(stages)):
@@ -220,21 +221,29 @@ class PipelineIterator(Relay, Cursor):
         """Continue from ``state`` (checked against this pipeline: see :func:`check`). A state of the same epoch
         is restored into the live chain of cursors (a shard being read stays open where that is enough)."""
         check(state, self.fingerprint(), "this pipeline")
-        ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=state["loader_seed"])
-        if ctx != self.ctx or state["chain"] is None:
+        lo, hi = SEED_RANGE
+        loader_seed = field(state, "loader_seed", int, lo=lo, hi=hi, none=True, what="this pipeline")
+        chain = field(state, "chain", dict, none=True, what="this pipeline")
+        ctx = self.ctx.replace(epoch=int(state["epoch"]), loader_seed=loader_seed)
+        if ctx != self.ctx or chain is None:
             self._chain, self._started = None, self._started and ctx == self.ctx
         self.ctx, self._done = ctx, False
-        if state["chain"] is not None:
-            self.cursors().load_state_dict(state["chain"])
+        if chain is not None:
+            with within("chain"):
+                self.cursors().load_state_dict(chain)
 
 
 def _stages_differ(saved: Any, here: Any, what: str) -> str:
-    return f"saved state has stages {list(saved)!r}, {what} has {list(here)!r}; it was saved by another pipeline"
+    return (f"saved state has stages {shown(list(saved), 64)}, {what} has {list(here)!r}; it was saved by another "
+            "pipeline")
 
 
 def _placement_differs(saved: Any, here: Any, what: str) -> str:
-    rank, world, worker, workers = saved
-    return (f"the state was saved on rank {rank} of {world}, DataLoader worker {worker} of {workers}, and this is "
+    if len(saved) != 4:
+        return f"saved state has placement={shown(saved)}, {what} has placement={here!r}"
+    rank, world, worker, workers = (shown(x) for x in saved)
+    return (f"the state's placement: it was saved on rank {rank} of {world}, DataLoader worker {worker} of {workers}, "
+            "and this is "
             f"rank {here[0]} of {here[1]}, worker {here[2]} of {here[3]}; a streaming pipeline's position belongs to "
             "its rank and worker (shardstream.training resumes on other numbers of ranks and workers)")
 

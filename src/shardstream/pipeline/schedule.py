@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..resume.fields import ints
 
 __all__ = ["Schedule", "Walk"]
 
@@ -127,11 +128,8 @@ class Walk:
         self.schedule, self.part, self.parts = schedule, part, parts
         self.counts = schedule.shares(parts)[part]
         self.taken = [0] * len(self.counts)
-        if state is not None:
-            self.taken = [int(t) for t in state["taken"]]
-            if len(self.taken) != len(self.counts) or any(t > c or t < 0 for t, c in zip(self.taken, self.counts, strict=False)):
-                raise ConfigError(f"cannot restore a mixing schedule walk from {state!r}: it does not fit this "
-                                  f"part's counts {self.counts}")
+        if state is not None:  # checked: each count within this part's share of the source
+            self.taken = ints(state, "taken", length=len(self.counts), hi=self.counts, what="a mixing schedule walk")
         self._heap = [(self._time(i, t), i) for i, (t, c) in enumerate(zip(self.taken, self.counts, strict=False)) if t < c]
         heapq.heapify(self._heap)
 

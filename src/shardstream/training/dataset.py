@@ -45,6 +45,7 @@ from ..order import SHUFFLES, SampleOrder, StreamOrder
 from ..pipeline.datapipeline import IterableDatasetBase
 from ..pipeline.stages.batching import default_collation_fn
 from ..resume import Resumable
+from ..resume.fields import MAX_WORKERS, field, refuse
 from ..runtime import Placement
 from ..spec import is_spec, training_sources
 from .iterators import DatasetCursor, IndexedReader, PlanIterator, StreamReader
@@ -263,23 +264,37 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         >>> epoch, plan.world_size, plan.remaining_batches, first
         (0, 2, 1, None)
         """
-        check_state(state, self.fingerprint, "this dataset")
-        epoch = int(state["epoch"])
-        saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
-                               contiguous=self.stream)
+        epoch, saved, batches, worker_at = self._position(state)
         world = saved.world_size if world_size is None else world_size
-        if "batches" in state:  # a rank state: re-plan for the ranks and workers of now
-            plan = saved.resume(int(state["batches"]), world_size=world, batch_size=self.batch_size,
-                                num_workers=num_workers)
+        if batches is not None:  # a rank state: re-plan for the ranks and workers of now
+            plan = saved.resume(batches, world_size=world, batch_size=self.batch_size, num_workers=num_workers)
             return epoch, plan, None
-        saved_at = (state.get("rank"), saved.world_size, state.get("worker"), state.get("num_workers"))
-        if saved_at != (rank, world, worker, num_workers):
+        saved_rank, saved_worker, saved_workers, next_batch = worker_at  # type: ignore[misc]
+        if (saved_rank, saved.world_size, saved_worker, saved_workers) != (rank, world, worker, num_workers):
             raise StateError(
-                f"this state was saved by DataLoader worker {saved_at[2]} of {saved_at[3]} on rank {saved_at[0]} of "
-                f"{saved_at[1]}; it restores only there, not in worker {worker} of {num_workers} on rank {rank} of "
-                f"{world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"
+                f"this state was saved by DataLoader worker {saved_worker} of {saved_workers} on rank {saved_rank} of "
+                f"{saved.world_size}; it restores only there, not in worker {worker} of {num_workers} on rank {rank} "
+                f"of {world} (save the loader's state, TrainingLoader.state_dict(), to resume elsewhere)"
             )
-        return epoch, saved, int(state["next"])
+        return epoch, saved, next_batch
+
+    def _position(self, state: Any) -> tuple[int, EpochPlan, int | None, tuple[int, int, int, int] | None]:
+        """``state`` checked field by field (wherever it is restored): its epoch, its plan, and the batches consumed
+        (a rank state) or ``(rank, worker, num_workers, next batch)`` (a worker state)."""
+        what = "this dataset"
+        check_state(state, self.fingerprint, what)
+        saved = plan_from_dict(state["plan"], total=self.num_samples, drop_last=self.drop_last,
+                               contiguous=self.stream, what=what)
+        if "batches" in state:
+            return int(state["epoch"]), saved, field(state, "batches", int, lo=0, hi=saved.num_batches, what=what), None
+        if not all(key in state for key in ("rank", "worker", "num_workers", "next")):
+            raise refuse(what, None, "lacks 'batches' (the batches a rank consumed) and 'rank', 'worker', "
+                                     "'num_workers', 'next' (a DataLoader worker's position)")
+        workers = field(state, "num_workers", int, lo=1, hi=MAX_WORKERS, what=what)
+        at = (field(state, "rank", int, lo=0, hi=saved.world_size - 1, what=what),
+              field(state, "worker", int, lo=0, hi=workers - 1, what=what), workers,
+              field(state, "next", int, lo=0, hi=saved.num_batches + workers, what=what))
+        return int(state["epoch"]), saved, None, at
 
     def state_dict(self) -> dict[str, Any]:
         """Where this dataset is: its current iterator's position, a restored state not yet used, or the start
@@ -296,7 +311,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
                                 num_workers=here.num_workers)
 
     def _check_state(self, state: Any) -> None:
-        check_state(state, self.fingerprint, "this dataset")
+        self._position(state)
 
     def __repr__(self) -> str:
         return (f"TrainingDataset({self.num_samples} samples in {len(self.lengths)} shards, shuffle={self.shuffle!r}, "

@@ -170,6 +170,7 @@ class TrainingLoader:
         if "batches" not in state:
             raise StateError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
                              "TrainingLoader.state_dict() (or the dataset's own state)")
+        self._plan(state)  # every field checked now (a StateError names a damaged one), not at the next iter()
         self._epoch, self._pending, self._progress = int(state["epoch"]), dict(state), None
 
     def __repr__(self) -> str:

@@ -136,7 +136,14 @@ class EpochPlan:
         return size
 
     def _piece_start(self, rank: int, worker: int) -> int:
-        return rank * self.per_rank + sum(self._piece_size(w) for w in range(worker))
+        """Where worker ``worker``'s run of rank ``rank`` starts: the sizes of the runs of workers ``0..worker-1``,
+        added up in closed form (a restore walks every rank's and worker's run)."""
+        nb, nw = self.num_batches, self.num_workers
+        batches = worker * (nb // nw) + min(worker, nb % nw)  # batches of workers 0..worker-1
+        size = batches * self.batch_size
+        if nb and (nb - 1) % nw < worker:  # the last, maybe short, batch is among them
+            size -= self.batch_size - self.batch_len(nb - 1)
+        return rank * self.per_rank + size
 
     def work_positions(self, rank: int, j: int) -> np.ndarray:
         """Positions in the work sequence (``0 .. length-1``) of rank ``rank``'s batch ``j``."""

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
+from ...resume.fields import refuse
 from ...tar.native import int_packer
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart, require
+from ..cursors import Counted, Cursor, Restart
 
 __all__ = ["batched", "default_collation_fn", "listed", "unbatched", "unlisted"]
 
@@ -181,12 +182,17 @@ class _Unbatch(Counted):
         return self.state_at(self.mark())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = require(state, ("upstream", "index"), f"stage {self.name}")
-        self.upstream.load_state_dict(state["upstream"])
-        self.rows, self.index = None, int(state["index"])
+        super().load_state_dict(state)  # the input's position and the index, checked
+        self.rows = None
         if self.index:
             self.before = self.upstream.mark()
-            self.rows = list(self.rows_of(next(self.upstream)))
+            try:
+                self.rows = list(self.rows_of(next(self.upstream)))
+            except StopIteration:
+                self.rows = []
+            if self.index > len(self.rows):
+                raise refuse(self.name, "index", f"is {self.index}; the batch there has "
+                                                            f"{len(self.rows)} rows")
 
 
 def unbatch_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:

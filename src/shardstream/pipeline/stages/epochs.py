@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ...errors import ConfigError
+from ...resume.fields import field, refuse, within
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, Restart, require, stage_arguments
@@ -71,14 +72,25 @@ class _Repeat(Counted):
         return {"upstream": upstream, "cycle": self.cycle, "total": self.total, "produced": self.produced,
                 "stopped": self.stopped}
 
+    def _read(self, state: Mapping[str, Any], name: str) -> Any:
+        if name == "stopped":
+            return field(state, name, bool, what=self.name)
+        return super()._read(state, name)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = require(state, ("upstream", *self.fields), f"stage {self.name}")
-        for field in self.fields:
-            setattr(self, field, state[field])
+        state = require(state, ("upstream", *self.fields), self.name)
+        values = {name: self._read(state, name) for name in self.fields}
+        upstream = field(state, "upstream", dict, none=True, what=self.name)
+        if values["produced"] > values["total"]:
+            raise refuse(self.name, "produced", f"is {values['produced']}, more than the "
+                                                             f"{values['total']} items of the whole iteration")
+        for name, value in values.items():
+            setattr(self, name, value)
         self.current = None
-        if state["upstream"] is not None:
+        if upstream is not None:
             self.current = self.restart(self.cycle)
-            self.current.load_state_dict(state["upstream"])
+            with within("upstream"):
+                self.current.load_state_dict(upstream)
 
 
 def repeat_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:

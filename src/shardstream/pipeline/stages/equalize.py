@@ -28,10 +28,11 @@ part of the pipeline's state (``state_dict()``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ...errors import ConfigError, WorkerSplitError
+from ...resume.fields import field
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, Restart, stage_arguments
@@ -101,6 +102,11 @@ class _Equalize(Counted):
             if self.seen <= share.keep:
                 return sample
         raise StopIteration
+
+    def _read(self, state: Mapping[str, Any], name: str) -> Any:
+        if name == "shard":
+            return field(state, name, int, lo=0, hi=len(self.plan), what=self.name)
+        return super()._read(state, name)
 
     def _next_shard(self, url: str | None) -> int:
         """The shard a sample of ``url`` begins: the next one of that URL (shards that yielded nothing, e.g.

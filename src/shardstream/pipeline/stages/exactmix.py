@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import ConfigError, StateError
+from ...resume.fields import field, ints, shown, within
 from ..context import Context, Source
 from ..cursors import Cursor, require
 from ..datapipeline import DataPipeline
@@ -128,21 +129,31 @@ class _ExactCursor(Cursor):
         return self.state_at(self.mark())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = require(state, ("walk", "passes", "counts", "part", "sources"), self.name)
-        if list(state["counts"]) != self.source.counts or list(state["part"]) != [self.part, self.parts]:
-            raise StateError(f"cannot restore {self.name}: the state was saved with counts {state['counts']} at "
-                              f"part {state['part']}, this mix has counts {self.source.counts} at part "
-                              f"{[self.part, self.parts]}")
-        saved = list(state["sources"])
-        if len(saved) != len(self.source.datasets):
-            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this mix has "
-                              f"{len(self.source.datasets)}")
-        self.passes = [int(p) for p in state["passes"]]
+        name, count = self.name, len(self.source.datasets)
+        state = require(state, ("walk", "passes", "counts", "part", "sources"), name)
+        if _plain(state["counts"]) != self.source.counts or _plain(state["part"]) != [self.part, self.parts]:
+            raise StateError(f"cannot restore {name}: the state was saved with counts {shown(state['counts'])} at "
+                             f"part {shown(state['part'])}, this mix has counts {self.source.counts} at part "
+                             f"{[self.part, self.parts]}")
+        saved = field(state, "sources", list, what=name)
+        if len(saved) != count:
+            raise StateError(f"cannot restore {name}: the state has {len(saved)} datasets ('sources'), this mix has "
+                             f"{count}")
+        passes = ints(state, "passes", length=count, what=name)
+        with within("walk"):
+            walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
+        self.passes = passes
         self.subs = None
         subs = self._open()
-        for sub, sub_state in zip(subs, saved, strict=False):
-            sub.load_state_dict(sub_state)
-        self.walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
+        for i, (sub, sub_state) in enumerate(zip(subs, saved, strict=True)):
+            with within("sources", i):
+                sub.load_state_dict(sub_state)
+        self.walk = walk
+
+
+def _plain(value: Any) -> Any:
+    """A list saved as a list or a tuple, as a list (anything else as it is)."""
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 class ExactMix(DataPipeline):

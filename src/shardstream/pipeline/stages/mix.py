@@ -48,6 +48,7 @@ from numbers import Real
 from typing import Any
 
 from ...errors import ConfigError, StateError
+from ...resume.fields import MAX_COUNT, field, ints, refuse, shown, within
 from ..adapters import source_cursor
 from ..context import Context, Source
 from ..cursors import Cursor, require
@@ -181,27 +182,29 @@ class _MixCursor(Cursor):
         return self.state_at(self.mark())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = require(state, ("draws", "exhausted", "sources", *self.fields, *self._config), self.name)
-        subs, saved = self._open(), list(state["sources"])
+        name = self.name
+        state = require(state, ("draws", "exhausted", "sources", *self.fields, *self._config), name)
+        subs = self._open()
+        saved = field(state, "sources", list, what=name)
         if len(saved) != len(subs):
-            raise StateError(f"cannot restore {self.name}: the state has {len(saved)} datasets, this {self.name} "
-                             f"has {len(subs)}")
+            raise StateError(f"cannot restore {name}: the state has {len(saved)} datasets ('sources'), this {name} has "
+                             f"{len(subs)}")
         for key, value in self._config.items():
             if state[key] != value:
-                raise StateError(f"cannot restore {self.name}: saved state has {key}={state[key]!r}, this "
-                                 f"{self.name} has {key}={value!r}")
-        exhausted = {int(i) for i in state["exhausted"]}
-        if not exhausted <= set(range(len(subs))):
-            raise StateError(f"cannot restore {self.name}: the state says datasets {sorted(exhausted)} are exhausted, "
-                             f"this {self.name} has {len(subs)}")
+                raise StateError(f"cannot restore {name}: saved state has {key}={shown(state[key])}, this "
+                                 f"{name} has {key}={value!r}")
+        exhausted = set(ints(state, "exhausted", hi=len(subs) - 1, what=name))
+        draws = field(state, "draws", int, lo=0, hi=MAX_COUNT, what=name)
+        counters = {key: field(state, key, int, lo=0, hi=len(subs) - 1, what=name) for key in self.fields}
         for i, (sub, sub_state) in enumerate(zip(subs, saved, strict=True)):
             if i not in exhausted:
                 if sub_state is None:
-                    raise StateError(f"cannot restore {self.name}: the state of dataset {i} is missing")
-                sub.load_state_dict(sub_state)
-        self.draws, self.exhausted = int(state["draws"]), [i in exhausted for i in range(len(subs))]
-        for field in self.fields:
-            setattr(self, field, int(state[field]))
+                    raise refuse(name, f"sources/{i}", f"is None, but dataset {i} is not exhausted")
+                with within("sources", i):
+                    sub.load_state_dict(sub_state)
+        self.draws, self.exhausted = draws, [i in exhausted for i in range(len(subs))]
+        for key, value in counters.items():
+            setattr(self, key, value)
         self._changed()
 
 

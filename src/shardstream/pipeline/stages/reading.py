@@ -23,7 +23,9 @@ from typing import Any
 
 from ...errors import StateError
 from ...io import finish_stream, open_url
+from ...io.http import redact
 from ...reading import ColumnRequest, ColumnRun, iter_samples, with_local_path
+from ...resume.fields import MAX_COUNT, field, within
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
@@ -156,7 +158,7 @@ class ReaderCursor(Chunks, Cursor):
     def _fill(self) -> bool:
         """The next chunk (opening the next shards as needed); False at the end."""
         if self._run is not None and self._i < self._run.rows:  # the samples of these rows are not dicts
-            raise StateError(f"stage {self.name}: samples asked for one by one inside rows taken as columns")
+            raise StateError(f"{self.name}: samples asked for one by one inside rows taken as columns")
         while not self._stopped:
             if self._samples is None:
                 mark, item = self._next.take()
@@ -239,30 +241,35 @@ class ReaderCursor(Chunks, Cursor):
         return self.state_at(self.mark())
 
     def load_state_dict(self, state: Any) -> None:
-        state = require(state, ("upstream", "url", "sample", "stopped"), f"stage {self.name}")
-        url, count = state["url"], int(state["sample"])
+        what = self.name
+        state = require(state, ("upstream", "url", "sample", "stopped"), what)
+        url = field(state, "url", str, none=True, what=what)
+        count = field(state, "sample", int, lo=0, hi=0 if url is None else MAX_COUNT, what=what)
+        stopped = field(state, "stopped", bool, what=what)
         same = (url is not None and self._samples is not None and url == self._url and count >= self._count
                 and self.upstream.state_at(self._shard) == state["upstream"])
         if not same:
             self._close()
             self._next.forget()
-            self.upstream.load_state_dict(state["upstream"])
-            self._stopped = bool(state["stopped"])
+            with within("upstream"):
+                self.upstream.load_state_dict(state["upstream"])
+            self._stopped = stopped
             if url is None:
                 return
             self._shard = self.upstream.mark()
             item = next(self.upstream, None)
             if item is None or url_of(item) != url:
                 raise StateError(f"cannot restore {self.name}: the shard list now gives "
-                                 f"{None if item is None else url_of(item)!r} where the state read {url!r}")
+                                 f"{None if item is None else redact(url_of(item))!r} where the state read "
+                                 f"{redact(url)!r} (its 'url')")
             self._open(item)
         while self._count < count:  # the current shard's first samples, read again
             if self._i >= self._size():
                 try:
                     self._set(next(self._samples))  # type: ignore[arg-type]
                 except StopIteration:
-                    raise StateError(f"cannot restore {self.name}: shard {url!r} has {self._count} samples, the "
-                                     f"state says {count} were read") from None
+                    raise StateError(f"cannot restore {self.name}: shard {redact(url)!r} has {self._count} samples, "
+                                     f"the state says {count} were read") from None
             step = min(count - self._count, self._size() - self._i)
             self._i += step
             self._count += step

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import builtins
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ...resume.fields import random_state
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart, rng_state, set_rng_state, stage_arguments
+from ..cursors import Counted, Cursor, Restart, rng_state, stage_arguments
 
 __all__ = ["rsample", "slice"]
 
@@ -66,8 +67,11 @@ class _Rsample(Counted):
     def _get(self, field: str) -> Any:
         return rng_state(self.random)
 
+    def _read(self, state: Mapping[str, Any], name: str) -> Any:
+        return random_state(state, name, what=self.name)
+
     def _set(self, field: str, value: Any) -> None:
-        set_rng_state(self.random, value)
+        self.random.setstate(value)
 
 
 def rsample_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:

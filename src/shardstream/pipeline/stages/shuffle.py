@@ -25,9 +25,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ...errors import StateError
+from ...resume.fields import MAX_COUNT, field, ints, random_state, refuse, within
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, set_rng_state, stage_arguments, unwrap
+from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, stage_arguments, unwrap
 
 __all__ = ["ShuffleCursor", "detshuffle", "shuffle"]
 
@@ -94,12 +95,19 @@ class ShuffleCursor(Counted):
         }  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        keys = ("upstream", "buffer", "pulls", "count", "exhausted", "rng")
-        state = require(state, keys, f"stage {self.name}")
-        refs, numbers = list(state["buffer"]), [int(n) for n in state["pulls"]]
+        what = self.name
+        state = require(state, ("upstream", "buffer", "pulls", "count", "exhausted", "rng"), what)
+        count = field(state, "count", int, lo=0, hi=MAX_COUNT, what=what)
+        refs = field(state, "buffer", list, hi=self.bufsize, what=what)
+        numbers = ints(state, "pulls", length=len(refs), hi=count - 1, what=what)
+        if len(set(numbers)) != len(numbers):
+            raise refuse(what, "pulls", "names an item twice; expected the distinct numbers of the buffered items")
+        exhausted = field(state, "exhausted", bool, what=what)
+        rng = random_state(state, "rng", what=what)
         buf: list[Any] = [None] * len(refs)
         for i in sorted(range(len(refs)), key=numbers.__getitem__):  # in reading order: one pass per shard
-            self.upstream.load_state_dict(refs[i])
+            with within("buffer", i):
+                self.upstream.load_state_dict(refs[i])
             mark = self.upstream.mark()
             try:
                 buf[i] = (next(self.upstream), numbers[i], mark)
@@ -107,9 +115,10 @@ class ShuffleCursor(Counted):
                 raise StateError(f"cannot restore {self.name}: a buffered item is missing from its input "
                                  "(did the data change?)") from None
         self.buf = buf
-        self.upstream.load_state_dict(state["upstream"])
-        self.pulls, self.exhausted = int(state["count"]), bool(state["exhausted"])
-        set_rng_state(self.rng, state["rng"])
+        with within("upstream"):
+            self.upstream.load_state_dict(state["upstream"])
+        self.pulls, self.exhausted = count, exhausted
+        self.rng.setstate(rng)
 
 
 class _PlainShuffle(ShuffleCursor):

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from ...errors import ConfigError, WorkerSplitError
 from ...redact import redacting_logger
+from ...resume.fields import refuse
 from ...tar.native import Tally
 from ..context import Context
 from ..core import Stage, stage
@@ -149,6 +150,11 @@ class _Split(Tally, Counted):
 
     def mark(self) -> Any:
         return self.upstream.mark(), (self.total, self.mine)
+
+    def _check(self, values: dict[str, Any]) -> None:
+        if values["mine"] > values["total"]:
+            raise refuse(self.name, "mine", f"is {values['mine']}, more than the {values['total']} items "
+                                                       "read ('total')")
 
 
 def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:

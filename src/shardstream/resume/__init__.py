@@ -43,8 +43,9 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .errors import ConfigError, StateError
-from .runtime import framework_split
+from ..errors import ConfigError, StateError
+from ..runtime import framework_split
+from .fields import MAX_COUNT, mapping, path, problem, shown
 
 __all__ = ["FORMAT", "KINDS", "Progress", "Resumable", "VERSION", "check_state", "digest", "envelope"]
 
@@ -82,15 +83,23 @@ def digest(values: Iterable[Any]) -> str:
 Explain = Callable[[Any, Any, str], str]
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with tuples as lists (a state that went through a serialiser may come back with either)."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+def _plain(value: Any, depth: int = 4) -> Any:
+    """``value`` with tuples as lists (a state that went through a serialiser may come back with either), down to
+    ``depth`` levels (a fingerprint's values are shallow; a damaged state's need not be)."""
+    if isinstance(value, (list, tuple)) and depth:
+        return [_plain(v, depth - 1) for v in value]
     return value
 
 
+def _shape(value: Any) -> Any:
+    """A value's type, and for a list its items' types: values of one shape can be worded alike."""
+    if isinstance(value, (list, tuple)):
+        return list, frozenset(type(v) for v in value)
+    return type(value)
+
+
 def _difference(key: str, saved: Any, here: Any, what: str) -> str:
-    return f"saved state has {key}={saved!r}, {what} has {key}={here!r}"
+    return f"saved state has {key}={shown(saved)}, {what} has {key}={here!r}"
 
 
 def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str, *, keys: Sequence[str] = (),
@@ -105,42 +114,46 @@ def check_state(state: Any, kind: str, fingerprint: Mapping[str, Any], what: str
     ...
     shardstream.errors.StateError: cannot restore this pipeline: the state's kind is 'training', not 'pipeline'...
     """
-    if not isinstance(state, Mapping):
-        raise StateError(f"cannot restore {what}: a state must be a dict, not {type(state).__name__}")
+    mapping(state, what)  # a StateError naming where a state nested in another one is
+    head = f"cannot restore {what}" + (f" (the state at {path()!r})" if path() else "")
     fmt = state.get("format")
     if fmt in _OLD_FORMATS:
         raise StateError(
-            f"cannot restore {what}: the state is {fmt!r} version {state.get('version')!r}, the format of shardstream "
+            f"{head}: the state is {shown(fmt)} version {shown(state.get('version'))}, the format of shardstream "
             f"before {FORMAT!r} version {VERSION}; old states are not restored: start the epoch again "
             "(set_epoch(n)), or resume with the shardstream that saved it")
     if fmt != FORMAT:
         hint = "" if "format" in state else f"the state lacks the key 'format' ({what} saves {FORMAT!r} states)"
-        raise StateError(f"cannot restore {what}: " + (hint or f"the state is {fmt!r}, not a {FORMAT!r} state"))
+        raise StateError(f"{head}: " + (hint or f"the state's 'format' is {shown(fmt)}, not {FORMAT!r}"))
     problems = []
-    if state.get("version") != VERSION:
-        problems.append(f"the state is version {state.get('version')!r}, this shardstream reads version {VERSION}")
+    if state.get("version") != VERSION or isinstance(state.get("version"), bool):
+        problems.append(f"the state is version {shown(state.get('version'))}, this shardstream reads version {VERSION}")
     if "kind" in state and state["kind"] != kind:
-        problems.append(f"the state's kind is {state['kind']!r}, not {kind!r} (saved by another kind of dataset)")
+        problems.append(f"the state's kind is {shown(state['kind'])}, not {kind!r} (saved by another kind of dataset)")
     missing = [key for key in (*_ENVELOPE, *keys) if key not in state]
     if missing:
         problems.append(f"the state lacks the key{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(repr(k) for k in missing)}")
+    wrong = problem(state.get("epoch", 0), int, lo=0, hi=MAX_COUNT)
+    if wrong:
+        problems.append(f"the state's 'epoch' {wrong}")
     saved = state.get("fingerprint")
     if "fingerprint" in state and not isinstance(saved, Mapping):
         problems.append("the state's 'fingerprint' must be a dict")
     elif isinstance(saved, Mapping) and state.get("kind") == kind:
         words = explain or {}
-        for key in sorted(set(saved) | set(fingerprint)):
+        for key in sorted(set(saved) | set(fingerprint), key=str):
             if key not in saved:
                 problems.append(f"saved state lacks {key!r} (this one has {key}={fingerprint[key]!r})")
             elif key not in fingerprint:
-                problems.append(f"saved state has {key}={saved[key]!r}, unknown here")
+                problems.append(f"saved state has {shown(key)}={shown(saved[key])}, unknown here")
             elif _plain(saved[key]) != _plain(fingerprint[key]):
                 words_for = words.get(key)
-                problems.append(words_for(saved[key], fingerprint[key], what) if words_for is not None
+                alike = words_for is not None and _shape(saved[key]) == _shape(fingerprint[key])
+                problems.append(words_for(saved[key], fingerprint[key], what) if alike  # type: ignore[misc]
                                 else _difference(key, saved[key], fingerprint[key], what))
     if problems:
-        raise StateError(f"cannot restore {what}: {'; '.join(problems)}; it was saved by another dataset, "
+        raise StateError(f"{head}: {'; '.join(problems)}; it was saved by another dataset, "
                          "configuration or version")
     return state
 
