@@ -42,8 +42,22 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
+class _RecordBatches:
+    """What the Parquet and Arrow sources share: samples and batches from one ``_items(batched)`` walk."""
+
+    def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
+        raise NotImplementedError
+
+    def samples(self) -> Iterator[Item]:
+        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
+
+    def batches(self) -> Iterator[SampleBatch | Item]:
+        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
+        yield from self._items(True)
+
+
 @dataclasses.dataclass(frozen=True)
-class ParquetSource:
+class ParquetSource(_RecordBatches):
     """Rows ``start`` to ``stop`` of a Parquet file (any URL the library reads)."""
 
     url: str
@@ -55,13 +69,6 @@ class ParquetSource:
 
     def describe(self) -> str:
         return f"parquet {self.url} [{self.start}:{self.stop}] key={self.key} rename={self.rename}"
-
-    def samples(self) -> Iterator[Item]:
-        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
-
-    def batches(self) -> Iterator[SampleBatch | Item]:
-        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
-        yield from self._items(True)
 
     def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
         pa = _pyarrow()
@@ -165,7 +172,7 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
 
 
 @dataclasses.dataclass(frozen=True)
-class ArrowSource:
+class ArrowSource(_RecordBatches):
     """An Arrow file of a Hugging Face dataset saved with ``save_to_disk`` (or a dataset's cache file): the
     Arrow IPC stream format. Image and audio columns keep their encoded bytes."""
 
@@ -177,13 +184,6 @@ class ArrowSource:
     def describe(self) -> str:
         size = os.path.getsize(self.url) if os.path.exists(self.url) else -1
         return f"arrow {self.url} size={size} key={self.key} rename={self.rename} first={self.first}"
-
-    def samples(self) -> Iterator[Item]:
-        yield from self._items(False)  # type: ignore[misc]  # no SampleBatch without batched
-
-    def batches(self) -> Iterator[SampleBatch | Item]:
-        """The rows as :class:`SampleBatch` columns, one per record batch where its rows allow."""
-        yield from self._items(True)
 
     def _items(self, batched: bool) -> Iterator[SampleBatch | Item]:
         pa = _pyarrow()
