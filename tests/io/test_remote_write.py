@@ -66,3 +66,16 @@ def test_sink_context_manager_discards_on_error(tmp_path):
             sink.write(b"data")
             raise KeyError("stop")
     assert sink._proc.poll() is not None
+
+
+def test_a_pipe_sink_dropped_unclosed_is_collected_and_its_command_killed():
+    """Its stderr reader holds the pipe, not the sink: dropping the sink runs its finalizer (kill and reap)."""
+    import gc
+
+    from shardstream.io.remote_write import PipeSink
+
+    sink = PipeSink("pipe:sleep 60", "sleep 60; cat > /dev/null")
+    proc = sink._proc
+    del sink
+    gc.collect()
+    assert proc.returncode is not None  # killed and waited for by the finalizer

@@ -118,16 +118,13 @@ class PipeSink(RemoteSink):
         self._proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, start_new_session=os.name == "posix")
         self._tail = bytearray()
-        self._reader = threading.Thread(target=self._drain, name="shardstream-pipe-stderr", daemon=True)
+        # the thread holds the pipe and the tail, not the sink: a sink dropped unclosed is collected (and its
+        # command killed) rather than kept alive by its own stderr reader
+        err = cast("io.BufferedReader", self._proc.stderr)  # a buffered pipe (default bufsize): has read1
+        self._reader = threading.Thread(target=_drain, args=(err, self._tail), name="shardstream-pipe-stderr",
+                                        daemon=True)
         self._reader.start()
         self._abandon = weakref.finalize(self, _kill, self._proc)
-
-    def _drain(self) -> None:
-        err = cast("io.BufferedReader | None", self._proc.stderr)  # a buffered pipe (default bufsize): has read1
-        assert err is not None
-        for chunk in iter(lambda: err.read1(4096), b""):
-            self._tail += chunk
-            del self._tail[:-2000]
 
     def _failure(self, code: int | None) -> WriteError:
         self._reader.join(timeout=5)
@@ -164,6 +161,13 @@ class PipeSink(RemoteSink):
         with contextlib.suppress(OSError):
             self._proc.stdin.close()  # type: ignore[union-attr]
         super().close()
+
+
+def _drain(err: io.BufferedReader, tail: bytearray) -> None:
+    """Keep the last 2,000 bytes a command writes on stderr (for the message if it fails)."""
+    for chunk in iter(lambda: err.read1(4096), b""):
+        tail += chunk
+        del tail[:-2000]
 
 
 def _kill(proc: subprocess.Popen) -> None:
