@@ -159,3 +159,16 @@ def test_a_forked_worker_opens_its_own_connections(requests, monkeypatch, fast_r
             assert hashlib.sha256(f.read()).hexdigest() == want
     finally:
         requests.server.get_request = get_request
+
+
+def test_a_number_in_the_host_or_port_is_no_shard_number():
+    """``http://127.0.0.1:8080/good.tar`` was guessed to be followed by port 8081: a refused connection retried
+    for ~12 s in the background, which held up the program's exit."""
+    from shardstream.io.prefetch import _shifted, next_in_series
+
+    assert _shifted("http://127.0.0.1:8080/good.tar", 1) is None
+    assert _shifted("http://10.0.0.7/data/train.tar", 1) is None
+    assert _shifted("http://127.0.0.1:8080/s-0001.tar", 1) == "http://127.0.0.1:8080/s-0002.tar"
+    assert next_in_series("http://h:8080/a.tar", "http://h:8081/a.tar") is None
+    assert next_in_series("s3://b/s-0001.tar", "s3://b/s-0002.tar") == "s3://b/s-0003.tar"
+    assert _shifted("shards/s-0007.tar", 2) == "shards/s-0009.tar"

@@ -211,8 +211,7 @@ def test_shardstream_errors_redact_whatever_builds_them():
 
 
 def test_cli_output_hides_urls_secrets(served, tmp_path):
-    """``info --json`` prints each shard's URL: shown redacted (one run: a CLI read of an http:// shard costs
-    about 12 s here)."""
+    """``info --json`` prints each shard's URL: shown redacted."""
     url = _url(served, "good.tar")
     proc = subprocess.run([sys.executable, "-m", "shardstream", "info", "--json", url], capture_output=True,
                           text=True, timeout=120)

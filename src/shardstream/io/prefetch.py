@@ -108,10 +108,17 @@ def tentative() -> bool:
 
 
 def _series(url: str) -> tuple[tuple[str, str], int, int] | None:
+    """``((prefix, suffix), number, width)`` of the last number in the URL's path; None when the path has none
+    (a number in the host or port is no shard number: ``http://h:8080/a.tar`` is not followed by port 8081)."""
     path, _, query = url.partition("?")
     m = _NUMBERED.match(path)
     if m is None or query:
         return None
+    scheme = path.find("://")
+    if scheme >= 0:
+        host_end = path.find("/", scheme + 3)
+        if host_end < 0 or m.start(2) < host_end:
+            return None
     return (m.group(1), m.group(3)), int(m.group(2)), len(m.group(2))
 
 
