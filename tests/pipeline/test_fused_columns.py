@@ -20,7 +20,7 @@ from shardstream.pipeline import reraise_exception, warn_and_continue
 from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
-from shardstream.pipeline.parallel import tarfile_to_columns
+from shardstream.pipeline import tarfile_to_columns
 from shardstream.pipeline.stages import reading
 from shardstream.tar import native
 
