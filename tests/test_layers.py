@@ -1,4 +1,5 @@
-"""The house rule from STYLE.md: imports flow downward only; a lower floor never imports a higher one.
+"""The layer rule of docs/architecture.md ("Layers"): imports flow downward only; a lower floor never imports a
+higher one.
 
 Every import in the package (at module level or inside a function) is checked against the floors below.
 Siblings on one floor may import each other. ``shardstream/__init__.py`` (lazy re-exports) is exempt.
