@@ -9,7 +9,7 @@ from it here, and the static imports type checkers read are generated from it by
 webdataset's module paths (``_WEBDATASET_MODULES``: ``import shardstream.filters`` where webdataset code has
 ``import webdataset.filters``) are top-level modules too: ``autodecode``, ``cache``, ``filters``, ``gopen``,
 ``handlers``, ``mix``, ``shardlists``, ``tariterators``, ``tenbin`` and ``utils`` hold webdataset's names over the
-floors below them, ``writer`` is shardstream's own (see README.md in this folder).
+floors below them; ``writer`` is shardstream's own package (see README.md in this folder).
 
 >>> import shardstream as wds
 >>> "WebDataset" in wds.__all__ and wds.StateError.__mro__[1] is wds.ConfigError
