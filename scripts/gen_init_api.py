@@ -1,8 +1,9 @@
 """Write the import block of ``src/shardstream/__init__.py`` from its one table of the top-level API, ``_API``.
 
-``_API`` maps each module to the names ``shardstream`` re-exports from it. At run time ``__init__.py`` derives
-``__all__`` and the lazy ``__getattr__`` map from it; type checkers and IDEs need static imports, which this script
-writes between the two ``# --- generated`` marker lines: the modules of ``_EAGER`` are imported with the package,
+``_API`` maps each module to the names ``shardstream`` re-exports from it. At run time ``__init__.py`` derives the
+lazy ``__getattr__`` map from it. Type checkers and IDEs need a literal ``__all__`` and static imports, which this
+script writes between the two ``# --- generated`` marker lines: ``__all__`` (sorted; sorting at import time would
+cost ``import shardstream`` some 40 us), the imports of the modules of ``_EAGER``, loaded with the package, and
 the others under ``if TYPE_CHECKING:`` only, with webdataset's module paths (``_WEBDATASET_MODULES``) as modules.
 The table is read from the file's text (not imported), so a stale block cannot stop the script.
 
@@ -47,6 +48,16 @@ def _import(module: str, names: list[str], indent: str) -> list[str]:
     return [*lines, f"{indent})"]
 
 
+def _packed(items: list[str], width: int = 120) -> list[str]:
+    """``items`` joined by spaces into indented lines of at most ``width`` characters."""
+    lines = ["   "]
+    for item in items:
+        if len(lines[-1]) + 1 + len(item) > width:
+            lines.append("   ")
+        lines[-1] += " " + item
+    return lines
+
+
 def block(text: str) -> str:
     """The generated block (markers included) for the table in ``text``, the source of ``__init__.py``."""
     tree = ast.parse(text)
@@ -57,7 +68,7 @@ def block(text: str) -> str:
     unknown = set(eager) - set(api)
     if unknown:
         raise SystemExit(f"_EAGER names modules not in _API: {sorted(unknown)}")
-    lines = [BEGIN]
+    lines = [BEGIN, "__all__ = [", *_packed([f'"{name}",' for name in sorted(exported)]), "]", ""]
     for module in sorted(eager):
         lines += _import(module, api[module].split(), "")
     lines += ["", "if _typing.TYPE_CHECKING:  # the names loaded on first use, as type checkers see them"]
