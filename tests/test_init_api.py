@@ -1,6 +1,6 @@
 """The top level comes from one table: ``_API`` in ``shardstream/__init__.py`` (module -> names).
 
-``__all__`` and the lazy ``__getattr__`` map are derived from it at run time; the static imports type checkers read
+The lazy ``__getattr__`` map is derived from it at run time; ``__all__`` and the static imports type checkers read
 are written from it by scripts/gen_init_api.py (``--check``: the checked-in block is current).
 """
 
