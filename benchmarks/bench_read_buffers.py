@@ -44,7 +44,7 @@ from _common import big_shards, small_shards, warm
 
 import shardstream
 from shardstream import reading
-from shardstream.pipeline.parallel import tarfile_to_columns
+from shardstream.pipeline import tarfile_to_columns
 from shardstream.tar import buffers
 
 _GRAN = mmap.ALLOCATIONGRANULARITY

@@ -19,7 +19,7 @@ from _common import have, jpeg_shards, small_shards, table, timed, warm
 
 import shardstream as wds
 from shardstream.codecs import Decoder, decode_resized
-from shardstream.pipeline.parallel import parallel_map, tarfile_to_columns
+from shardstream.pipeline import parallel_map, tarfile_to_columns
 from shardstream.samples import iter_samples
 from shardstream.tar import accelerated
 

@@ -85,13 +85,13 @@ def run_shardstream(workload: str, paths: list[str]):
         return (lambda: sum(len(s["bin"]) for s in ds)), None
     if workload == "decode-columns":
         from shardstream.codecs import Decoder
-        from shardstream.pipeline.parallel import tarfile_to_columns
+        from shardstream.pipeline import tarfile_to_columns
 
         pipe = ss.DataPipeline(ss.SimpleShardList(paths), tarfile_to_columns(256), ss.map(Decoder().decode_columns))
         return (lambda: rows(pipe)), None
     if workload == "decode-columns-reader":  # the same batches, decoded as they are read
         from shardstream.codecs import Decoder
-        from shardstream.pipeline.parallel import tarfile_to_columns
+        from shardstream.pipeline import tarfile_to_columns
 
         pipe = ss.DataPipeline(ss.SimpleShardList(paths), tarfile_to_columns(256, decode=Decoder()))
         return (lambda: rows(pipe)), None

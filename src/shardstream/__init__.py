@@ -3,6 +3,14 @@
 The public names are those in ``__all__`` (pinned by tests/test_public_api.py). The exceptions and the settings
 load with the package; the reading API (``import shardstream as wds``) loads on first use.
 
+Every top-level name comes from one table, ``_API`` (module -> names): the lazy loading is derived from it here, and
+``__all__`` and the static imports type checkers read are generated from it by ``scripts/gen_init_api.py``.
+
+webdataset's module paths (``_WEBDATASET_MODULES``: ``import shardstream.filters`` where webdataset code has
+``import webdataset.filters``) are top-level modules too: ``autodecode``, ``cache``, ``filters``, ``gopen``,
+``handlers``, ``mix``, ``shardlists``, ``tariterators``, ``tenbin`` and ``utils`` hold webdataset's names over the
+floors below them; ``writer`` is shardstream's own package (see README.md in this folder).
+
 >>> import shardstream as wds
 >>> "WebDataset" in wds.__all__ and wds.StateError.__mro__[1] is wds.ConfigError
 True
@@ -11,211 +19,60 @@ True
 import importlib as _importlib
 import typing as _typing
 
-from . import (
-    errors,
-    gopen as _gopen_module,  # noqa: F401 - `shardstream.gopen` the module is loaded first, then...
-)
-from .config import Settings, get_settings
-from .errors import (
-    ConfigError,
-    DecodeError,
-    DecodeLimitError,
-    DecodingError,
-    DuplicateFieldError,
-    EncodeError,
-    InterleavedKeyError,
-    MissingDependencyError,
-    MissingExtensionError,
-    MissingPartnerError,
-    ObsoleteNameError,
-    OpenError,
-    ProcessingError,
-    RecordFormatError,
-    ReservedFieldError,
-    SampleFormatError,
-    ShardError,
-    ShardstreamError,
-    StaleIndexError,
-    StateError,
-    TarFormatError,
-    UnevenSplitError,
-    UnsafeDecodeError,
-    UnsafeURLError,
-    WorkerSplitError,
-    WriteError,
-    add_context,
-)
-from .io import gopen  # ...`shardstream.gopen` the function, as in webdataset
+from . import gopen as _gopen_module  # noqa: F401 - the module shardstream.gopen first; then the function gets the name
 from .logs import apply_settings as _apply_log_settings
-
-_apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Cached",
-    "ConfigError",
-    "Continue",
-    "DataPipeline",
-    "DecodeError",
-    "DecodeLimitError",
-    "Decoder",
-    "DecodingError",
-    "DistributedLocalitySampler",
-    "DuplicateFieldError",
-    "EncodeError",
-    "ExactMix",
-    "FluidInterface",
-    "FluidWrapper",
-    "IndexedDataset",
-    "InterleavedKeyError",
-    "LMDBCached",
-    "LRUCleanup",
-    "LocalitySampler",
-    "MissingDependencyError",
-    "MissingExtensionError",
-    "MissingPartnerError",
-    "MockDataset",
-    "MultiShardSample",
-    "ObsoleteNameError",
-    "OpenError",
-    "PipelineStage",
-    "ProcessingError",
-    "Processor",
-    "RandomMix",
-    "RecordFormatError",
-    "ResampledShards",
-    "ReservedFieldError",
-    "RoundRobin",
-    "SampleFormatError",
-    "Settings",
-    "ShardError",
-    "ShardWriter",
-    "ShardstreamError",
-    "SimpleShardList",
-    "Stage",
-    "StaleIndexError",
-    "StateError",
-    "TarFormatError",
-    "TarWriter",
-    "TrainingDataset",
-    "TrainingLoader",
-    "UnevenSplitError",
-    "UnsafeDecodeError",
-    "UnsafeURLError",
-    "WebDataset",
-    "WebLoader",
-    "WorkerSplitError",
-    "WriteError",
-    "add_context",
-    "associate",
-    "batched",
-    "braceexpand",
-    "cbors_to_samples",
-    "decode",
-    "default_collation_fn",
-    "detshuffle",
-    "expand_urls",
-    "extract_keys",
-    "get_settings",
-    "getfirst",
-    "gopen",
-    "gopen_schemes",
-    "group_by_keys",
-    "gzfilter",
-    "handle_extension",
-    "ignore_and_continue",
-    "ignore_and_stop",
-    "imagehandler",
-    "index_dataset",
-    "index_shard",
-    "indexed_shard_writer",
-    "info",
-    "jsonl_to_samples",
-    "listed",
-    "map",
-    "map_dict",
-    "map_tuple",
-    "msgpack_to_samples",
-    "non_empty",
-    "numpy_dumps",
-    "pipe_cleaner",
-    "pipelinefilter",
-    "pytorch_weights_only",
-    "records_to_samples",
-    "rename",
-    "rename_keys",
-    "repeat",
-    "repeatedly",
-    "reraise_exception",
-    "resampled",
-    "rsample",
-    "select",
-    "shardspec",
-    "shuffle",
-    "single_node_only",
-    "slice",
-    "split_by_node",
-    "split_by_worker",
-    "tar_file_expander",
-    "tarfile_samples",
-    "tarfile_to_samples",
-    "to_tuple",
-    "torch_audio",
-    "torch_dumps",
-    "torch_loads",
-    "torch_video",
-    "transform_with",
-    "unbatched",
-    "unlisted",
-    "url_opener",
-    "warn_and_continue",
-    "warn_and_stop",
-    "with_epoch",
-    "with_length",
-    "write_dali_index",
-    "xdecode",
-]
-
-# --- pipeline API ---
-# The webdataset-compatible reading API (`import shardstream as wds`). Loaded on first use so that
-# `import shardstream` stays light: the pipeline imports torch (when installed) to subclass IterableDataset.
-_PIPELINE_API = {
-    "shardstream.pipeline": (
-        "DataPipeline ExactMix FluidInterface MockDataset RandomMix ResampledShards RoundRobin SimpleShardList Stage batched braceexpand decode "
-        "default_collation_fn detshuffle expand_urls extract_keys getfirst group_by_keys ignore_and_continue "
-        "ignore_and_stop listed map map_dict map_tuple pipelinefilter rename rename_keys repeat reraise_exception "
-        "rsample select shuffle single_node_only slice split_by_node split_by_worker tar_file_expander "
-        "tarfile_samples tarfile_to_samples to_tuple unbatched unlisted url_opener warn_and_continue warn_and_stop "
-        "with_epoch with_length cbors_to_samples jsonl_to_samples msgpack_to_samples records_to_samples"
+#: THE table of the top-level API: module (under ``shardstream.``) -> the names the package re-exports from it
+_API = {
+    "errors": (
+        "ConfigError DecodeError DecodeLimitError DecodingError DuplicateFieldError EncodeError InterleavedKeyError "
+        "MissingDependencyError MissingExtensionError MissingPartnerError ObsoleteNameError OpenError ProcessingError "
+        "RecordFormatError ReservedFieldError SampleFormatError ShardError ShardstreamError StaleIndexError StateError "
+        "TarFormatError UnevenSplitError UnsafeDecodeError UnsafeURLError WorkerSplitError WriteError add_context"
     ),
-    "shardstream.dataset": "WebDataset FluidWrapper",
-    "shardstream.loader": "WebLoader",
-    "shardstream.compat": "Processor",
-    "shardstream.io": "gopen",
-    "shardstream.writer": "TarWriter ShardWriter",
-    "shardstream.codecs": (
+    "config": "Settings get_settings",
+    "io": "gopen",  # `shardstream.gopen` the function, as in webdataset (the module stays importable by its path)
+    "pipeline": (
+        "DataPipeline ExactMix FluidInterface MockDataset RandomMix ResampledShards RoundRobin SimpleShardList Stage "
+        "batched braceexpand decode default_collation_fn detshuffle expand_urls extract_keys getfirst group_by_keys "
+        "ignore_and_continue ignore_and_stop listed map map_dict map_tuple pipelinefilter rename rename_keys repeat "
+        "reraise_exception rsample select shuffle single_node_only slice split_by_node split_by_worker "
+        "tar_file_expander tarfile_samples tarfile_to_samples to_tuple unbatched unlisted url_opener "
+        "warn_and_continue warn_and_stop with_epoch with_length cbors_to_samples jsonl_to_samples "
+        "msgpack_to_samples records_to_samples"
+    ),
+    "dataset": "WebDataset FluidWrapper",
+    "loader": "WebLoader",
+    "compat": "Processor",
+    "writer": "TarWriter ShardWriter",
+    "codecs": (
         "Continue Decoder gzfilter handle_extension imagehandler torch_video torch_audio torch_loads numpy_dumps "
         "torch_dumps"
     ),
     # webdataset 1.0.2's other top-level names, from the modules that carry webdataset's module paths
-    "shardstream.autodecode": "pytorch_weights_only",
-    "shardstream.cache": "LRUCleanup pipe_cleaner",
-    "shardstream.filters": "Cached LMDBCached associate info transform_with xdecode",
-    "shardstream.gopen": "gopen_schemes",
-    "shardstream.shardlists": "MultiShardSample non_empty resampled shardspec",
-    "shardstream.utils": "PipelineStage repeatedly",
-    "shardstream.training": "TrainingDataset TrainingLoader",
-    "shardstream.indexed": (
+    "autodecode": "pytorch_weights_only",
+    "cache": "LRUCleanup pipe_cleaner",
+    "filters": "Cached LMDBCached associate info transform_with xdecode",
+    "gopen": "gopen_schemes",
+    "shardlists": "MultiShardSample non_empty resampled shardspec",
+    "utils": "PipelineStage repeatedly",
+    "training": "TrainingDataset TrainingLoader",
+    "indexed": (
         "IndexedDataset LocalitySampler DistributedLocalitySampler index_shard index_dataset write_dali_index "
         "indexed_shard_writer"
     ),
 }
-#: webdataset's submodules (`wds.handlers.warn_and_continue`, `from shardstream.cache import FileCache`)
-_PIPELINE_MODULES = {
-    name: f"shardstream.{name}"
-    for name in "autodecode cache filters handlers mix shardlists tariterators tenbin utils writer".split()
-}
+#: the modules of ``_API`` imported with the package (light, and the exceptions are needed at once); the reading API
+#: loads on first use so that ``import shardstream`` stays light: the pipeline imports torch (when installed)
+_EAGER = ("errors", "config", "io")
+#: webdataset's module paths: ``import shardstream.X`` works where webdataset code writes ``import webdataset.X``
+#: (README.md in this folder; tests/compat walks webdataset's surface through them)
+_WEBDATASET_MODULES = (
+    "autodecode", "cache", "filters", "gopen", "handlers", "mix", "shardlists", "tariterators", "tenbin", "utils",
+    "writer",
+)
 #: names of older webdataset versions (blog posts, old READMEs) -> what to use now
 _OBSOLETE = {
     "ShardList": "wds.SimpleShardList(urls), or wds.WebDataset(urls) to go from shards to samples",
@@ -225,40 +82,78 @@ _OBSOLETE = {
     "ResizedDataset": "dataset.with_epoch(n)",
     "PytorchShardList": "wds.SimpleShardList(urls) with wds.split_by_node / wds.split_by_worker",
 }
-_PIPELINE_NAMES = {name: module for module, names in _PIPELINE_API.items() for name in names.split()}
 
+# --- generated by scripts/gen_init_api.py from _API above: do not edit by hand ---
+__all__ = [
+    "Cached", "ConfigError", "Continue", "DataPipeline", "DecodeError", "DecodeLimitError", "Decoder", "DecodingError",
+    "DistributedLocalitySampler", "DuplicateFieldError", "EncodeError", "ExactMix", "FluidInterface", "FluidWrapper",
+    "IndexedDataset", "InterleavedKeyError", "LMDBCached", "LRUCleanup", "LocalitySampler", "MissingDependencyError",
+    "MissingExtensionError", "MissingPartnerError", "MockDataset", "MultiShardSample", "ObsoleteNameError", "OpenError",
+    "PipelineStage", "ProcessingError", "Processor", "RandomMix", "RecordFormatError", "ResampledShards",
+    "ReservedFieldError", "RoundRobin", "SampleFormatError", "Settings", "ShardError", "ShardWriter",
+    "ShardstreamError", "SimpleShardList", "Stage", "StaleIndexError", "StateError", "TarFormatError", "TarWriter",
+    "TrainingDataset", "TrainingLoader", "UnevenSplitError", "UnsafeDecodeError", "UnsafeURLError", "WebDataset",
+    "WebLoader", "WorkerSplitError", "WriteError", "add_context", "associate", "batched", "braceexpand",
+    "cbors_to_samples", "decode", "default_collation_fn", "detshuffle", "expand_urls", "extract_keys", "get_settings",
+    "getfirst", "gopen", "gopen_schemes", "group_by_keys", "gzfilter", "handle_extension", "ignore_and_continue",
+    "ignore_and_stop", "imagehandler", "index_dataset", "index_shard", "indexed_shard_writer", "info",
+    "jsonl_to_samples", "listed", "map", "map_dict", "map_tuple", "msgpack_to_samples", "non_empty", "numpy_dumps",
+    "pipe_cleaner", "pipelinefilter", "pytorch_weights_only", "records_to_samples", "rename", "rename_keys", "repeat",
+    "repeatedly", "reraise_exception", "resampled", "rsample", "select", "shardspec", "shuffle", "single_node_only",
+    "slice", "split_by_node", "split_by_worker", "tar_file_expander", "tarfile_samples", "tarfile_to_samples",
+    "to_tuple", "torch_audio", "torch_dumps", "torch_loads", "torch_video", "transform_with", "unbatched", "unlisted",
+    "url_opener", "warn_and_continue", "warn_and_stop", "with_epoch", "with_length", "write_dali_index", "xdecode",
+]
 
-def __getattr__(name: str) -> object:
-    """Load a name of the reading API, or one of webdataset's submodule names, on first use (PEP 562)."""
-    if name in _PIPELINE_NAMES:
-        value = getattr(_importlib.import_module(_PIPELINE_NAMES[name]), name)
-    elif name in _PIPELINE_MODULES:
-        value = _importlib.import_module(_PIPELINE_MODULES[name])
-    elif name in _OBSOLETE:
-        raise errors.ObsoleteNameError(f"shardstream.{name} is webdataset's old API; use {_OBSOLETE[name]}")
-    else:
-        raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+from .config import (
+    Settings as Settings,
+    get_settings as get_settings,
+)
+from .errors import (
+    ConfigError as ConfigError,
+    DecodeError as DecodeError,
+    DecodeLimitError as DecodeLimitError,
+    DecodingError as DecodingError,
+    DuplicateFieldError as DuplicateFieldError,
+    EncodeError as EncodeError,
+    InterleavedKeyError as InterleavedKeyError,
+    MissingDependencyError as MissingDependencyError,
+    MissingExtensionError as MissingExtensionError,
+    MissingPartnerError as MissingPartnerError,
+    ObsoleteNameError as ObsoleteNameError,
+    OpenError as OpenError,
+    ProcessingError as ProcessingError,
+    RecordFormatError as RecordFormatError,
+    ReservedFieldError as ReservedFieldError,
+    SampleFormatError as SampleFormatError,
+    ShardError as ShardError,
+    ShardstreamError as ShardstreamError,
+    StaleIndexError as StaleIndexError,
+    StateError as StateError,
+    TarFormatError as TarFormatError,
+    UnevenSplitError as UnevenSplitError,
+    UnsafeDecodeError as UnsafeDecodeError,
+    UnsafeURLError as UnsafeURLError,
+    WorkerSplitError as WorkerSplitError,
+    WriteError as WriteError,
+    add_context as add_context,
+)
+from .io import (
+    gopen as gopen,
+)
 
-
-def __dir__() -> list[str]:
-    """The public names (``__all__``), webdataset's submodule names, and the module's own dunder names."""
-    return sorted({*__all__, *_PIPELINE_MODULES, *(name for name in globals() if name.startswith("__"))})
-
-
-if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs see them (the table above: runtime)
+if _typing.TYPE_CHECKING:  # the names loaded on first use, as type checkers see them
     from . import (
-        autodecode as autodecode,  # noqa: F401 - webdataset's module name (not in __all__)
-        cache as cache,  # noqa: F401 - webdataset's module name (not in __all__)
-        filters as filters,  # noqa: F401 - webdataset's module name (not in __all__)
-        handlers as handlers,  # noqa: F401 - webdataset's module name (not in __all__)
-        mix as mix,  # noqa: F401 - webdataset's module name (not in __all__)
-        shardlists as shardlists,  # noqa: F401 - webdataset's module name (not in __all__)
-        tariterators as tariterators,  # noqa: F401 - webdataset's module name (not in __all__)
-        tenbin as tenbin,  # noqa: F401 - webdataset's module name (not in __all__)
-        utils as utils,  # noqa: F401 - webdataset's module name (not in __all__)
-        writer as writer,  # noqa: F401 - webdataset's module name (not in __all__)
+        autodecode as autodecode,
+        cache as cache,
+        filters as filters,
+        handlers as handlers,
+        mix as mix,
+        shardlists as shardlists,
+        tariterators as tariterators,
+        tenbin as tenbin,
+        utils as utils,
+        writer as writer,
     )
     from .autodecode import (
         pytorch_weights_only as pytorch_weights_only,
@@ -305,9 +200,6 @@ if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs s
         index_shard as index_shard,
         indexed_shard_writer as indexed_shard_writer,
         write_dali_index as write_dali_index,
-    )
-    from .io import (
-        gopen as gopen,
     )
     from .loader import (
         WebLoader as WebLoader,
@@ -383,3 +275,31 @@ if _typing.TYPE_CHECKING:  # the lazily loaded names as type checkers and IDEs s
         ShardWriter as ShardWriter,
         TarWriter as TarWriter,
     )
+# --- end of the generated block ---
+
+#: name -> module (under ``shardstream.``) of the names loaded on first use (PEP 562 ``__getattr__`` below)
+_PIPELINE_NAMES = {name: module for module, names in _API.items() if module not in _EAGER for name in names.split()}
+#: webdataset's module paths as attributes loaded on first use (``wds.handlers.warn_and_continue``), but for a name
+#: of ``__all__`` (``wds.gopen`` is the function, as in webdataset). Modules, so not in ``__all__``.
+_PIPELINE_MODULES = {name: f"shardstream.{name}" for name in sorted(set(_WEBDATASET_MODULES).difference(__all__))}
+
+_apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
+
+
+def __getattr__(name: str) -> object:
+    """Load a name of the reading API, or one of webdataset's submodule names, on first use (PEP 562)."""
+    if name in _PIPELINE_NAMES:
+        value = getattr(_importlib.import_module(f"shardstream.{_PIPELINE_NAMES[name]}"), name)
+    elif name in _PIPELINE_MODULES:
+        value = _importlib.import_module(_PIPELINE_MODULES[name])
+    elif name in _OBSOLETE:
+        raise ObsoleteNameError(f"shardstream.{name} is webdataset's old API; use {_OBSOLETE[name]}")
+    else:
+        raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (``__all__``), webdataset's submodule names, and the module's own dunder names."""
+    return sorted({*__all__, *_PIPELINE_MODULES, *(name for name in globals() if name.startswith("__"))})

@@ -119,7 +119,7 @@ class Settings:
     #: LOCAL_RANK: rank of this process on its node.
     local_rank: int | None = None
     #: SHARDSTREAM_SECURE (or webdataset's WDS_SECURE): secure mode: no ``pipe:`` URLs, no local files, no URL
-    #: rewriting from the environment, no unpickling (see :mod:`shardstream.io.secure`).
+    #: rewriting from the environment, no unpickling (the URL rule: :func:`shardstream.io.trust.check_url`).
     secure: bool = False
     #: SHARDSTREAM_ALLOW_OBSOLETE (or webdataset's ALLOW_OBSOLETE): allow webdataset's obsolete functions.
     allow_obsolete: bool = False

@@ -1,8 +1,8 @@
 """webdataset's ``utils`` module: small helpers webdataset code imports (``from webdataset.utils import ...``).
 
 ``enforce_security`` is webdataset's runtime switch for secure mode (no ``pipe:``, no local files, no
-unpickling; see :mod:`shardstream.io.secure`): it starts from ``SHARDSTREAM_SECURE`` / ``WDS_SECURE`` and code may
-set it, ``shardstream.utils.enforce_security = True``.
+unpickling; see :func:`shardstream.io.trust.check_url`): it starts from ``SHARDSTREAM_SECURE`` / ``WDS_SECURE`` and
+code may set it, ``shardstream.utils.enforce_security = True``.
 
 >>> list(repeatedly([[1, 2], [3, 4]], nepochs=2))
 [[1, 2], [3, 4], [1, 2], [3, 4]]
@@ -52,7 +52,7 @@ __all__ = [
     "safe_eval",
 ]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 #: secure mode, read by :func:`shardstream.config.secure_mode` wherever a URL is opened or a field decoded
 enforce_security: bool = get_settings().secure
@@ -85,7 +85,7 @@ def is_iterable(obj: Any) -> bool:
     return not isinstance(obj, (str, bytes)) and isinstance(obj, Iterable)
 
 
-def identity(x: T) -> T:
+def identity(x: _T) -> _T:
     """Return ``x``."""
     return x
 
@@ -116,7 +116,7 @@ def lookup_sym(sym: str, modules: list[str]) -> Any:
     return None
 
 
-def repeatedly0(loader: Iterable[T], nepochs: int = sys.maxsize, nbatches: int = sys.maxsize) -> Iterator[T]:
+def repeatedly0(loader: Iterable[_T], nepochs: int = sys.maxsize, nbatches: int = sys.maxsize) -> Iterator[_T]:
     """``nepochs`` passes over ``loader``, each cut at ``nbatches`` items."""
     for _ in range(nepochs):
         yield from itertools.islice(loader, nbatches)
@@ -127,8 +127,8 @@ def guess_batchsize(batch: tuple | list) -> int:
     return len(batch[0])
 
 
-def repeatedly(source: Iterable[T], nepochs: int | None = None, nbatches: int | None = None,
-               nsamples: int | None = None, batchsize: Callable[..., int] = guess_batchsize) -> Iterator[T]:
+def repeatedly(source: Iterable[_T], nepochs: int | None = None, nbatches: int | None = None,
+               nsamples: int | None = None, batchsize: Callable[..., int] = guess_batchsize) -> Iterator[_T]:
     """Iterate ``source`` again and again; stop after ``nepochs`` passes, ``nbatches`` items or ``nsamples``
     samples (counted with ``batchsize(batch)``), whichever comes first."""
     epoch = count = total = 0

@@ -16,11 +16,10 @@ from pipeline_data import describe, fused_or_not
 import shardstream as wds
 from shardstream.codecs import Decoder
 from shardstream.errors import StateError
-from shardstream.pipeline import reraise_exception, warn_and_continue
+from shardstream.pipeline import reraise_exception, tarfile_to_columns, warn_and_continue
 from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
-from shardstream.pipeline.parallel import tarfile_to_columns
 from shardstream.pipeline.stages import reading
 from shardstream.tar import native
 

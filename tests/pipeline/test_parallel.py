@@ -10,7 +10,7 @@ import pytest
 import shardstream as wds
 from shardstream.codecs import Decoder
 from shardstream.errors import ConfigError, DuplicateFieldError
-from shardstream.pipeline.parallel import parallel_map, tarfile_to_columns
+from shardstream.pipeline import parallel_map, tarfile_to_columns
 from shardstream.testing import write_shards
 
 

@@ -68,11 +68,16 @@ def _crc32c_python(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-_crc32c_fast: Callable[[bytes], int] | None
-try:  # the C implementation where installed (a dependency of several packages); same results
-    from crc32c import crc32c as _crc32c_fast
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c_fast = None
+def _installed_crc32c() -> Callable[[bytes], int] | None:
+    """The C implementation where installed (a dependency of several packages; same results), else None."""
+    try:
+        from crc32c import crc32c  # noqa: PLC0415 - optional package, looked up once below
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return crc32c
+
+
+_crc32c_fast = _installed_crc32c()
 
 
 def crc32c(data: bytes) -> int:

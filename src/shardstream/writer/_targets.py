@@ -8,7 +8,7 @@ import io
 import lzma
 import os
 import warnings
-from typing import Any, Protocol, Union
+from typing import IO, Any, Protocol, Union, cast
 
 from ..errors import ConfigError, MissingDependencyError
 
@@ -83,13 +83,14 @@ def _compressor(kind: str, sink: _Counter, level: int | None) -> Any:
         return gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=level, mtime=0)
     if kind == "bz2":
         return bz2.BZ2File(sink, "wb", compresslevel=level)
+    file = cast(IO[bytes], sink)  # a _Counter has the write() and flush() the compressors call; typing.IO is nominal
     if kind == "xz":
-        return lzma.LZMAFile(sink, "wb", preset=level)  # type: ignore[arg-type]
+        return lzma.LZMAFile(file, "wb", preset=level)
     try:
         import zstandard  # noqa: PLC0415 - optional: shardstream[zstd]
     except ImportError:
         raise MissingDependencyError("writing .tar.zst", "zstd", "zstandard") from None
-    return zstandard.ZstdCompressor(level=level).stream_writer(sink, closefd=False)  # type: ignore[arg-type]
+    return zstandard.ZstdCompressor(level=level).stream_writer(file, closefd=False)
 
 
 def _open_file(fd: int) -> Any:

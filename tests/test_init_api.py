@@ -1,0 +1,61 @@
+"""The top level comes from one table: ``_API`` in ``shardstream/__init__.py`` (module -> names).
+
+The lazy ``__getattr__`` map is derived from it at run time; ``__all__`` and the static imports type checkers read
+are written from it by scripts/gen_init_api.py (``--check``: the checked-in block is current).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import subprocess
+import sys
+
+import shardstream
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SRC = pathlib.Path(shardstream.__file__).parent
+SCRIPT = ROOT / "scripts" / "gen_init_api.py"
+
+
+def test_the_static_imports_are_generated_from_the_table():
+    """Change ``_API``, then run ``python scripts/gen_init_api.py``: the block between the markers is its output."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC.parent), os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_generator_rewrites_a_changed_table(tmp_path):
+    """The block follows the table: a name added to a lazy module appears under TYPE_CHECKING, once."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        gen = importlib.import_module("gen_init_api")
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    text = (SRC / "__init__.py").read_text()
+    changed = text.replace('"compat": "Processor"', '"compat": "Processor Other"', 1)
+    assert changed != text
+    block = gen.block(changed)
+    assert block.count("Other as Other,") == 1
+    assert block.index("Other as Other,") > block.index("if _typing.TYPE_CHECKING:")
+    assert gen.source(text) == text
+
+
+def test_each_name_is_listed_once_and_comes_from_its_module():
+    listed = [name for names in shardstream._API.values() for name in names.split()]
+    assert len(listed) == len(set(listed))
+    assert shardstream.__all__ == sorted(listed)
+    for module, names in shardstream._API.items():
+        home = importlib.import_module(f"shardstream.{module}")
+        wrong = [name for name in names.split() if getattr(shardstream, name) is not getattr(home, name)]
+        assert wrong == [], f"{module}: {wrong}"
+
+
+def test_eager_names_load_with_the_package_and_the_rest_on_first_use():
+    code = ("import sys, shardstream as s; print(any(n in vars(s) for n in s._PIPELINE_NAMES), "
+            "'shardstream.pipeline' in sys.modules, all(n in vars(s) for n in s._API['errors'].split()))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    assert result.stdout.split() == ["False", "False", "True"], result.stdout + result.stderr
