@@ -16,9 +16,10 @@ import textwrap
 import pytest
 
 import shardstream
-from shardstream.tar import TarStreamWriter, reader
+from shardstream import _native
+from shardstream.tar import TarStreamWriter
 
-pytestmark = pytest.mark.skipif(reader._scan is None or not hasattr(os, "truncate"),
+pytestmark = pytest.mark.skipif(_native.extension is None or not hasattr(os, "truncate"),
                                 reason="mapped windows need the C extension")
 
 _ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
