@@ -11,10 +11,10 @@ import tarfile
 import numpy as np
 import pytest
 
-from shardstream.indexed import IndexedDataset, index_shard
-from shardstream.pipeline import default_collation_fn
 from shardstream import _native
+from shardstream.indexed import IndexedDataset, index_shard
 from shardstream.indexed.opened import ShardTable, sample_gatherer
+from shardstream.pipeline import default_collation_fn
 from shardstream.tar import reader
 
 

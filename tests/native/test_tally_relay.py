@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from shardstream.pipeline.iteration import PipelineIterator
-from shardstream.pipeline.stages.split import _Split
 from shardstream import _native
 from shardstream.pipeline import bases
+from shardstream.pipeline.iteration import PipelineIterator
+from shardstream.pipeline.stages.split import _Split
 from shardstream.tar import reader
 
 TALLIES = [pytest.param(bases.PyTally, id="python")]
