@@ -12,7 +12,7 @@ TRAINERS := accelerate==1.15.0 transformers==5.24.0 lightning==2.6.6
 
 .PHONY: demo test lint docs test-pythons bench bench-peers bench-convert fuzz venv clean
 
-$(STAMP): pyproject.toml setup.py Makefile $(wildcard src/shardstream/tar/_scan*.c src/shardstream/tar/_scan*.h)
+$(STAMP): pyproject.toml setup.py Makefile $(wildcard src/shardstream/_native/_scan*.c src/shardstream/_native/_scan*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"

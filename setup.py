@@ -1,4 +1,4 @@
-"""Build hook: the optional C accelerator for the tar header walk.
+"""Build hook: the optional C accelerator (``shardstream._native._scan``: the tar header walk, the grouping, ...).
 
 The pure-Python path is always installed and tested; the extension is ``optional`` so a machine without a
 C compiler still installs shardstream (``shardstream.tar.accelerated()`` tells which path is in use).
@@ -15,7 +15,8 @@ import os
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-_SRC = os.path.join("src", "shardstream", "tar", "_scan.c")  # the module; _scan_*.c: its parts; _scan*.h: headers
+_HOME = os.path.join("src", "shardstream", "_native")  # the accelerator's home: its C sources and its loader
+_SRC = os.path.join(_HOME, "_scan.c")  # the module; _scan_*.c: its parts; _scan*.h: headers
 
 
 class BuildExt(build_ext):
@@ -31,8 +32,8 @@ class BuildExt(build_ext):
 ext_modules = []
 if os.path.exists(_SRC) and not os.environ.get("SHARDSTREAM_NO_EXTENSIONS"):
     optional = not os.environ.get("SHARDSTREAM_REQUIRE_EXTENSIONS")
-    parts = sorted(glob.glob(os.path.join("src", "shardstream", "tar", "_scan_*.c")))
-    headers = sorted(glob.glob(os.path.join("src", "shardstream", "tar", "_scan*.h")))
-    ext_modules.append(Extension("shardstream.tar._scan", [_SRC, *parts], depends=headers, optional=optional))
+    parts = sorted(glob.glob(os.path.join(_HOME, "_scan_*.c")))
+    headers = sorted(glob.glob(os.path.join(_HOME, "_scan*.h")))
+    ext_modules.append(Extension("shardstream._native._scan", [_SRC, *parts], depends=headers, optional=optional))
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

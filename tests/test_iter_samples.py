@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shardstream import _native
 from shardstream.errors import SampleFormatError, TarFormatError
 from shardstream.samples import (
     ColumnBatches,
@@ -28,7 +29,7 @@ from shardstream.tar.writer import TarStreamWriter
 from shardstream.testing import ShortReads
 
 needs_c = pytest.mark.skipif(
-    not hasattr(reader._scan, "scan_samples"), reason="C extension not built (setup.py build_ext)"
+    not hasattr(_native.extension, "scan_samples"), reason="C extension not built (setup.py build_ext)"
 )
 
 
@@ -152,7 +153,7 @@ def test_local_path_is_the_last_key_of_every_sample_on_every_path(name, handler,
         assert got[1:3] == (error, warned), run
         assert [as_bytes(s) for s in got[0]] == want, run
         assert [list(s) for s in got[0]] == [list(s) for s in want], run
-    monkeypatch.setattr(reader, "_scan", None)  # no extension: the Python grouping sets it
+    monkeypatch.setattr(_native, "extension", None)  # no extension: the Python grouping sets it
     got = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -207,7 +208,7 @@ def test_other_rules_take_the_python_path():
 
 
 def test_pure_python_path_without_the_extension(monkeypatch):
-    monkeypatch.setattr(reader, "_scan", None)
+    monkeypatch.setattr(_native, "extension", None)
     data = tar_of(HOSTILE["duplicate"])
     samples = list(iter_samples(io.BytesIO(data), "t.tar", handler=skip))
     assert [s["__key__"] for s in samples] == ["b"]

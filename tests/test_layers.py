@@ -19,8 +19,9 @@ WEBDATASET_PATHS = {name for name in shardstream._WEBDATASET_MODULES if (SRC / f
 #: lowest first; a module may import modules of its own floor or lower ones
 FLOORS = [
     {"errors", "config", "logs", "redact"},
+    {"_native"},  # the C accelerator's home: its loader; each layer reaches it through its own wrapper
     {"tar"},
-    {"samples", "reading", "streams"},
+    {"samples", "reading", "reading_accel", "streams"},
     {"codecs"},
     {"io"},
     {"writer", "interleaved"},

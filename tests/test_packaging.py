@@ -68,8 +68,8 @@ def test_the_sdist_has_the_license_and_the_whole_test_suite(dists):
         top = tar.getnames()[0].split("/")[0]
         metadata = email.message_from_bytes(tar.extractfile(f"{top}/PKG-INFO").read())
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "setup.py", "mkdocs.yml"} <= names
-    sources = {str(p.relative_to(ROOT)) for p in (ROOT / "src" / "shardstream" / "tar").glob("_scan*.[ch]")}
-    assert "src/shardstream/tar/_scan.c" in sources and "src/shardstream/tar/_scan.h" in sources
+    sources = {str(p.relative_to(ROOT)) for p in (ROOT / "src" / "shardstream" / "_native").glob("_scan*.[ch]")}
+    assert "src/shardstream/_native/_scan.c" in sources and "src/shardstream/_native/_scan.h" in sources
     assert sources - names == set(), "C sources of the accelerator missing from the sdist"
     tests = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*")
              if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")}
@@ -95,14 +95,16 @@ def test_the_pure_wheel_is_py3_none_any_without_compiled_code(dists):
     assert wheel["Tag"] == "py3-none-any" and wheel["Root-Is-Purelib"] == "true"
     assert not [n for n in names if n.endswith((".so", ".pyd", ".c", ".h"))]
     assert {"shardstream/py.typed", "shardstream/tar/reader.py", "shardstream/viewer/static/index.html"} <= names
+    assert {"shardstream/_native/__init__.py", "shardstream/_native/_scan.pyi"} <= names  # the loader and the types
 
 
 def test_the_platform_wheel_has_the_extension(dists):
     names, wheel, _ = _wheel(dists["platform"])
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert dists["platform"].name.split("-")[2] == tag and wheel["Root-Is-Purelib"] == "false"
-    assert [n for n in names if n.startswith("shardstream/tar/_scan.") and n.endswith((".so", ".pyd"))]
+    assert [n for n in names if n.startswith("shardstream/_native/_scan.") and n.endswith((".so", ".pyd"))]
     assert not [n for n in names if n.endswith((".c", ".h"))], "the C source belongs in the sdist only"
+    assert "shardstream/_native/_scan.pyi" in names
     assert not [n for n in names if n.startswith("tests/")]
 
 

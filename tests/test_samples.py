@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardstream import _native
 from shardstream.errors import (
     ConfigError,
     DuplicateFieldError,
@@ -211,7 +212,7 @@ def _read(data, tmp_path, *, fast, source, handler):
     return got, error, stats
 
 
-@pytest.mark.skipif(not hasattr(__import__("shardstream.tar.reader").tar.reader._scan, "scan_samples"),
+@pytest.mark.skipif(not hasattr(_native.extension, "scan_samples"),
                     reason="C extension not built")
 @pytest.mark.parametrize("case", sorted(TRICKY))
 @pytest.mark.parametrize("fmt", ["gnu", "pax"])

@@ -17,6 +17,7 @@ import pytest
 
 import shardstream.writer.tarwriter as writer_module  # where TarWriter opens its files (_open_file)
 from shardstream.errors import ConfigError, EncodeError, ShardstreamError, WriteError
+from shardstream.tar.accel import member_packer
 from shardstream.tar.writer import RECORDSIZE
 from shardstream.writer import ShardInfo, ShardWriter, TarWriter
 
@@ -605,9 +606,7 @@ def _pack_all(accelerate: bool, monkeypatch, seed: int) -> tuple[bytes, list]:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_c_member_packer_writes_the_bytes_of_the_python_loop(monkeypatch, seed):
-    from shardstream.tar import reader
-
-    if reader._scan is None or not hasattr(reader._scan, "pack_members"):
+    if member_packer() is None:
         pytest.skip("the C extension is not built")
     fast, fast_offsets = _pack_all(True, monkeypatch, seed)
     slow, slow_offsets = _pack_all(False, monkeypatch, seed)
@@ -620,9 +619,7 @@ def test_c_member_packer_writes_the_bytes_of_the_python_loop(monkeypatch, seed):
 
 
 def test_c_member_packer_leaves_what_it_cannot_take_to_python():
-    from shardstream.tar import reader
-
-    pack = getattr(reader._scan, "pack_members", None)
+    pack = member_packer()
     if pack is None:
         pytest.skip("the C extension is not built")
     template = bytes(512)

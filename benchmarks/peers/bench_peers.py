@@ -97,9 +97,9 @@ def worker(contender: str, workload: str, quick: bool, repeat: int, min_seconds:
     from peers_run import RUNNERS
 
     if contender == SS:
-        from shardstream.tar import reader
+        from shardstream import _native
 
-        if reader._scan is None:  # a silent pure-Python fallback would make every shardstream row meaningless
+        if _native.extension is None:  # a silent pure-Python fallback would make every shardstream row meaningless
             raise RuntimeError("shardstream's C walk is not built in src/: run setup.py build_ext --inplace")
     paths = data(workload, quick)
     warm(paths)

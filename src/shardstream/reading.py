@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, BinaryIO
 
+from . import reading_accel
 from .errors import ConfigError
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
-from .tar import compress, native, reader
+from .tar import compress, reader
 from .tar.buffers import source_for
 
 __all__ = ["ColumnBatches", "ColumnRequest", "ColumnRun", "iter_samples"]
@@ -38,10 +39,10 @@ def _is_default(rule: KeyRule) -> bool:
 def _c_scan(accelerate: bool | None, rule: KeyRule) -> Any:
     """``(C grouping into dicts, into columns, member scan to resume with in Python)``, or None when the C grouping
     cannot run."""
-    grouper, columns = native.sample_grouper(accelerate), native.column_grouper(accelerate)
+    grouper, columns = reading_accel.sample_grouper(accelerate), reading_accel.column_grouper(accelerate)
     if grouper is None or columns is None or not _is_default(rule):
         return None
-    return grouper, columns, native.member_scan(accelerate)
+    return grouper, columns, reader.member_scan(accelerate)
 
 
 def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -51,7 +52,7 @@ def _lists(samples: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 class ColumnRequest:
     """What a reader of chunks (``iter_samples(chunks=True, columns=request)``) wants as columns now: ``want`` is
-    None (lists of sample dicts) or ``(fields, modes, exact)`` (see ``scan_columns`` in ``_scan_columns.c``): the chunks
+    None (lists of sample dicts) or ``(fields, modes, exact)`` (see ``scan_columns`` in ``_native/_scan_columns.c``): the chunks
     the C grouping makes while it is set are then :class:`ColumnRun` objects where the samples fit, and lists of one
     sample dict where one does not (a missing or, with ``exact``, extra field; a value that does not convert)."""
 
@@ -163,7 +164,7 @@ def _scanned(
 
 
 class _StoredKeys:
-    """The keys the C grouping stored as bytes (:func:`~shardstream.tar.native.stored_keys`), made into ``str`` only
+    """The keys the C grouping stored as bytes (:func:`~shardstream.reading_accel.stored_keys`), made into ``str`` only
     if Python's grouping checks a new key: at the end of a shard read wholly in C, never."""
 
     __slots__ = ("keys",)
@@ -175,7 +176,7 @@ class _StoredKeys:
         return bool(self.keys)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(native.stored_keys(self.keys))
+        return iter(reading_accel.stored_keys(self.keys))
 
 
 def iter_samples(
@@ -339,7 +340,7 @@ class ColumnBatches:
         mode = self._modes.get(field)
         if mode is None:
             codec = self.decoder.table_codec(field) if isinstance(field, str) and field[:2] != "__" else None
-            mode = self._modes[field] = native.CONVERSIONS.get(codec, 0)  # type: ignore[arg-type]
+            mode = self._modes[field] = reading_accel.CONVERSIONS.get(codec, 0)  # type: ignore[arg-type]
         return mode
 
     def _done(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:

@@ -8,15 +8,16 @@ import random
 import numpy as np
 import pytest
 
+from shardstream import _native
 from shardstream.codecs import CODECS, Decoder
 from shardstream.errors import ConfigError, DecodeError
 from shardstream.indexed import IndexedDataset, index_shard, indexed_shard_writer
-from shardstream.indexed.columns import NATIVE_MODES
+from shardstream.reading_accel import CONVERSIONS
 from shardstream.samples import ColumnBatches
 from shardstream.tar import reader
 from shardstream.writer import ShardWriter
 
-_scan = reader._scan
+_scan = _native.extension
 native = pytest.mark.skipif(_scan is None or not hasattr(_scan, "slice_column"), reason="C extension not built")
 
 
@@ -158,10 +159,10 @@ def _random_bytes(rng: random.Random) -> bytes:
 
 
 @native
-@pytest.mark.parametrize("codec_name", sorted(NATIVE_MODES))
+@pytest.mark.parametrize("codec_name", sorted(name for name in CONVERSIONS if name))
 def test_native_modes_equal_the_codec_table(codec_name):
     (codec,) = {c for c in CODECS.values() if c.name == codec_name}
-    mode, rng = NATIVE_MODES[codec_name], random.Random(codec_name)
+    mode, rng = CONVERSIONS[codec_name], random.Random(codec_name)
     natively = 0
     for _ in range(3000):
         value = _random_bytes(rng)
@@ -174,8 +175,8 @@ def test_native_modes_equal_the_codec_table(codec_name):
             assert not ok, value
     assert natively > 500
     # a column gives up as a whole when one row needs the codec
-    assert _column([b"1", b"2", b" 3"], NATIVE_MODES["int"]) is None
-    assert _column([b"a", b"\xff"], NATIVE_MODES["text"]) is None
+    assert _column([b"1", b"2", b" 3"], CONVERSIONS["int"]) is None
+    assert _column([b"a", b"\xff"], CONVERSIONS["text"]) is None
 
 
 @native

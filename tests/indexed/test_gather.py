@@ -11,9 +11,11 @@ import tarfile
 import numpy as np
 import pytest
 
+from shardstream import _native
 from shardstream.indexed import IndexedDataset, index_shard
+from shardstream.indexed.opened import ShardTable, sample_gatherer
 from shardstream.pipeline import default_collation_fn
-from shardstream.tar import native, reader
+from shardstream.tar import reader
 
 
 def _dataset(write_shards, **kw):
@@ -48,11 +50,11 @@ def test_a_random_batch_is_read_as_sample_by_sample(ds):
 
 
 def test_the_c_call_is_used_when_the_extension_is_there(ds, monkeypatch):
-    gather = native.sample_gatherer()
+    gather = sample_gatherer()
     if gather is None:
         pytest.skip("no C extension")
     calls = []
-    monkeypatch.setattr(native.reader._scan, "gather_samples", lambda *a: calls.append(a) or gather(*a))
+    monkeypatch.setattr(_native.extension, "gather_samples", lambda *a: calls.append(a) or gather(*a))
     assert ds.__getitems__(np.arange(10)) == _one_by_one(ds, range(10))
     assert calls
 
@@ -95,7 +97,7 @@ def test_views_zero_copy_and_decoders(write_shards):
 
 def test_without_the_extension(ds, monkeypatch):
     monkeypatch.setattr(reader, "USE_ACCELERATOR", False)
-    assert native.sample_gatherer() is None
+    assert sample_gatherer() is None
     assert ds.__getitems__(np.arange(20)) == _one_by_one(ds, range(20))
     assert ds.collated(np.arange(3)) is None
 
@@ -114,7 +116,7 @@ def test_few_open_shards(ds):
 
 
 def test_collated_is_the_default_collation(ds):
-    if native.sample_gatherer() is None:
+    if sample_gatherer() is None:
         pytest.skip("no C extension")
     indices = np.array([60, 3, 17, 17, 42])
     got = ds.collated(indices)
@@ -135,7 +137,7 @@ def test_collated_steps_aside_when_the_fields_differ(tmp_path):
     assert list(ds[0]) == ["__key__", "__url__", "txt", "cls"] and list(ds[1])[2:] == ["cls", "txt"]
     assert ds.collated(np.array([0, 1])) is None  # other order
     assert ds.collated(np.array([0, 2])) is None  # fewer fields
-    if native.sample_gatherer() is not None:
+    if sample_gatherer() is not None:
         assert ds.collated(np.array([1, 1]))["txt"] == [b"y", b"y"]
     assert ds.__getitems__(np.array([2, 1, 0])) == [ds[2], ds[1], ds[0]]
     assert [list(s) for s in ds.__getitems__(np.array([1, 0]))] == [list(ds[1]), list(ds[0])]
@@ -144,3 +146,18 @@ def test_collated_steps_aside_when_the_fields_differ(tmp_path):
 def test_a_forked_process_opens_its_own_shards(ds, forked):
     parent = ds.__getitems__(np.arange(0, 61, 4))
     assert forked(ds.__getitems__, np.arange(0, 61, 4)) == parent
+
+
+def test_the_c_call_reads_named_shard_tables(ds):
+    """Each shard's table for ``gather_samples`` is a :class:`ShardTable` (named fields, in the C order), made by
+    ``OpenShard.table`` only."""
+    if sample_gatherer() is None:
+        pytest.skip("no C extension")
+    indices = np.arange(0, len(ds), 5)
+    assert ds.__getitems__(indices) == _one_by_one(ds, indices)
+    tables = ds._here().tables
+    assert tables and all(type(table) is ShardTable for table in tables.values())
+    for number, table in tables.items():
+        shard = ds._here().open.get(number)
+        assert table.url == shard.url and table.first == shard.first and table.extensions == shard.index.extensions
+        assert table == tuple(getattr(table, name) for name in ShardTable._fields)

@@ -14,6 +14,7 @@ import pytest
 from pipeline_data import describe, fused_or_not
 
 import shardstream as wds
+from shardstream import reading_accel
 from shardstream.codecs import Decoder
 from shardstream.errors import StateError
 from shardstream.pipeline import reraise_exception, tarfile_to_columns, warn_and_continue
@@ -21,9 +22,8 @@ from shardstream.pipeline.context import Context
 from shardstream.pipeline.handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
 from shardstream.pipeline.stages import reading
-from shardstream.tar import native
 
-needs_c = pytest.mark.skipif(native.column_grouper() is None, reason="C extension not built or turned off")
+needs_c = pytest.mark.skipif(reading_accel.column_grouper() is None, reason="C extension not built or turned off")
 
 
 
@@ -96,7 +96,7 @@ def test_rows_from_the_reader_equal_the_chain(tmp_path, monkeypatch, case, idiom
 
     monkeypatch.setattr(reading.ReaderCursor, "take_columns", spy)
     fused = fused_or_not(make, False, monkeypatch)
-    assert any(taken) or native.column_grouper() is None, "no rows came as columns"
+    assert any(taken) or reading_accel.column_grouper() is None, "no rows came as columns"
     assert fused == fused_or_not(make, True, monkeypatch)
     assert fused[0] or fused[2]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+from shardstream import _native
 from shardstream.errors import TarFormatError
 from shardstream.tar import buffers, reader
 from shardstream.tar.reader import (
@@ -34,7 +35,7 @@ from shardstream.testing import ShortReads
 WALKS = [
     pytest.param(False, id="python"),
     pytest.param(
-        True, id="c", marks=pytest.mark.skipif(reader._scan is None, reason="C extension not built (setup.py build_ext)")
+        True, id="c", marks=pytest.mark.skipif(_native.extension is None, reason="C extension not built (setup.py build_ext)")
     ),
 ]
 
@@ -255,5 +256,5 @@ def kit() -> types.SimpleNamespace:
         reference=reference,
         run=run,
         special=special,
-        walks=[False] + ([True] if reader._scan is not None else []),
+        walks=[False] + ([True] if _native.extension is not None else []),
     )

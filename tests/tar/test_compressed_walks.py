@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from shardstream import _native
 from shardstream.errors import ShardstreamError, TarFormatError
 from shardstream.reading import ColumnBatches, iter_samples
-from shardstream.tar import TarStreamWriter, reader
+from shardstream.tar import TarStreamWriter
 from shardstream.tar.compress import iter_tar
 
 try:
@@ -29,7 +30,7 @@ try:
 except ImportError:  # pragma: no cover - the zstd extra
     zstandard = None
 
-pytestmark = pytest.mark.skipif(reader._scan is None, reason="C extension not built (setup.py build_ext)")
+pytestmark = pytest.mark.skipif(_native.extension is None, reason="C extension not built (setup.py build_ext)")
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     "gz": lambda b: gzip.compress(b, 1, mtime=0),

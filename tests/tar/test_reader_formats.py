@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardstream import _native
 from shardstream.errors import ConfigError
 from shardstream.tar import accelerated, checksum, iter_members, reader
 from shardstream.tar.header import parse_number
@@ -196,11 +197,11 @@ def test_accelerated_reflects_the_switch(monkeypatch):
     monkeypatch.setattr(reader, "USE_ACCELERATOR", False)
     assert accelerated() is False
     monkeypatch.setattr(reader, "USE_ACCELERATOR", True)
-    assert accelerated() is (reader._scan is not None)
+    assert accelerated() is (_native.extension is not None)
 
 
 def test_explicit_accelerate_needs_the_extension(monkeypatch):
-    monkeypatch.setattr(reader, "_scan", None)
+    monkeypatch.setattr(_native, "extension", None)
     with pytest.raises(ConfigError, match="not built"):
         iter_members(io.BytesIO(), accelerate=True)
     assert accelerated() is False

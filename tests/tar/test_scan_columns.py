@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from shardstream.codecs import Decoder
 from shardstream.errors import SampleFormatError, TarFormatError
 from shardstream.reading import ColumnBatches, ColumnRequest, ColumnRun, iter_samples
+from shardstream.reading_accel import column_grouper
 from shardstream.samples import SampleStats, group_samples
-from shardstream.tar import iter_tar, native
+from shardstream.tar import iter_tar
 
-needs_c = pytest.mark.skipif(native.column_grouper() is None, reason="C extension not built or turned off")
+needs_c = pytest.mark.skipif(column_grouper() is None, reason="C extension not built or turned off")
 
 _INT = re.compile(rb"[+-]?[0-9]{1,18}")
 

@@ -11,13 +11,14 @@ import tarfile
 import numpy as np
 import pytest
 
+from shardstream import _native
 from shardstream.errors import ShardstreamError
 from shardstream.pipeline.stages.batching import _INT, scalar_array
 from shardstream.samples import group_samples, iter_samples
-from shardstream.tar import iter_tar, reader
+from shardstream.tar import iter_tar
 
-pytestmark = pytest.mark.skipif(not hasattr(reader._scan, "fill_int64"), reason="C extension not built")
-_scan = reader._scan
+pytestmark = pytest.mark.skipif(not hasattr(_native.extension, "fill_int64"), reason="C extension not built")
+_scan = _native.extension
 
 
 def outcome(data: bytes, accelerate: bool, bufsize: int = 1 << 20) -> tuple[list[dict], str | None]:

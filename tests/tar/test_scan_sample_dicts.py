@@ -1,4 +1,4 @@
-"""The sample dicts of the C pass (``_scan.scan_samples``, built from a template of each sample's shape): equal to the
+"""The sample dicts of the C pass (``scan_samples`` of the C extension, built from a template of each sample's shape): equal to the
 reference grouping's, key order included, through shape changes, many fields and calls that end mid-sample; plain
 dicts to use and change; and every reference counted right (nothing leaked, nothing freed early)."""
 
@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
+from shardstream import _native
 from shardstream.samples import group_samples, iter_samples
-from shardstream.tar import iter_tar, reader
+from shardstream.tar import iter_tar
 from shardstream.tar.writer import TarStreamWriter
 
-pytestmark = pytest.mark.skipif(not hasattr(reader._scan, "scan_samples"), reason="C extension not built")
+pytestmark = pytest.mark.skipif(not hasattr(_native.extension, "scan_samples"), reason="C extension not built")
 
 
 def shard(samples: list[list[tuple[str, bytes]]]) -> bytes:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from shardstream import _native
 from shardstream.errors import TarFormatError
 from shardstream.samples import DEFAULT_RULE
-from shardstream.tar import reader
 from shardstream.tar.header import parse_header
 
-pytestmark = pytest.mark.skipif(reader._scan is None, reason="C extension not built (setup.py build_ext)")
+pytestmark = pytest.mark.skipif(_native.extension is None, reason="C extension not built (setup.py build_ext)")
 
 OCTAL_MAX = 8**11 - 1  # the largest size the writer form (11 digits and a NUL) holds
 
@@ -37,7 +37,7 @@ def python_size(block: bytes) -> int | None:
 def c_declared(block: bytes) -> int | None:
     """What the C walk reads from a lone header of a regular file with no data after it: the padded size it asks
     for (0 when it takes a member of size 0), or None where it leaves the header to Python."""
-    samples, pos, current, _key, need = reader._scan.scan_samples(
+    samples, pos, current, _key, need = _native.extension.scan_samples(
         block, 0, "t.tar", set(), None, None, DEFAULT_RULE.split
     )
     assert samples == []
@@ -49,7 +49,7 @@ def c_declared(block: bytes) -> int | None:
 
 
 def c_members(data: bytes) -> tuple[list[tuple[str, bytes, int]], int]:
-    return reader._scan.scan(data, 0, 0)  # type: ignore[no-any-return]
+    return _native.extension.scan(data, 0, 0)  # type: ignore[no-any-return]
 
 
 def python_members(data: bytes, kit) -> list[tuple[str, bytes, int]]:

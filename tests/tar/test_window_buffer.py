@@ -8,6 +8,7 @@ import weakref
 
 import pytest
 
+from shardstream import _native
 from shardstream.samples import group_samples
 from shardstream.tar import TarStreamWriter, buffers, iter_tar, reader as tar_reader
 
@@ -36,7 +37,7 @@ def test_the_setting_and_the_walk_choose_the_buffer(archive, monkeypatch, tmp_pa
     monkeypatch.delenv("SHARDSTREAM_MMAP", raising=False)
     monkeypatch.delenv("SHARDSTREAM_NO_EXTENSIONS", raising=False)
     monkeypatch.setattr(buffers, "MAP_WINDOWS", None)
-    monkeypatch.setattr(buffers, "_scan", types.SimpleNamespace(PREFETCH_AHEAD=1024))
+    monkeypatch.setattr(_native, "extension", types.SimpleNamespace(PREFETCH_AHEAD=1024))
     assert kind_for(path) is buffers.WindowBuffer  # default: maps where the C walk prefetches
     monkeypatch.setenv("SHARDSTREAM_MMAP", "0")
     assert kind_for(path) is buffers.FileBuffer  # the setting turns maps off
@@ -48,9 +49,9 @@ def test_the_setting_and_the_walk_choose_the_buffer(archive, monkeypatch, tmp_pa
     monkeypatch.setenv("SHARDSTREAM_NO_EXTENSIONS", "1")
     assert kind_for(path) is buffers.FileBuffer  # the Python walk does not prefetch
     monkeypatch.delenv("SHARDSTREAM_NO_EXTENSIONS")
-    monkeypatch.setattr(buffers, "_scan", types.SimpleNamespace())  # a walk without the prefetch
+    monkeypatch.setattr(_native, "extension", types.SimpleNamespace())  # a walk without the prefetch
     assert kind_for(path) is buffers.FileBuffer
-    monkeypatch.setattr(buffers, "_scan", None)  # no extension
+    monkeypatch.setattr(_native, "extension", None)  # no extension
     assert kind_for(path) is buffers.FileBuffer
     monkeypatch.setattr(buffers, "MAP_WINDOWS", True)
     empty = tmp_path / "empty.tar"
@@ -60,7 +61,7 @@ def test_the_setting_and_the_walk_choose_the_buffer(archive, monkeypatch, tmp_pa
 
 
 @pytest.mark.parametrize("bufsize", [512, 5000, 1 << 16, 1 << 20])
-@pytest.mark.parametrize("accelerate", [False, True] if tar_reader._scan is not None else [False])
+@pytest.mark.parametrize("accelerate", [False, True] if _native.extension is not None else [False])
 def test_the_same_members_and_samples_as_read_by_offset(archive, monkeypatch, bufsize, accelerate):
     path, members = archive
     got = {}

@@ -7,8 +7,8 @@ early; ``partial=False`` drops the last, short batch. No tar header is read: the
 field is, so a batch is a slice of each field's column of offsets.
 
 Where a shard's samples all have the same fields in the same order (the usual case) and the shard is a local
-memory map, each column of a batch is made in one native call (``shardstream.tar._scan.slice_column``, the
-optional C extension): ``bytes`` for fields that stay bytes, and for the fields the decoder hands to the codec
+memory map, each column of a batch is made in one native call (``slice_column`` of the optional C extension,
+reached through :func:`column_slicer`): ``bytes`` for fields that stay bytes, and for the fields the decoder hands to the codec
 table's ``text`` and ``int`` codecs (:meth:`~shardstream.codecs.Decoder.table_codec`), ``str`` and ``int`` made
 straight from the map. The native step only takes the simple forms (valid UTF-8; ``[+-]?[0-9]{1,18}``) and
 gives the column back otherwise; the column is then decoded by :meth:`Decoder.decode_columns`, which gives the
@@ -27,15 +27,17 @@ value or the error (naming the sample's key). Every other field, shard and datas
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
 
+from .. import _native
 from ..codecs import Decoder
 from ..errors import ConfigError
 from ..reading import ColumnBatches
-from ..tar.native import column_slicer
+from ..reading_accel import CONVERSIONS
+from ..tar.reader import accelerated
 from .shardindex import ShardIndex
 
 
@@ -49,9 +51,20 @@ class _Spans(Protocol):
 
 __all__ = ["iter_columns"]
 
-#: codec-table codec name -> slice_column mode (tests check each mode equal to the codec it stands for)
-NATIVE_MODES = {"text": 1, "int": 3}
-_BYTES, _KEYS = 0, 2
+_BYTES, _KEYS = CONVERSIONS[""], 2  # slice_column's modes: bytes kept; keys (UTF-8 with surrogateescape)
+
+
+def column_slicer() -> Callable[..., list[Any] | None] | None:
+    """The C ``slice_column(buffer, offsets, sizes, start, stop, mode)`` (rows ``start..stop`` of one column, each
+    ``buffer[offsets[i]:offsets[i] + sizes[i]]`` converted by ``mode``, :data:`~shardstream.reading_accel.CONVERSIONS`;
+    None where a value is not of the mode's simple form) when the accelerator is on; else None. The indexed layer's
+    way to the extension (:mod:`shardstream._native`) for columns; its twin is the per-sample path and
+    :meth:`~shardstream.codecs.Decoder.decode_columns`.
+
+    >>> column_slicer() is None or callable(column_slicer())
+    True
+    """
+    return getattr(_native.extension, "slice_column", None) if accelerated() else None
 
 
 def iter_columns(ds: _Spans, batch_size: int, *, partial: bool = True) -> Iterator[dict[str, list]]:
@@ -157,7 +170,7 @@ class _Layout:
         slow: dict[str, list] = {}
         for name, offsets, sizes in self.fields:
             kind = decoder.table_codec(name) if decoder is not None else ""
-            mode = NATIVE_MODES.get(kind) if kind else None
+            mode = CONVERSIONS.get(kind) if kind else None
             column = scan(self.buffer, offsets, sizes, lo, hi, mode) if mode is not None else None
             if column is None:
                 if self.zero_copy:

@@ -5,7 +5,8 @@
 - :class:`Handles`: the loaded indexes and the open shards of a process (an LRU, see
   :class:`~shardstream.indexed.source.OpenShards`), never pickled.
 - :func:`gather_rows`: a batch of rows (an integer array) read in one call of the C extension
-  (``shardstream.tar._scan.gather_samples``): the shards are found in C, and the sample dicts
+  (``gather_samples``, reached through :func:`sample_gatherer`, given a :class:`ShardTable` per shard): the
+  shards are found in C, and the sample dicts
   are made in C, the same dicts :meth:`OpenShard.sample` makes (keys decoded as UTF-8 with
   ``surrogateescape``, fields ``bytes`` copied out of the memory map, members in archive order). Where it does
   not apply it says so (None) and the caller reads sample by sample.
@@ -13,17 +14,51 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..tar.native import sample_gatherer
+from .. import _native
+from ..tar.reader import accelerated
 from .shardindex import ShardIndex
 from .source import ByteSource, LocalSource, OpenShards
 
-__all__ = ["Handles", "OpenShard", "gather_rows"]
+__all__ = ["Handles", "OpenShard", "ShardTable", "gather_rows", "sample_gatherer"]
+
+
+class ShardTable(NamedTuple):
+    """What the C batch reader (``gather_samples``, see :func:`gather_rows`) reads of one shard, by position (the
+    order of ``_native/_scan_gather.c``): its memory map and URL, its first row in the dataset, and its index arrays
+    (:class:`~shardstream.indexed.shardindex.ShardIndex`: 8-byte ``offsets`` and ``sizes``, 4-byte ``starts``,
+    ``key_ends`` and ``ext_ids``, the keys end to end in ``key_bytes``, and the ``extensions`` tuple).
+    :meth:`OpenShard.table` makes it; nothing else builds one."""
+
+    buffer: mmap.mmap | bytes
+    url: str
+    first: int
+    offsets: array
+    sizes: array
+    starts: array
+    key_ends: array
+    key_bytes: bytes
+    ext_ids: array
+    extensions: tuple[str, ...]
+
+
+def sample_gatherer() -> Callable[..., Any] | None:
+    """The C ``gather_samples(tables, ends, rows, columns=False)`` (a batch of sample dicts read from indexed shards,
+    ``tables`` mapping shard numbers to :class:`ShardTable`) when the accelerator is on
+    (:func:`~shardstream.tar.accelerated`) and the extension has it; else None. The indexed layer's way to the
+    extension (:mod:`shardstream._native`) for batches; its twin is :meth:`OpenShard.sample`, row by row.
+
+    >>> sample_gatherer() is None or callable(sample_gatherer())
+    True
+    """
+    return getattr(_native.extension, "gather_samples", None) if accelerated() else None
 
 
 class OpenShard:
@@ -40,17 +75,17 @@ class OpenShard:
         self.layout: Any = False
         self._table: Any = False
 
-    def table(self) -> tuple | None:
+    def table(self) -> ShardTable | None:
         """What the C batch reader (``gather_samples``, see :meth:`IndexedDataset.__getitems__`) needs of this
-        shard: ``(buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions)``; None
-        when its samples are not bytes sliced out of a memory map (``zero_copy``, or another byte source)."""
+        shard; None when its samples are not bytes sliced out of a memory map (``zero_copy``, or another byte
+        source)."""
         table = self._table
         if table is False:
             index, source = self.index, self.source
             table = None
             if not self.zero_copy and isinstance(source, LocalSource):
-                table = (source.buffer, self.url, self.first, index.offsets, index.sizes, index.starts,
-                         index.key_ends, index.key_bytes, index.ext_ids, index.extensions)
+                table = ShardTable(source.buffer, self.url, self.first, index.offsets, index.sizes, index.starts,
+                                   index.key_ends, index.key_bytes, index.ext_ids, index.extensions)
             self._table = table
         return table
 
@@ -73,7 +108,7 @@ class Handles:
     def __init__(self, indexes: dict[int, ShardIndex] | None = None):
         self.pid = os.getpid()
         self.indexes: dict[int, ShardIndex] = indexes or {}
-        self.tables: dict[int, tuple] = {}
+        self.tables: dict[int, ShardTable] = {}
         self.open: OpenShards[OpenShard] = OpenShards(close=lambda shard: shard.source.close(),  # bounded: an LRU
                                                       drop=lambda number: self.tables.pop(number, None))
         self.verified: dict[int, object] = {}  # shard -> file identity checked against its index (reopen: no hash)

@@ -22,13 +22,14 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from .. import _native
 from ..errors import ConfigError
 from ..runtime import derive_key
-from ..tar.native import position_permuter
+from ..tar.reader import accelerated
 
 __all__ = ["Permutation", "derive_key"]
 
@@ -36,6 +37,18 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 ROUNDS = 6
+
+
+def position_permuter() -> Callable[[int, np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """The C twin of :meth:`Permutation.__call__` (``permute_positions(n, rounds, positions, out)``, which writes
+    ``out[i] = perm(positions[i])`` from the rounds of ``Permutation._table``) when the accelerator is on
+    (:func:`~shardstream.tar.accelerated`) and the extension has it; else None. The order layer's one way to the
+    extension (:mod:`shardstream._native`).
+
+    >>> position_permuter() is None or callable(position_permuter())
+    True
+    """
+    return getattr(_native.extension, "permute_positions", None) if accelerated() else None
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

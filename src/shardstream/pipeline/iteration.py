@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..resume import Progress, check_state, envelope
 from ..resume.fields import MAX_REPLAY, SEED_RANGE, field, shown, within
-from ..tar.native import Relay
 from .adapters import source_cursor
+from .bases import Relay
 from .context import Context, Source
 from .core import Stage
 from .cursors import Cursor, PassCursor, ReplayCursor, UnsupportedCursor
@@ -143,7 +143,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
 
 class PipelineIterator(Relay, Cursor):
     """One iteration of a pipeline: its cursors, built on first use, and its state (see the module docstring).
-    Once started, ``next()`` is the :data:`~shardstream.tar.native.Relay` base's: the chain's next item, with no
+    Once started, ``next()`` is the :data:`~shardstream.pipeline.bases.Relay` base's: the chain's next item, with no
     interpreter frame of its own; :meth:`_step` does the rest (the first item, the end)."""
 
     def __init__(self, pipeline: DataPipeline, ctx: Context, last_split: int):

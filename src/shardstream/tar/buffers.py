@@ -29,19 +29,15 @@ import stat
 from typing import IO, Any, Protocol
 
 from ..config import get_settings
+from . import accel
 from .filebuffers import _DIRECT_MIN, FileBuffer, WindowBuffer
-
-try:
-    from . import _scan
-except ImportError:  # the extension is optional
-    _scan = None  # type: ignore[assignment]
 
 __all__ = ["FileBuffer", "MappedBuffer", "Source", "StreamBuffer", "WindowBuffer", "map_file", "source_for"]
 
 _MAX_READ = 1 << 24  # no single read asks for more than this, whatever size a header claims
 #: Whether :func:`source_for` reads plain files through :class:`WindowBuffer` (maps) instead of :class:`FileBuffer`
 #: (``preadv``). None: where ``SHARDSTREAM_MMAP`` is on (the default) and the C header walk prefetches ahead
-#: (``_scan.PREFETCH_AHEAD``; without the prefetch the walk stalls on each first touch and the maps cost more CPU than
+#: (:func:`~shardstream.tar.accel.prefetch_ahead`; without the prefetch the walk stalls on each first touch and the maps cost more CPU than
 #: the copy). True or False force it (tests, measurements); ``SHARDSTREAM_MMAP=0`` turns maps off whatever this says.
 MAP_WINDOWS: bool | None = None
 
@@ -226,7 +222,7 @@ def map_windows() -> bool:
         return False
     if MAP_WINDOWS is not None:
         return MAP_WINDOWS
-    return getattr(_scan, "PREFETCH_AHEAD", 0) > 0 and not settings.no_extensions
+    return accel.prefetch_ahead() > 0 and not settings.no_extensions
 
 
 def _is_plain_file(stream: IO[bytes]) -> bool:

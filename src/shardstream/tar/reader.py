@@ -7,7 +7,7 @@ base-256 sizes. Directories, links, devices and fifos are skipped; other unknown
 their data. GNU sparse members raise, since their data cannot be returned as stored.
 
 The header walk has two implementations that give identical results: a pure-Python one, and the optional C
-extension ``shardstream.tar._scan`` which walks runs of plain headers (including PAX ``x`` and GNU ``L``)
+extension (``shardstream._native._scan``, reached through :mod:`~shardstream.tar.accel`) which walks runs of plain headers (including PAX ``x`` and GNU ``L``)
 inside the current buffer and hands back to Python at anything else. Errors and end-of-archive are always
 handled by the Python code, so messages do not depend on which path is in use.
 
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import mmap
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import IO, Any
 
 from ..config import get_settings
 from ..errors import ConfigError, TarFormatError, add_context
+from . import accel
 from .buffers import _DIRECT_MIN, MappedBuffer, Source, StreamBuffer, map_file, source_for
 from .header import (
     BLOCKSIZE,
@@ -48,11 +49,6 @@ from .header import (
     parse_header,
     parse_pax_records,
 )
-
-try:
-    from . import _scan
-except ImportError:  # the extension is optional: not built, or no compiler at install time
-    _scan = None  # type: ignore[assignment]
 
 __all__ = [
     "USE_ACCELERATOR",
@@ -70,8 +66,8 @@ __all__ = [
 USE_ACCELERATOR = not get_settings().no_extensions
 
 Member = tuple[str, bytes, int]
-#: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_scan_walk.c``.
-Scan = Callable[..., tuple[list[Any], int]]
+#: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_native/_scan_walk.c``.
+Scan = accel.Scan
 _ZERO_BLOCK = bytes(BLOCKSIZE)
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
 
@@ -89,7 +85,7 @@ def accelerated() -> bool:
     >>> isinstance(accelerated(), bool)
     True
     """
-    return USE_ACCELERATOR and _scan is not None
+    return USE_ACCELERATOR and accel.built()
 
 
 def iter_members(
@@ -121,10 +117,10 @@ def member_scan(accelerate: bool | None) -> Scan | None:
 
     Raises :class:`~shardstream.errors.ConfigError` when ``accelerate`` is True and the extension is not built.
     """
-    if accelerate and _scan is None:
-        raise ConfigError("accelerate=True, but the C extension shardstream.tar._scan is not built")
+    if accelerate and not accel.built():
+        raise ConfigError("accelerate=True, but the C extension shardstream._native._scan is not built")
     use_c = accelerated() if accelerate is None else accelerate
-    return _scan.scan if use_c else None
+    return accel.header_walk() if use_c else None
 
 
 def iter_members_mapped(

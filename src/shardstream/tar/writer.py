@@ -43,6 +43,7 @@ from zlib import adler32 as _adler32
 
 from ..errors import ConfigError
 from . import reader
+from .accel import member_packer
 from .header import BLOCKSIZE, checksum
 
 __all__ = ["DEFAULT_OWNER", "PAX_SIZE_LIMIT", "RECORDSIZE", "TarStreamWriter", "archive_size", "member_header",
@@ -307,7 +308,7 @@ class TarStreamWriter:
         """
         if self.closed:
             raise ConfigError("this TarStreamWriter is closed; create a new one to write another archive")
-        pack = getattr(reader._scan, "pack_members", None) if reader.accelerated() else None
+        pack = member_packer() if reader.accelerated() else None
         if pack is not None and members.__class__ is list:  # the C twin of the loop below (same bytes)
             buf, before = self._buf, len(self._buf)
             packed = pack(buf, self._pos, self._template, members, _DIRECT)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...resume.fields import refuse
-from ...tar.native import int_packer
+from ..bases import int_packer
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, Restart

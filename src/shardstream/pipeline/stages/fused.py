@@ -40,7 +40,7 @@ from typing import Any
 
 from ...codecs import Decoder
 from ...codecs.table import lookup
-from ...tar.native import CONVERSIONS, MAX_WANTED
+from ...reading_accel import CONVERSIONS, MAX_WANTED
 from ..core import Stage
 from ..cursors import stage_arguments
 from .batching import _collate_column, default_collation_fn, scalar_array

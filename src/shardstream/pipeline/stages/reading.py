@@ -29,8 +29,8 @@ from ...resume.fields import MAX_COUNT, field, within
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
 from ...tar.compress import map_tar
-from ...tar.native import Chunks
 from ...tar.reader import iter_members_mapped
+from ..bases import Chunks
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Cursor, Restart, require

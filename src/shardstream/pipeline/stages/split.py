@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from ...errors import ConfigError, WorkerSplitError
 from ...redact import redacting_logger
 from ...resume.fields import refuse
-from ...tar.native import Tally
+from ..bases import Tally
 from ..context import Context
 from ..core import Stage, stage
 from ..cursors import Counted, Cursor, PassCursor, Restart
@@ -89,7 +89,7 @@ def deal(items: Sequence[T], index: int, count: int) -> list[T]:
 class _Split(Tally, Counted):
     """Every ``count``-th item from ``index`` (``count == 1``: all of them); at the end, ``on_empty(total)`` makes
     the error raised when this rank or worker got nothing. Its counters join its input's position. ``next()`` is
-    the :data:`~shardstream.tar.native.Tally` base's (no interpreter frame per item), which calls :meth:`_ended`
+    the :data:`~shardstream.pipeline.bases.Tally` base's (no interpreter frame per item), which calls :meth:`_ended`
     when the input ends."""
 
     fields = ("total", "mine")

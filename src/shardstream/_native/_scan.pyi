@@ -64,6 +64,7 @@ class Relay:
     def __next__(self) -> Any: ...
 
 PREFETCH_AHEAD: int
+HOOKS: dict[str, str]
 MAX_WANTED: int
 
 def pack_members(

@@ -6,7 +6,8 @@
  * ``_i`` (the next item of it) and ``_count`` (items served) are its attributes; ``next()`` serves
  * ``_chunk[_i]`` and advances both, and at the end of the list calls ``self._fill()``, which sets the next list
  * (and ``_i``) and returns True, or returns False at the end (StopIteration). The same as the pure-Python
- * ``shardstream.tar.native.PyChunks``, without an interpreter frame per item. */
+ * ``shardstream.pipeline.bases.PyChunks``, without an interpreter frame per item. The hook it calls is named in
+ * _scan.h (HOOK_CHUNKS), the one place in C that names the hooks. */
 
 typedef struct {
     PyObject_HEAD
@@ -110,7 +111,7 @@ static PyMemberDef chunks_members[] = {
 
 PyTypeObject ChunksType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardstream.tar._scan.Chunks",
+    .tp_name = "shardstream._native._scan.Chunks",
     .tp_basicsize = sizeof(ChunksObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Serves the items of lists one by one; self._fill() gives the next list (see _scan_types.c).",
@@ -133,7 +134,8 @@ PyTypeObject ChunksType = {
  * iterator (pipeline/iteration.py, PipelineIterator): once ``_started`` is true and ``_chain`` is set, ``next()``
  * serves the items of ``_chain`` and, at its end, sets ``_done`` and drops the chain; otherwise (the first item,
  * no chain yet, the end) it calls ``self._step()``, which does all of that in Python. Their pure-Python twins,
- * with the same behaviour, are shardstream.tar.native.PyTally and PyRelay. */
+ * with the same behaviour, are shardstream.pipeline.bases.PyTally and PyRelay. Their hooks are named in _scan.h
+ * (HOOK_TALLY, HOOK_RELAY). */
 
 PyObject *str_ended, *str_step; /* "_ended", "_step" (interned) */
 
@@ -218,7 +220,7 @@ static PyMemberDef tally_members[] = {
 
 PyTypeObject TallyType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardstream.tar._scan.Tally",
+    .tp_name = "shardstream._native._scan.Tally",
     .tp_basicsize = sizeof(TallyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Keeps every count-th item of upstream from index; self._ended() at its end (see _scan_types.c).",
@@ -281,7 +283,7 @@ static PyMemberDef relay_members[] = {
 
 PyTypeObject RelayType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardstream.tar._scan.Relay",
+    .tp_name = "shardstream._native._scan.Relay",
     .tp_basicsize = sizeof(RelayObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Serves the items of self._chain once started; self._step() otherwise (see _scan_types.c).",

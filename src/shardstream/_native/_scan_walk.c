@@ -1,10 +1,10 @@
-/* shardstream.tar._scan: the fast path of the tar header walk (optional; C99, CPython API only).
+/* shardstream._native._scan: the fast path of the tar header walk (optional; C99, CPython API only).
  *
  * scan(buf, pos, base) -> (members, new_pos)
  *
  * Walks consecutive tar headers in the bytes-like ``buf`` from ``pos`` and returns the regular-file members
  * it passed as ``(name: str, data: bytes, data_offset: int)`` tuples (``data_offset`` = ``base`` + position
- * in ``buf``), exactly as the pure-Python walk in reader.py yields them, and the position where it stopped.
+ * in ``buf``), exactly as the pure-Python walk in tar/reader.py yields them, and the position where it stopped.
  *
  * It handles only the common, unambiguous cases: ustar / GNU / v7 headers with octal fields and a valid
  * (unsigned or signed) checksum, regular files, no-data types (links, devices, directories, fifos), and the

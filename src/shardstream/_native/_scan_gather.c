@@ -6,7 +6,7 @@
  * OpenShard.sample gives the same dicts): sample i of the batch is dataset row rows[i], in the shard whose
  * rows end before ends[shard] (ends: every shard's, increasing), read out of that shard's buffer at the
  * offsets of its index, as {"__key__": key, "__url__": url, ext: bytes, ...} (members in archive order).
- * tables maps shard numbers to tuples
+ * tables maps shard numbers to ShardTable named tuples (indexed/opened.py; read here by position, in this order)
  * (buffer, url, first, offsets, sizes, starts, key_ends, key_bytes, ext_ids, extensions): the shard's memory
  * map, its URL, its first row, the index arrays (8-byte offsets and sizes, 4-byte starts, key ends and
  * extension numbers, the keys end to end) and the extension strings. ends and rows are 8-byte integers.

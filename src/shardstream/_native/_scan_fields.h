@@ -1,4 +1,4 @@
-/* shardstream.tar._scan: reading the fields of a tar header block, for the header walk (_scan_walk.c includes this
+/* shardstream._native._scan: reading the fields of a tar header block, for the header walk (_scan_walk.c includes this
  * file, and only it: static functions, inlined into the walk's hot path). The octal fields, the byte sum of a block
  * (AVX2 where the CPU has it, SSE2, or a plain loop), the checksum test and the lengths of the name fields. */
 #ifndef SHARDSTREAM_SCAN_FIELDS_H

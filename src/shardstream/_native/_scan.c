@@ -1,4 +1,4 @@
-/* shardstream.tar._scan: the module (its method table and init) and pack_members, the writer's hot loop. The
+/* shardstream._native._scan: the module (its method table and init) and pack_members, the writer's hot loop. The
  * other parts are in _scan_*.c; _scan.h lists them and what they share. */
 #include "_scan.h"
 
@@ -72,8 +72,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "shardstream.tar._scan",
-    .m_doc = "C fast path of the tar header walk (see reader.py) and of the default sample grouping (samples.py).",
+    .m_name = "shardstream._native._scan",
+    .m_doc = "The optional C accelerator of shardstream: reached only through the wrappers that shardstream._native\n"
+              "names (the tar walk and packing, the grouping into samples and columns, the index gather, the\n"
+              "permutation, the pipeline's base types).",
     .m_size = -1,
     .m_methods = methods,
 };
@@ -83,27 +85,30 @@ PyMODINIT_FUNC PyInit__scan(void)
     str_key = PyUnicode_InternFromString("__key__");
     str_url = PyUnicode_InternFromString("__url__");
     str_local = PyUnicode_InternFromString("__local_path__");
-    str_fill = PyUnicode_InternFromString("_fill");
-    str_ended = PyUnicode_InternFromString("_ended");
-    str_step = PyUnicode_InternFromString("_step");
+    str_fill = PyUnicode_InternFromString(HOOK_CHUNKS);
+    str_ended = PyUnicode_InternFromString(HOOK_TALLY);
+    str_step = PyUnicode_InternFromString(HOOK_RELAY);
     if (str_key == NULL || str_url == NULL || str_local == NULL || str_fill == NULL || str_ended == NULL || str_step == NULL ||
         PyType_Ready(&ChunksType) < 0 || PyType_Ready(&TallyType) < 0 || PyType_Ready(&RelayType) < 0)
         return NULL;
     {
         PyObject *m = PyModule_Create(&module);
-        if (m != NULL && (PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0 ||
+        PyObject *hooks = Py_BuildValue("{sOsOsO}", "Chunks", str_fill, "Tally", str_ended, "Relay", str_step);
+        if (m != NULL && (hooks == NULL || PyModule_AddObjectRef(m, "HOOKS", hooks) < 0 ||
+                          PyModule_AddObjectRef(m, "Chunks", (PyObject *)&ChunksType) < 0 ||
                           PyModule_AddObjectRef(m, "Tally", (PyObject *)&TallyType) < 0 ||
                           PyModule_AddObjectRef(m, "Relay", (PyObject *)&RelayType) < 0 ||
                           PyModule_AddIntConstant(m, "PREFETCH_AHEAD", PREFETCH_AHEAD) < 0 ||
                           PyModule_AddIntConstant(m, "MAX_WANTED", MAX_WANTED) < 0))
             Py_CLEAR(m);
+        Py_XDECREF(hooks);
         return m;
     }
 }
 
 /* pack_members(buf, pos, template, members, direct) -> offsets | None
  *
- * The writer's hot loop (TarStreamWriter.add_many in writer.py, whose pure-Python fast path writes the same
+ * The writer's hot loop (TarStreamWriter.add_many in tar/writer.py, whose pure-Python fast path writes the same
  * bytes): for each (name, data) member, a ustar header (template with name, size and checksum filled in), the
  * data and NULs to the next 512-byte boundary, appended to the bytearray buf. All or nothing: a member the C
  * path does not take (see the docstring) makes it return None before anything is appended. */

@@ -1,4 +1,4 @@
-/* shardstream.tar._scan, the optional C accelerator (C99, CPython API only): what its files share.
+/* shardstream._native._scan, the optional C accelerator (C99, CPython API only): what its files share.
  *
  * _scan_walk.c    the tar header walk (scan; next_member, used by the grouping); _scan_fields.h, which only it
  *                 includes: reading a header block's fields (octal numbers, the byte sum, name lengths)
@@ -7,7 +7,8 @@
  * _scan_convert.c values converted by mode (convert_value, slice_column), int columns for numpy (fill_int64)
  * _scan_columns.c the column sink (scan_columns)
  * _scan_gather.c  samples and columns read at indexed offsets (gather_samples), the permutation (permute_positions)
- * _scan_types.c   Chunks, Tally and Relay: base types that pass items on without an interpreter frame
+ * _scan_types.c   Chunks, Tally and Relay: base types that pass items on without an interpreter frame (their
+ *                 hooks: HOOK_* below)
  * _scan.c         pack_members (the writer's hot loop), the method table and the module
  */
 #ifndef SHARDSTREAM_SCAN_H
@@ -43,7 +44,7 @@ typedef struct {
 enum { M_FILE, M_NODATA, M_NEED, M_OTHER };
 
 /* How far ahead of a header the walk prefetches, and how much: when the buffer is a memory map of the page cache
- * (buffers.WindowBuffer), the walk is the first to touch each line, and each header depends on the one before;
+ * (tar/buffers.py, WindowBuffer), the walk is the first to touch each line, and each header depends on the one before;
  * the prefetch overlaps those misses (exported as _scan.PREFETCH_AHEAD: source_for maps files only when it is).
  * 2 KiB ahead is two small members ahead; at 1 KiB (one member) part of the misses stayed in the walk: 5-6 % more
  * CPU for small samples, 3 % for JPEG-sized ones, the same for 8 KiB members (docs/performance.md). */
@@ -150,7 +151,13 @@ PyObject *gather_samples(PyObject *self, PyObject *args);
 PyObject *permute_positions(PyObject *self, PyObject *args);
 
 /* _scan_types.c */
-extern PyObject *str_fill, *str_ended, *str_step; /* "_fill", "_ended", "_step" (interned) */
+/* The hooks that the base types call on their subclasses (Python methods, by name): the contract with
+ * shardstream.pipeline.bases, whose HOOKS table names the same methods. The module exports these as
+ * _scan.HOOKS ({"Chunks": "_fill", ...}); tests/native/test_twins.py checks that both tables agree. */
+#define HOOK_CHUNKS "_fill"  /* Chunks: the next list is set (True), or the end (False) */
+#define HOOK_TALLY "_ended"  /* Tally: upstream ended (may raise) */
+#define HOOK_RELAY "_step"   /* Relay: the next item when no chain is being served */
+extern PyObject *str_fill, *str_ended, *str_step; /* HOOK_CHUNKS, HOOK_TALLY, HOOK_RELAY (interned) */
 extern PyTypeObject ChunksType, TallyType, RelayType;
 
 #endif

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from shardstream import _native
+from shardstream.pipeline import bases
 from shardstream.pipeline.iteration import PipelineIterator
 from shardstream.pipeline.stages.split import _Split
-from shardstream.tar import native, reader
+from shardstream.tar import reader
 
-TALLIES = [pytest.param(native.PyTally, id="python")]
-RELAYS = [pytest.param(native.PyRelay, id="python")]
-if reader._scan is not None:
-    TALLIES.append(pytest.param(reader._scan.Tally, id="c"))
-    RELAYS.append(pytest.param(reader._scan.Relay, id="c"))
+TALLIES = [pytest.param(bases.PyTally, id="python")]
+RELAYS = [pytest.param(bases.PyRelay, id="python")]
+if _native.extension is not None:
+    TALLIES.append(pytest.param(_native.extension.Tally, id="c"))
+    RELAYS.append(pytest.param(_native.extension.Relay, id="c"))
 
 
 def tally_of(base: type, items, index: int = 0, count: int = 1, on_end=None) -> object:
@@ -118,6 +120,6 @@ def test_relay_passes_errors_and_a_dropped_chain_goes_back_to_step(base):
 
 
 def test_the_pipeline_uses_the_c_bases_when_built():
-    assert issubclass(_Split, native.Tally) and issubclass(PipelineIterator, native.Relay)
-    if reader._scan is not None and reader.accelerated():
-        assert native.Tally is reader._scan.Tally and native.Relay is reader._scan.Relay
+    assert issubclass(_Split, bases.Tally) and issubclass(PipelineIterator, bases.Relay)
+    if _native.extension is not None and reader.accelerated():
+        assert bases.Tally is _native.extension.Tally and bases.Relay is _native.extension.Relay

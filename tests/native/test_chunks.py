@@ -1,14 +1,16 @@
-"""``Chunks`` (the reader cursor's base: C ``_scan.Chunks``, or ``PyChunks``) serves lists item by item the same way."""
+"""``Chunks`` (the reader cursor's base, :mod:`shardstream.pipeline.bases`: the C type, or its twin ``PyChunks``) serves lists item by item the same way."""
 
 from __future__ import annotations
 
 import pytest
 
-from shardstream.tar import native, reader
+from shardstream import _native
+from shardstream.pipeline import bases
+from shardstream.tar import reader
 
-KINDS = [pytest.param(native.PyChunks, id="python")]
-if reader._scan is not None:
-    KINDS.append(pytest.param(reader._scan.Chunks, id="c"))
+KINDS = [pytest.param(bases.PyChunks, id="python")]
+if _native.extension is not None:
+    KINDS.append(pytest.param(_native.extension.Chunks, id="c"))
 
 
 def lists_of(base: type, lists: list, fail_at: int | None = None) -> object:
@@ -63,6 +65,6 @@ def test_position_can_be_set_from_python(base):
 def test_the_reader_cursor_uses_the_c_base_when_built():
     from shardstream.pipeline.stages.reading import ReaderCursor
 
-    assert issubclass(ReaderCursor, native.Chunks)
-    if reader._scan is not None and reader.accelerated():
-        assert native.Chunks is reader._scan.Chunks
+    assert issubclass(ReaderCursor, bases.Chunks)
+    if _native.extension is not None and reader.accelerated():
+        assert bases.Chunks is _native.extension.Chunks

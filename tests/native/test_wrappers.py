@@ -1,0 +1,71 @@
+"""Only the wrapper modules reach the C extension: no module under ``src/shardstream`` but those of
+:data:`shardstream._native.WRAPPERS` (and ``_native`` itself) imports ``shardstream._native`` or its ``_scan``, at
+module level or inside a function. The AST of every module is read, so a new import anywhere fails here."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+import shardstream
+from shardstream import _native
+
+SRC = pathlib.Path(shardstream.__file__).parent
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = ("shardstream",) + path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def native_imports(path: pathlib.Path, name: str | None = None) -> list[str]:
+    """What ``path`` (the module ``name``) imports of ``shardstream._native`` (the package, ``_scan``, or a name from
+    them)."""
+    name = module_name(path) if name is None else name
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        found += [f"{node.lineno}: {t}" for t in targets if t == "shardstream._native" or
+                  t.startswith("shardstream._native.") or t.rsplit(".", 1)[-1] == "_scan"]
+    return found
+
+
+def test_only_the_wrappers_import_the_extension():
+    outside = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = module_name(path)
+        if name == "shardstream._native" or name.startswith("shardstream._native.") or name in _native.WRAPPERS:
+            continue
+        if found := native_imports(path):
+            outside[name] = found
+    assert outside == {}, f"only the wrappers in shardstream._native.WRAPPERS may reach the extension: {outside}"
+
+
+@pytest.mark.parametrize("wrapper", _native.WRAPPERS)
+def test_each_wrapper_exists_and_reaches_the_extension(wrapper):
+    path = SRC.joinpath(*wrapper.split(".")[1:]).with_suffix(".py")
+    assert path.is_file(), wrapper
+    assert native_imports(path), f"{wrapper} is listed as a wrapper but does not reach the extension"
+
+
+def test_the_checker_sees_every_form_of_import(tmp_path):
+    forms = ["from .. import _native", "from .._native import _scan", "import shardstream._native._scan",
+             "from shardstream._native import extension", "from . import _scan"]
+    for form in forms:
+        path = tmp_path / "m.py"
+        path.write_text(f"def f():\n    {form}\n")
+        assert native_imports(path, "shardstream.pkg.m"), form
+    path.write_text("from ..tar import reader\nfrom . import native_like\nimport shardstream.native\n")
+    assert native_imports(path, "shardstream.pkg.m") == []
