@@ -2,13 +2,17 @@
 
 The values were taken from the code before the seed derivation of :class:`~shardstream.pipeline.schedule.Schedule`
 and :mod:`shardstream.indexed.mixsampler` went to :func:`shardstream.runtime.derive_key` (issue 27): the derived
-keys must stay bit-identical.
+keys must stay bit-identical. The last test keeps the derivation in its one home.
 """
 
 from __future__ import annotations
 
+import ast
+import pathlib
+
 import pytest
 
+import shardstream
 from shardstream.indexed.mixsampler import ExactMixSampler, MixOrder
 from shardstream.pipeline.schedule import Schedule
 
@@ -40,3 +44,21 @@ def test_the_mix_sampler_order_is_pinned(seed):
     got = [list(ExactMixSampler([4, 3, 5], [6, 2, 5], num_replicas=2, rank=r, seed=seed)) for r in range(2)]
     assert got == SAMPLER[seed]
 
+
+#: modules that may hash with BLAKE2b, and what for (a new one is a new rule: derive keys with runtime.derive_key)
+BLAKE2B_USERS = {
+    "runtime.py": "derive_key, the one seed rule",
+    "resume/__init__.py": "digest(), a state fingerprint's short digest",
+    "training/sources.py": "a cache file name from a shard path",
+    "indexed/shardindex.py": "a shard index's content digest",
+}
+
+
+def test_random_keys_are_derived_in_one_place():
+    src = pathlib.Path(shardstream.__file__).parent
+    users = set()
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "blake2b":
+                users.add(path.relative_to(src).as_posix())
+    assert users == set(BLAKE2B_USERS), "derive random keys with shardstream.runtime.derive_key"
