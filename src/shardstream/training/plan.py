@@ -33,7 +33,7 @@ import functools
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StateError
 from ..order.padding import even_count, wrapped
 
 __all__ = ["EpochPlan", "Interval"]
@@ -244,8 +244,8 @@ class EpochPlan:
                num_workers: int | None = None) -> EpochPlan:
         """This plan after every rank consumed ``batches`` batches, for the (possibly new) ranks and workers."""
         if not 0 <= batches <= self.num_batches:
-            raise ConfigError(f"a state says {batches} batches were consumed, but this epoch has "
-                              f"{self.num_batches} batches per rank")
+            raise StateError(f"a state says {batches} batches were consumed, but this epoch has "
+                             f"{self.num_batches} batches per rank")
         n = self.world_size if world_size is None else world_size
         b = self.batch_size if batch_size is None else batch_size
         w = self.num_workers if num_workers is None else num_workers
