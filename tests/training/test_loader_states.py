@@ -14,6 +14,7 @@ from training_data import keys_of
 
 pytest.importorskip("torch")
 
+from shardstream.resume import Resumable  # noqa: E402
 from shardstream.training import TrainingDataset, TrainingLoader  # noqa: E402
 
 FINGERPRINT = {"seed": 3, "shuffle": "global", "drop_last": False, "window": None, "buffer": None, "samples": 59,
@@ -83,3 +84,6 @@ def test_set_epoch_keeps_a_loaded_state_of_its_epoch_only(shards):
     loader.set_epoch(1)
     assert loader.state_dict() == saved(1, 0) and len(loader) == 15
 
+
+def test_the_loader_is_a_resumable(shards):
+    assert isinstance(make(shards), Resumable)

@@ -200,6 +200,9 @@ class Resumable:
     _pending: dict[str, Any] | None = None
     _progress: Progress | None = None
     _framework: str | None = None  # set in a copy made for a DataLoader worker by a framework's loader
+    #: whether ``set_epoch`` to another epoch forgets the latest iteration's position (a loader keeps it: the
+    #: batches it handed out are consumed)
+    _epoch_forgets_progress: bool = True
 
     # -- epochs -------------------------------------------------------------------------------------------------
     @property
@@ -225,7 +228,7 @@ class Resumable:
             return
         if self._pending is not None and self._pending["epoch"] != self._epoch:
             self._pending = None
-        if self._progress is not None and self._progress.epoch != self._epoch:
+        if self._progress is not None and self._progress.epoch != self._epoch and self._epoch_forgets_progress:
             self._progress = None  # state_dict() now describes the start of the epoch asked for
         self._epoch_set(self._epoch)
 
