@@ -8,6 +8,7 @@ the loader must save the same states at the same points (fresh, mid-pass, after 
 from __future__ import annotations
 
 import copy
+import weakref
 
 import pytest
 from training_data import keys_of
@@ -87,3 +88,13 @@ def test_set_epoch_keeps_a_loaded_state_of_its_epoch_only(shards):
 
 def test_the_loader_is_a_resumable(shards):
     assert isinstance(make(shards), Resumable)
+
+
+def test_a_dropped_pass_is_not_kept_by_the_loader(shards):
+    """After a ``break`` the loader keeps the pass's position, not the pass (nor its DataLoader workers)."""
+    loader = make(shards)
+    it = iter(loader)
+    next(it)
+    gone = weakref.ref(it)
+    del it
+    assert gone() is None and loader.state_dict() == saved(0, 1)
