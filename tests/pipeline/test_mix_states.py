@@ -1,7 +1,8 @@
 """The per-dataset states of the multi-dataset sources (Join, ExactMix, RoundRobin, RandomMix) are pinned.
 
 The literals were saved by the code before these sources shared their per-dataset bookkeeping (issue 27): each must
-be saved at the same point again, and restore in a fresh object to the same rest of the epoch.
+be saved at the same point again, and restore in a fresh object to the same rest of the epoch. The last test keeps
+that bookkeeping in its one home (:mod:`shardstream.pipeline.stages.multisource`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 
 from shardstream.join import Join
+from shardstream.pipeline.context import Context
 from shardstream.pipeline.stages.exactmix import ExactMix
 from shardstream.pipeline.stages.mix import RandomMix, RoundRobin
+from shardstream.pipeline.stages.multisource import MultiSource, SubCursors
 
 PRIMARY = [{"__key__": f"k{i}", "a": i} for i in range(6)]
 SECOND = [{"__key__": f"k{i}", "b": i} for i in (1, 2, 0, 4, 3, 5)]  # out of order: read ahead, held, skipped
@@ -70,3 +73,10 @@ def test_the_state_is_saved_as_before_and_restores(case):
     again = MAKE[name]()
     again.load_state_dict(copy.deepcopy(state))
     assert _keyed(list(again)) == rest
+
+
+@pytest.mark.parametrize("name", list(MAKE))
+def test_every_multi_dataset_source_keeps_its_datasets_with_the_one_bookkeeping(name):
+    source = MAKE[name]().pipeline[0]
+    assert isinstance(source, MultiSource)
+    assert isinstance(source.cursor(Context()).subs, SubCursors)
