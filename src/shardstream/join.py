@@ -34,11 +34,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .errors import ConfigError, MissingPartnerError, StateError
+from .errors import ConfigError, MissingPartnerError
 from .pipeline import DataPipeline
-from .pipeline.context import Context, Source
+from .pipeline.context import Context
 from .pipeline.cursors import Cursor, require
-from .pipeline.stages.mix import _source_cursor
+from .pipeline.stages.multisource import MultiSource, SubCursors, restore_each, saved_list
 from .resume.fields import field as state_field, problem, refuse, within
 
 __all__ = ["Join", "join_indexed", "join_streams", "merge_fields"]
@@ -245,21 +245,14 @@ class _PartnerCursor:
         self.skip = set(skip)
 
 
-class _JoinSource(Source):
+class _JoinSource(MultiSource):
     name = "Join"
 
     def __init__(self, datasets: Sequence[Any], names: list[str], handler: Handler, max_pending: int):
         if len(datasets) < 2:
             raise ConfigError("Join needs a primary set and at least one partner")
-        self.datasets, self.names, self.handler, self.max_pending = list(datasets), names, handler, max_pending
-
-    def set_epoch(self, epoch: int) -> None:
-        for dataset in self.datasets:
-            if callable(getattr(dataset, "set_epoch", None)):
-                dataset.set_epoch(epoch)
-
-    def iterate(self, ctx: Context) -> Cursor:
-        return self.cursor(ctx)
+        super().__init__(datasets)
+        self.names, self.handler, self.max_pending = names, handler, max_pending
 
     def cursor(self, ctx: Context | None) -> Cursor:
         return _JoinCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
@@ -267,14 +260,11 @@ class _JoinSource(Source):
 
 class _JoinCursor(Cursor):
     def __init__(self, source: _JoinSource, ctx: Context):
-        if ctx.loader_seed is None:
-            source.set_epoch(ctx.epoch)
-        self.source = source
-        subs = [_source_cursor(d, i, ctx, "Join") for i, d in enumerate(source.datasets)]
-        self.primary = subs[0]
-        self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(subs[1:], source.names[1:], strict=False)]
+        self.source, self.subs = source, SubCursors(source, ctx)
+        self.primary, *partners = self.subs.open()  # opened at once (the partners wrap theirs)
+        self.partners = [_PartnerCursor(c, n, source.max_pending) for c, n in zip(partners, source.names[1:], strict=False)]
         self.ended = False
-        self.restorable = all(c.restorable for c in subs)
+        self.restorable = self.subs.restorable
 
     def __next__(self) -> dict[str, Any]:
         names = self.source.names
@@ -318,16 +308,11 @@ class _JoinCursor(Cursor):
 
     def load_state_dict(self, state: Any) -> None:
         state = require(state, ("primary", "partners", "ended"), "Join")
-        partners = state_field(state, "partners", list, what="Join")
-        if len(partners) != len(self.partners):
-            raise StateError(f"cannot restore Join: the state has {len(partners)} partners ('partners'), this join has "
-                             f"{len(self.partners)}")
+        partners = saved_list(state, "partners", len(self.partners), "Join", noun="partners")
         ended = state_field(state, "ended", bool, what="Join")
         with within("primary"):
             self.primary.load_state_dict(state["primary"])
-        for i, (partner, saved) in enumerate(zip(self.partners, partners, strict=True)):
-            with within("partners", i):
-                partner.load_state_dict(saved)
+        restore_each(self.partners, partners, "partners")
         self.ended = ended
 
 

@@ -20,7 +20,6 @@ True
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -29,15 +28,13 @@ import numpy as np
 from ..errors import ConfigError, StateError
 from ..pipeline.schedule import Schedule
 from ..resume.fields import MAX_COUNT, field, mapping, shown
-from ..runtime import replica
+from ..runtime import derive_key, replica
 
 __all__ = ["ExactMixSampler", "MixOrder"]
 
 
 def _permutation(seed: Any, epoch: int, source: int, passes: int, size: int) -> np.ndarray:
-    material = repr(("exact-mix-sampler", seed, epoch, source, passes)).encode()
-    key = int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
-    return np.random.default_rng(key).permutation(size)
+    return np.random.default_rng(derive_key("exact-mix-sampler", seed, epoch, source, passes)).permutation(size)
 
 
 class MixOrder:

@@ -12,7 +12,7 @@ lengths: the same as ``TrainingDataset(shuffle="window")`` for the same seed, ep
 contiguous blocks of **equal length**, one per rank: each rank reads its own windows of shards. When the sample
 count does not divide, ``drop_last=False`` (default) pads the order by repeating its first samples, so a few
 samples are seen twice per epoch; ``drop_last=True`` drops the last samples of the order (different ones each
-epoch), so a few are not seen in that epoch.
+epoch), so a few are not seen in that epoch (the rule of :mod:`shardstream.order.padding`).
 
 Both take the dataset (its :attr:`~shardstream.indexed.IndexedDataset.shard_lengths`) or a list of shard
 lengths, and yield positions in the dataset: use them as ``DataLoader(ds, sampler=...)``.
@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError, WorkerSplitError
 from ..order import SampleOrder
+from ..order.padding import even_count, pad_or_drop
 from ..runtime import replica
 
 __all__ = ["DistributedLocalitySampler", "LocalitySampler"]
@@ -112,7 +113,7 @@ class DistributedLocalitySampler(LocalitySampler):
         num_replicas, rank = replica(num_replicas, rank)
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, bool(drop_last)
         total = sum(self.lengths)
-        self.per_rank = total // num_replicas if drop_last else -(-total // num_replicas)
+        self.per_rank = even_count(total, num_replicas, drop_last=self.drop_last) // num_replicas
         if self.per_rank == 0 and total:
             raise WorkerSplitError(
                 f"{total} samples cannot give each of {num_replicas} ranks one with drop_last=True; "
@@ -123,9 +124,6 @@ class DistributedLocalitySampler(LocalitySampler):
         return self.per_rank
 
     def order(self, epoch: int | None = None) -> np.ndarray:
-        whole = super().order(epoch)
-        need = self.per_rank * self.num_replicas
-        if need > len(whole) and len(whole):
-            whole = np.resize(whole, need)  # repeats the order from its start
+        whole = pad_or_drop(super().order(epoch), self.num_replicas, drop_last=self.drop_last)
         return whole[self.rank * self.per_rank : (self.rank + 1) * self.per_rank]
 

@@ -33,13 +33,13 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
 from ..resume.fields import ints
+from ..runtime import derive_key
 
 __all__ = ["Schedule", "Walk"]
 
@@ -66,8 +66,7 @@ class Schedule:
         if not counts or any(c < 0 for c in counts):
             raise ConfigError(f"a mixing schedule needs counts >= 0, one per source, not {counts}")
         self.counts, self.seed, self.epoch = counts, seed, epoch
-        material = repr(("exact-mix", seed, epoch)).encode()
-        self._key = int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
+        self._key = derive_key("exact-mix", seed, epoch)
 
     @property
     def total(self) -> int:

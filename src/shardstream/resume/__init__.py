@@ -10,7 +10,8 @@ position. :class:`Resumable` adds the four rules every recipe shares:
   and no ``__del__``): ``state_dict()`` reports that iterator's position even after a ``break`` dropped it (the
   next ``iter()``, ``set_epoch()`` or ``load_state_dict()`` lets it go, with its open shard);
 - **epochs**: ``set_epoch(n)`` chooses the next iteration's epoch and drops a pending state or a progress record
-  of another epoch; without it, each iteration moves on to the next epoch once its iterator yields an item.
+  of another epoch (a :class:`~shardstream.training.TrainingLoader` keeps its pass's record: the batches it handed
+  out are consumed); without it, each iteration moves on to the next epoch once its iterator yields an item.
   ``set_epoch(n, source="loader")`` is a loader handing its epoch on (a restored state keeps its own epoch;
   :attr:`~Resumable.epoch_source` tells a loader whether the user chose the epoch);
 - **pickling**: the progress record never travels (a DataLoader worker gets the recipe, not an open iterator).
@@ -200,6 +201,9 @@ class Resumable:
     _pending: dict[str, Any] | None = None
     _progress: Progress | None = None
     _framework: str | None = None  # set in a copy made for a DataLoader worker by a framework's loader
+    #: whether ``set_epoch`` to another epoch forgets the latest iteration's position (a loader keeps it: the
+    #: batches it handed out are consumed)
+    _epoch_forgets_progress: bool = True
 
     # -- epochs -------------------------------------------------------------------------------------------------
     @property
@@ -225,7 +229,7 @@ class Resumable:
             return
         if self._pending is not None and self._pending["epoch"] != self._epoch:
             self._pending = None
-        if self._progress is not None and self._progress.epoch != self._epoch:
+        if self._progress is not None and self._progress.epoch != self._epoch and self._epoch_forgets_progress:
             self._progress = None  # state_dict() now describes the start of the epoch asked for
         self._epoch_set(self._epoch)
 

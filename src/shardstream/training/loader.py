@@ -27,12 +27,14 @@ know the epoch to serve (after ``set_epoch`` to another epoch, or ``load_state_d
 (True, 3, 1)
 """
 
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, StateError
+from ..resume import Resumable
 from .dataset import TrainingDataset
 from .plan import EpochPlan
 from .state import check_state
@@ -42,23 +44,30 @@ __all__ = ["TrainingLoader"]
 _REFUSED = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")
 
 
-class _Progress:
+class _Position:
     """Where the loader's current pass is: its epoch, its plan for this rank, the batches handed out so far.
 
-    The loader keeps this record, not the pass: a pass dropped mid-epoch (a ``break``) lets its DataLoader
-    workers go at once, and the loader still knows where it stopped."""
+    The loader's progress record (a :class:`~shardstream.resume.Progress`) keeps this, not the pass: a pass dropped
+    mid-epoch (a ``break``) lets its DataLoader workers go at once, and the loader still knows where it stopped."""
 
-    __slots__ = ("epoch", "plan", "consumed", "finished")
+    __slots__ = ("loader", "epoch", "plan", "consumed", "finished")
 
-    def __init__(self, epoch: int, plan: EpochPlan):
-        self.epoch, self.plan, self.consumed, self.finished = epoch, plan, plan.skip, False
+    def __init__(self, loader: TrainingLoader, epoch: int, plan: EpochPlan):
+        self.loader, self.epoch, self.plan, self.consumed, self.finished = loader, epoch, plan, plan.skip, False
+
+    def state_dict(self) -> dict[str, Any]:
+        """The batches consumed in this pass; once they all are, the start of the loader's next epoch."""
+        loader = self.loader
+        if self.finished or self.consumed >= self.plan.num_batches:
+            return loader._initial_state()
+        return loader.dataset.state_for(self.epoch, self.plan, self.consumed, rank=loader._rank_and_world()[0])
 
 
 class _Pass:
     """One iteration of the loader: the DataLoader's iterator, counted."""
 
-    def __init__(self, progress: _Progress, batches: Iterator[Any]):
-        self.progress, self.batches = progress, batches
+    def __init__(self, position: _Position, batches: Iterator[Any]):
+        self.position, self.batches = position, batches
 
     def __iter__(self) -> _Pass:
         return self
@@ -67,20 +76,27 @@ class _Pass:
         try:
             batch = next(self.batches)
         except StopIteration:
-            self.progress.finished = True
+            self.position.finished = True
             raise
-        self.progress.consumed += 1
+        self.position.consumed += 1
         return batch
 
 
-class TrainingLoader:
+class TrainingLoader(Resumable):
     """A DataLoader for a :class:`~shardstream.training.TrainingDataset` (see the module docstring).
 
     ``num_workers`` and the other keyword arguments go to ``torch.utils.data.DataLoader`` (``pin_memory``,
     ``prefetch_factor``, ``persistent_workers``, ``multiprocessing_context``, ``collate_fn``...); the dataset
     makes the batches, so ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last`` belong to it, not here.
     ``collate_fn`` defaults to torch's conversion of numpy arrays into tensors.
+
+    Epochs, the restored state and the latest pass's position follow :class:`~shardstream.resume.Resumable`, but
+    ``iter()`` moves on to the next epoch at once (not at the first batch), and after ``set_epoch`` the state is
+    still the latest pass's position until the next ``iter()`` (the batches it handed out are consumed).
     """
+
+    #: the batches a pass handed out are consumed, whatever epoch the loader is told to serve next
+    _epoch_forgets_progress = False
 
     def __init__(self, dataset: TrainingDataset, *, num_workers: int = 0, **kwargs: Any):
         if not isinstance(dataset, TrainingDataset):
@@ -98,20 +114,7 @@ class TrainingLoader:
         self._dataloader_class = DataLoader
         self.dataset, self.num_workers, self.kwargs = dataset, int(num_workers), kwargs
         self._epoch = dataset.epoch
-        self._pending: dict[str, Any] | None = None
-        self._progress: _Progress | None = None
         self._persistent: Any = None  # (DataLoader, the epoch its workers serve next)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next ``iter()`` serves."""
-        return self._epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Serve epoch ``epoch`` next (a restored state of that epoch is kept)."""
-        self._epoch = int(epoch)
-        if self._pending is not None and self._pending["epoch"] != self._epoch:
-            self._pending = None
 
     def _rank_and_world(self) -> tuple[int, int]:
         return self.dataset.rank_and_world()
@@ -133,10 +136,10 @@ class TrainingLoader:
                 dataset.load_state_dict(pending)
             batches = iter(self._dataloader(epoch, pending is not None))  # workers take their copies now
         dataset.set_epoch(epoch + 1)  # the dataset's next epoch; its pending state and iterator are used up
-        self._epoch = epoch + 1
-        self._pending = None
-        self._progress = _Progress(epoch, plan)
-        return _Pass(self._progress, batches)
+        self._take_pending()
+        position = _Position(self, epoch, plan)
+        self._begin(epoch, position).start()  # the next iter() serves the next epoch, from now on
+        return _Pass(position, batches)
 
     def _dataloader(self, epoch: int, restoring: bool) -> Any:
         if not (self.kwargs.get("persistent_workers") and self.num_workers > 0):
@@ -154,24 +157,18 @@ class TrainingLoader:
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: the current pass's consumed batches, a restored state not yet used, or the start
         of the next epoch (a rank state: restorable with other numbers of ranks and workers)."""
+        return super().state_dict()
+
+    def _initial_state(self) -> dict[str, Any]:
         rank, world = self._rank_and_world()
-        current = self._progress
-        if current is not None and not current.finished and current.consumed < current.plan.num_batches:
-            return self.dataset.state_for(current.epoch, current.plan, current.consumed, rank=rank)
-        if self._pending is not None:
-            return dict(self._pending)
         return self.dataset.start_state(self._epoch, rank=rank, world_size=world)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (refused with a
-        :class:`~shardstream.errors.StateError` naming the difference if it comes from another configuration)."""
-
+    def _check_state(self, state: Any) -> None:
         check_state(state, self.dataset.fingerprint, "this loader")
         if "batches" not in state:
             raise StateError("this state was saved inside one DataLoader worker; restore a TrainingLoader from "
                              "TrainingLoader.state_dict() (or the dataset's own state)")
         self._plan(state)  # every field checked now (a StateError names a damaged one), not at the next iter()
-        self._epoch, self._pending, self._progress = int(state["epoch"]), dict(state), None
 
     def __repr__(self) -> str:
         return f"TrainingLoader({self.dataset!r}, num_workers={self.num_workers}, epoch={self._epoch})"

@@ -3,7 +3,8 @@
 An :class:`EpochPlan` takes the positions still to be served in this epoch (``origin``: intervals of the epoch
 order, the whole order at first), makes their count a multiple of the ranks (``drop_last=False``: the first
 positions are served again, at most ``world_size - 1`` of them; ``drop_last=True``: the last ones are left out
-so that every batch is full, fewer than ``world_size * batch_size``), and deals them:
+so that every batch is full, fewer than ``world_size * batch_size``: the rule of
+:mod:`shardstream.order.padding`), and deals them:
 
 - *strided* (indexed reading): rank ``r`` serves positions ``r, r + N, r + 2N, ...``; its batch ``j`` is the
   ``j``-th run of ``batch_size`` of them. The rank's sequence does not depend on the number of workers.
@@ -32,7 +33,8 @@ import functools
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StateError
+from ..order.padding import even_count, wrapped
 
 __all__ = ["EpochPlan", "Interval"]
 
@@ -105,10 +107,7 @@ class EpochPlan:
     @functools.cached_property
     def length(self) -> int:
         """Positions served by all ranks together (``work`` padded up or cut down)."""
-        n, b, r = self.world_size, self.batch_size, self.work
-        if r == 0:
-            return 0
-        return n * b * (r // (n * b)) if self.drop_last else n * -(-r // n)
+        return even_count(self.work, self.world_size, drop_last=self.drop_last, unit=self.batch_size)
 
     @property
     def per_rank(self) -> int:
@@ -155,8 +154,7 @@ class EpochPlan:
 
     def to_order(self, work: np.ndarray) -> np.ndarray:
         """Work-sequence positions -> positions of the epoch order (padding wraps to the start)."""
-        r = self.work
-        work = np.where(work < r, work, (work - r) % max(r, 1))
+        work = wrapped(work, self.work)
         which = np.searchsorted(self._starts, work, side="right") - 1
         lows = np.asarray([lo for lo, _ in self.origin], dtype=np.int64)  # type: ignore[union-attr]
         return lows[which] + work - self._starts[which]
@@ -246,8 +244,8 @@ class EpochPlan:
                num_workers: int | None = None) -> EpochPlan:
         """This plan after every rank consumed ``batches`` batches, for the (possibly new) ranks and workers."""
         if not 0 <= batches <= self.num_batches:
-            raise ConfigError(f"a state says {batches} batches were consumed, but this epoch has "
-                              f"{self.num_batches} batches per rank")
+            raise StateError(f"a state says {batches} batches were consumed, but this epoch has "
+                             f"{self.num_batches} batches per rank")
         n = self.world_size if world_size is None else world_size
         b = self.batch_size if batch_size is None else batch_size
         w = self.num_workers if num_workers is None else num_workers

@@ -31,37 +31,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...errors import ConfigError, StateError
-from ...resume.fields import field, ints, shown, within
-from ..context import Context, Source
+from ...resume.fields import ints, shown, within
+from ..context import Context
 from ..cursors import Cursor, require
 from ..datapipeline import DataPipeline
 from ..schedule import Schedule
-from .mix import _datasets, _source_cursor
+from .multisource import MultiSource, SubCursors, saved_list
 
 __all__ = ["ExactMix"]
 
 
-class ExactMixSource(Source):
+class ExactMixSource(MultiSource):
     """The source of :class:`ExactMix`: the datasets and their counts per epoch."""
 
     name = "ExactMix"
 
     def __init__(self, datasets: Any, counts: Sequence[int]):
-        self.datasets = _datasets(datasets, self.name)
+        super().__init__(datasets)
         counts = [int(c) for c in counts]
         if len(counts) != len(self.datasets) or any(c < 0 for c in counts) or sum(counts) == 0:
             raise ConfigError(f"ExactMix: give one count >= 0 per dataset ({len(self.datasets)}), with a positive "
                               f"sum; got {counts}")
         self.counts = counts
-
-    def set_epoch(self, epoch: int) -> None:
-        """Hand ``epoch`` to every dataset that has a ``set_epoch``."""
-        for dataset in self.datasets:
-            if callable(getattr(dataset, "set_epoch", None)):
-                dataset.set_epoch(epoch)
-
-    def iterate(self, ctx: Context) -> Cursor:
-        return self.cursor(ctx)
 
     def cursor(self, ctx: Context | None) -> Cursor:
         return _ExactCursor(self, ctx if ctx is not None else Context.current(seed=self.seed))
@@ -77,23 +68,16 @@ class _ExactCursor(Cursor):
         self.part = ctx.rank * ctx.num_workers + ctx.worker
         self.schedule = Schedule(source.counts, ctx.seed, ctx.epoch)
         self.walk = self.schedule.walk(self.part, self.parts)
-        self.subs: list[Cursor] | None = None
         self.passes = [0] * len(source.datasets)
+        self.subs = SubCursors(source, ctx, self._here)
 
-    def _sub(self, i: int) -> Cursor:
-        dataset = self.source.datasets[i]
-        return _source_cursor(dataset, i, self.ctx.replace(cycle=(*self.ctx.cycle, self.passes[i])), self.name)
-
-    def _open(self) -> list[Cursor]:
-        if self.subs is None:
-            if self.ctx.loader_seed is None:
-                self.source.set_epoch(self.ctx.epoch)
-            self.subs = [self._sub(i) for i in range(len(self.source.datasets))]
-        return self.subs
+    def _here(self, i: int) -> Context:
+        """The context of dataset ``i``'s cursor: one per pass over the dataset."""
+        return self.ctx.replace(cycle=(*self.ctx.cycle, self.passes[i]))
 
     @property
     def restorable(self) -> bool:  # type: ignore[override]
-        return all(sub.restorable for sub in self._open())
+        return self.subs.restorable
 
     @property
     def remaining(self) -> int:
@@ -101,29 +85,27 @@ class _ExactCursor(Cursor):
         return self.walk.remaining
 
     def __next__(self) -> Any:
-        subs = self._open()
+        subs = self.subs.open()
         i = next(self.walk)
         try:
             return next(subs[i])
         except StopIteration:
             pass
         self.passes[i] += 1  # dataset i ran out: read it again from its start
-        subs[i] = self._sub(i)
         try:
-            return next(subs[i])
+            return next(self.subs.reopen(i))
         except StopIteration:
             raise ConfigError(f"ExactMix: dataset {i} ({type(self.source.datasets[i]).__name__}) has no item for "
                               f"this rank/worker (part {self.part} of {self.parts}); its count is "
                               f"{self.source.counts[i]}") from None
 
     def mark(self) -> Any:
-        subs = self._open()
-        return self.walk.state(), tuple(self.passes), [s.mark() for s in subs]
+        return self.walk.state(), tuple(self.passes), self.subs.marks()
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         walk, passes, marks = mark
         return {"walk": walk, "passes": list(passes), "counts": list(self.source.counts),
-                "part": [self.part, self.parts], "sources": [s.state_at(m) for s, m in zip(self._open(), marks, strict=False)]}
+                "part": [self.part, self.parts], "sources": self.subs.states(marks)}
 
     def state_dict(self) -> dict[str, Any]:
         return self.state_at(self.mark())
@@ -135,19 +117,13 @@ class _ExactCursor(Cursor):
             raise StateError(f"cannot restore {name}: the state was saved with counts {shown(state['counts'])} at "
                              f"part {shown(state['part'])}, this mix has counts {self.source.counts} at part "
                              f"{[self.part, self.parts]}")
-        saved = field(state, "sources", list, what=name)
-        if len(saved) != count:
-            raise StateError(f"cannot restore {name}: the state has {len(saved)} datasets ('sources'), this mix has "
-                             f"{count}")
+        saved = saved_list(state, "sources", count, name)
         passes = ints(state, "passes", length=count, what=name)
         with within("walk"):
             walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
         self.passes = passes
-        self.subs = None
-        subs = self._open()
-        for i, (sub, sub_state) in enumerate(zip(subs, saved, strict=True)):
-            with within("sources", i):
-                sub.load_state_dict(sub_state)
+        self.subs.reset()  # reopened in the restored passes' contexts
+        self.subs.restore(saved)
         self.walk = walk
 
 

@@ -48,25 +48,16 @@ from numbers import Real
 from typing import Any
 
 from ...errors import ConfigError, StateError
-from ...resume.fields import MAX_COUNT, field, ints, refuse, shown, within
-from ..adapters import source_cursor
-from ..context import Context, Source
+from ...resume.fields import MAX_COUNT, field, ints, refuse, shown
+from ..context import Context
 from ..cursors import Cursor, require
 from ..datapipeline import DataPipeline
+from .multisource import MultiSource, SubCursors, saved_list
 
 __all__ = ["RandomMix", "RoundRobin"]
 
 #: draws per random generator: restoring a mix regenerates fewer than this many draws
 BLOCK = 256
-
-
-def _datasets(datasets: Any, what: str) -> list[Any]:
-    if isinstance(datasets, (str, bytes, Mapping)) or not isinstance(datasets, Iterable):
-        raise ConfigError(f"{what} needs a list of datasets, not {datasets!r}")
-    datasets = list(datasets)
-    if not datasets:
-        raise ConfigError(f"{what} needs at least one dataset; the list is empty")
-    return datasets
 
 
 def _weights(probs: Sequence[Any] | None, count: int) -> list[float]:
@@ -87,32 +78,14 @@ def _weights(probs: Sequence[Any] | None, count: int) -> list[float]:
     return [float(p) / total for p in probs]
 
 
-def _source_cursor(dataset: Any, i: int, ctx: Context, mix: str) -> Cursor:
-    """The cursor of dataset ``i`` of a mix (each kind of dataset saves its position its own way)."""
-    if isinstance(dataset, Source):  # a shard list: the mix's context, its own draws
-        here = ctx.replace(cycle=(*ctx.cycle, i))
-        return source_cursor(dataset, lambda: dataset.iterate(here), here)
-    # a pipeline or a TrainingDataset (their own cursor), a list, a stateful loader, another iterable
-    return source_cursor(dataset, lambda: iter(dataset))
-
-
-class _MixSource(Source):
+class _MixSource(MultiSource):
     """The source of a mixing pipeline: the datasets, and how the next one is chosen (see the module docstring)."""
 
     name = "mix"
 
     def __init__(self, datasets: Any, longest: bool):
-        self.datasets = _datasets(datasets, type(self).name)
+        super().__init__(datasets)
         self.longest = bool(longest)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Hand ``epoch`` to every dataset that has a ``set_epoch``."""
-        for dataset in self.datasets:
-            if callable(getattr(dataset, "set_epoch", None)):
-                dataset.set_epoch(epoch)
-
-    def iterate(self, ctx: Context) -> Cursor:
-        return self.cursor(ctx)
 
     def __repr__(self) -> str:
         kinds = ", ".join(type(d).__name__ for d in self.datasets)
@@ -128,20 +101,13 @@ class _MixCursor(Cursor):
 
     def __init__(self, source: _MixSource, ctx: Context):
         self.source, self.ctx, self.name = source, ctx, source.name
-        self.subs: list[Cursor] | None = None
+        self.subs = SubCursors(source, ctx)
         self.draws, self.exhausted, self.done = 0, [False] * len(source.datasets), False
         self._config = self.config()
 
-    def _open(self) -> list[Cursor]:
-        if self.subs is None:
-            if self.ctx.loader_seed is None:  # the epoch means something (set, pushed, or counted here)
-                self.source.set_epoch(self.ctx.epoch)
-            self.subs = [_source_cursor(d, i, self.ctx, self.name) for i, d in enumerate(self.source.datasets)]
-        return self.subs
-
     @property
     def restorable(self) -> bool:  # type: ignore[override]
-        return all(sub.restorable for sub in self._open())
+        return self.subs.restorable
 
     def _choose(self) -> int | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -151,7 +117,7 @@ class _MixCursor(Cursor):
         self.done = all(self.exhausted) if self.source.longest else any(self.exhausted)
 
     def __next__(self) -> Any:
-        subs = self._open()
+        subs = self.subs.open()
         while not self.done:
             i = self._choose()
             if i is None:
@@ -168,13 +134,13 @@ class _MixCursor(Cursor):
         return {"longest": self.source.longest}
 
     def mark(self) -> Any:
-        subs, exhausted = self._open(), tuple(self.exhausted)
+        exhausted = tuple(self.exhausted)
         counters = tuple(getattr(self, f) for f in self.fields)
-        return self.draws, exhausted, counters, [None if x else s.mark() for s, x in zip(subs, exhausted, strict=True)]
+        return self.draws, exhausted, counters, self.subs.marks(skip={i for i, x in enumerate(exhausted) if x})
 
     def state_at(self, mark: Any) -> dict[str, Any]:
         draws, exhausted, counters, marks = mark
-        sources = [None if x else s.state_at(m) for s, x, m in zip(self._open(), exhausted, marks, strict=True)]
+        sources = self.subs.states(marks)
         return {"draws": draws, "exhausted": [i for i, x in enumerate(exhausted) if x],
                 **dict(zip(self.fields, counters, strict=True)), **self._config, "sources": sources}
 
@@ -184,11 +150,8 @@ class _MixCursor(Cursor):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         name = self.name
         state = require(state, ("draws", "exhausted", "sources", *self.fields, *self._config), name)
-        subs = self._open()
-        saved = field(state, "sources", list, what=name)
-        if len(saved) != len(subs):
-            raise StateError(f"cannot restore {name}: the state has {len(saved)} datasets ('sources'), this {name} has "
-                             f"{len(subs)}")
+        subs = self.subs.open()
+        saved = saved_list(state, "sources", len(subs), name)
         for key, value in self._config.items():
             if state[key] != value:
                 raise StateError(f"cannot restore {name}: saved state has {key}={shown(state[key])}, this "
@@ -196,12 +159,10 @@ class _MixCursor(Cursor):
         exhausted = set(ints(state, "exhausted", hi=len(subs) - 1, what=name))
         draws = field(state, "draws", int, lo=0, hi=MAX_COUNT, what=name)
         counters = {key: field(state, key, int, lo=0, hi=len(subs) - 1, what=name) for key in self.fields}
-        for i, (sub, sub_state) in enumerate(zip(subs, saved, strict=True)):
-            if i not in exhausted:
-                if sub_state is None:
-                    raise refuse(name, f"sources/{i}", f"is None, but dataset {i} is not exhausted")
-                with within("sources", i):
-                    sub.load_state_dict(sub_state)
+        for i, sub_state in enumerate(saved):
+            if i not in exhausted and sub_state is None:
+                raise refuse(name, f"sources/{i}", f"is None, but dataset {i} is not exhausted")
+        self.subs.restore(saved, skip=exhausted)
         self.draws, self.exhausted = draws, [i in exhausted for i in range(len(subs))]
         for key, value in counters.items():
             setattr(self, key, value)
