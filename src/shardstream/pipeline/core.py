@@ -287,10 +287,15 @@ def _public(sig: inspect.Signature, skip: int, given: tuple[str, ...]) -> inspec
     return sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
 
 
+def _init_signature(cls: type[Cursor]) -> inspect.Signature:
+    """The signature of a stage class's ``__init__`` (``self``, the upstream, then the stage's parameters)."""
+    return inspect.signature(cls.__init__)
+
+
 def _given(cls: type[Cursor]) -> tuple[str, ...]:
     """The given parameters a stage class's ``__init__`` declares (keyword-only, see :data:`GIVEN`); a
     ``TypeError`` for an ``__init__`` that does not take the upstream first or declares one another way."""
-    params = list(inspect.signature(cls.__init__).parameters.values())
+    params = list(_init_signature(cls).parameters.values())
     if len(params) < 2 or params[1].kind not in (params[1].POSITIONAL_ONLY, params[1].POSITIONAL_OR_KEYWORD):
         raise TypeError(f"stage class {cls.__qualname__}: __init__(self, upstream, ...) takes the upstream cursor "
                         "first")
@@ -313,26 +318,25 @@ def _stage_name(definition: Callable[..., Any]) -> str:
 
 
 def _spec_of(definition: Callable[..., Any], name: str | None, **flags: Any) -> StageSpec:
-    name = name or _stage_name(definition)
+    name, fn = name or _stage_name(definition), definition  # fn: a generator function, unless a Cursor class
     if isinstance(definition, type) and issubclass(definition, Cursor):  # a cursor class: the stage itself
         if flags.get("state") is not None:
             raise TypeError(f"stage {name!r}: a stage class is its own state; do not pass state=")
         given = _given(definition)
         flags.update(state=definition, given=given, context=flags.get("context") or "ctx" in given,
                      restarts=flags.get("restarts") or "restart" in given)
-        return StageSpec(name=name, fn=None, signature=_public(inspect.signature(definition.__init__), 2, given),
-                         **flags)
+        return StageSpec(name=name, fn=None, signature=_public(_init_signature(definition), 2, given), **flags)
     signature = _public(inspect.signature(definition), 1, ("ctx",))
     state = flags.get("state")
-    if isinstance(state, type):  # a reader: the class is its cursor in pipelines, fn its loop called directly
-        given = _given(state)
-        mine = _public(inspect.signature(state.__init__), 2, given)
+    if isinstance(state, type) and issubclass(state, Cursor):  # a reader: the class is its cursor in pipelines,
+        given = _given(state)  # fn its loop over shards when called directly
+        mine = _public(_init_signature(state), 2, given)
         if [(p.name, p.kind, p.default) for p in mine.parameters.values()] != \
                 [(p.name, p.kind, p.default) for p in signature.parameters.values()]:
             raise TypeError(f"stage {name!r}: its cursor class {state.__qualname__} takes {mine}, the function "
                             f"{signature}: they must take the same arguments")
         flags["given"] = given
-    return StageSpec(name=name, fn=definition, signature=signature, **flags)
+    return StageSpec(name=name, fn=fn, signature=signature, **flags)
 
 
 def stage(

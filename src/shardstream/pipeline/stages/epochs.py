@@ -129,8 +129,13 @@ def _epoch_count(count: int, /, *, nsamples: int, nbatches: int) -> int:
     return epoch if count else 0
 
 
+def _fixed_length(**arguments: Any) -> bool:
+    """``with_epoch(...)`` makes every rank's epoch as long as it says."""
+    return True
+
+
 repeat = stage(_Repeat, at_end=True, equal_epochs=_endless)
-with_epoch = stage(_WithEpoch, at_end=True, count=_epoch_count, equal_epochs=lambda **arguments: True)
+with_epoch = stage(_WithEpoch, at_end=True, count=_epoch_count, equal_epochs=_fixed_length)
 
 
 def _with_length(source: Iterable[Any], n: int, silent: bool = False) -> Iterator[Any]:
