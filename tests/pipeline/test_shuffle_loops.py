@@ -15,7 +15,8 @@ import random
 
 import pytest
 
-from shardstream.pipeline import Context, DataPipeline, detshuffle, shuffle
+from shardstream.errors import StateError
+from shardstream.pipeline import Context, DataPipeline, detshuffle, shuffle, unlisted
 from shardstream.pipeline.cursors import IndexCursor
 from shardstream.pipeline.stages.shuffle import ShuffleCursor, _PlainShuffle
 
@@ -87,3 +88,13 @@ def test_detshuffle_and_a_pipeline_take_the_same_draws():
     in_chain = list(pipeline)
     here = Context(seed=7, epoch=1, stage=1)
     assert in_chain == plain(shuffle(50, 10), items, here)
+
+
+def test_a_plain_shuffle_has_a_mark_and_refuses_to_save():
+    """Over a plain iterable the shuffle keeps no position: ``mark()`` is None (a stage after it may ask for one,
+    as ``unlisted`` does), and saving says why it cannot."""
+    cursor = shuffle(10, seed=1)(iter([[1, 2], [3]]))
+    assert isinstance(cursor, _PlainShuffle) and cursor.mark() is None
+    assert sorted(unlisted()(cursor)) == [1, 2, 3]
+    with pytest.raises(StateError, match="shuffle cannot save its buffer: its input cannot give back earlier items"):
+        shuffle(10)(iter(range(3))).state_dict()
