@@ -23,10 +23,12 @@ shardstream.errors.StateError: cannot restore this pipeline: saved state has sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..redact import redacting_logger
 from ..resume import Progress, check_state, envelope
 from ..resume.fields import MAX_REPLAY, SEED_RANGE, field, shown, within
 from ..tar.native import Relay
@@ -39,7 +41,9 @@ from .stages.fused import fuse as fused
 if TYPE_CHECKING:  # pragma: no cover
     from .datapipeline import DataPipeline
 
-__all__ = ["PipelineIterator", "build_chain", "check", "open_source", "stage_names"]
+__all__ = ["PipelineIterator", "build_chain", "check", "describe", "open_source", "stage_names"]
+
+log = redacting_logger(__name__)
 
 KIND = "pipeline"
 _ENDED = ("the iteration is over",)  # the mark of a finished iteration
@@ -74,6 +78,25 @@ def open_source(source: Any, ctx: Context) -> Iterator[Any]:
         return iter(source())
     raise ConfigError(f"the first element of a pipeline must be iterable or a callable returning an iterator, "
                       f"not {source!r}")
+
+
+def describe(cursor: Any) -> str:
+    """How a chain of cursors runs, from its source to its end: each cursor's class, and the stages a pass-through
+    cursor chains as generators (a fused plan, when one replaces some of them, is logged when it starts).
+
+    >>> from shardstream.pipeline import DataPipeline, map, shuffle
+    >>> describe(iter(DataPipeline((1, 2), map(str), shuffle(5))).cursors())
+    'IndexCursor -> generators [stage 1 (map)] -> ShuffleCursor (stage 2 (shuffle))'
+    """
+    parts = []
+    while cursor is not None:
+        if isinstance(cursor, PassCursor) and type(cursor) is PassCursor:
+            parts.append(f"generators [{', '.join(cursor.names)}]")
+        else:
+            name = getattr(cursor, "name", None)
+            parts.append(type(cursor).__name__ + (f" ({name})" if isinstance(name, str) else ""))
+        cursor = getattr(cursor, "upstream", None)
+    return " -> ".join(reversed(parts))
 
 
 def _bound(item: Stage, here: Context, upstream: Iterable[Any] | None = None) -> Callable[[Iterable[Any]], Any]:
@@ -157,6 +180,8 @@ class PipelineIterator(Relay, Cursor):
         if self._chain is not None:
             return self._chain
         chain = build_chain(list(self.pipeline.pipeline), self.ctx, self.last_split)
+        if log.isEnabledFor(logging.DEBUG):  # which of the speeds runs: cursors, generators, fused plans (below)
+            log.debug("%s epoch %d: %s", type(self.pipeline).__name__, self.ctx.epoch, describe(chain))
         if not self._done:
             self._chain = chain
         return chain

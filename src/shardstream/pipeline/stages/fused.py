@@ -34,18 +34,22 @@ does not convert) over as its dict, which takes the way above. Same rows, same p
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
 from ...codecs import Decoder
 from ...codecs.table import lookup
+from ...redact import redacting_logger
 from ...tar.native import CONVERSIONS, MAX_WANTED
 from ..core import Stage
 from .batching import _batched, _collate_column, default_collation_fn, scalar_array
 from .per_sample import _decode, _map, _map_tuple, _to_tuple
 
 __all__ = ["fuse"]
+
+log = redacting_logger(__name__)
 
 Make = Callable[[Iterable[Any]], Iterator[Any]]
 _PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a sample that falls back
@@ -147,6 +151,10 @@ class _Plan:
     def __call__(self, source: Iterable[Any]) -> Iterator[Any]:
         take, give_back = getattr(source, "take", None), getattr(source, "give_back", None)
         take_columns = getattr(source, "take_columns", None) if self.want is not None else None
+        if log.isEnabledFor(logging.DEBUG):
+            how = "columns from the reader's C walk where samples fit" if take_columns is not None else "samples"
+            names = [s.spec.name for s in (self.dec, self.tup, self.mt) if s is not None]
+            log.debug("fused plan %s: one loop over %s", [*names, "batched"], how)
         if take is None or give_back is None:  # one sample at a time
             it = iter(source)
 
