@@ -181,6 +181,8 @@ def test_a_reader_cursor_must_take_the_function_arguments():
     with pytest.raises(TypeError, match="must take the same arguments"):
         core.stage(_reads, fluid=False, state=ReaderCursor, reads_shards=True)
     assert "reads" not in REGISTRY
+    with pytest.raises(TypeError, match="state= is 'pass', None or a Cursor class"):
+        core.stage(_reads, fluid=False, state=lambda upstream, stage, ctx, restart, name: upstream)
 
 
 def test_simplest_cursors_keep_the_states_of_before():

@@ -13,11 +13,10 @@ is declared twice. A stage is one of two things, never both:
   ``cls(upstream, *args, **kwargs, <given>).simplest()``, and calling the stage on an iterable
   (``shuffle(5)(items)``) does the same over that iterable.
 
-The *given* parameters are keyword-only parameters of ``__init__`` with one of the names in :data:`GIVEN`; the
-pipeline fills them, and they are not part of the stage's signature:
+The *given* parameters are the keyword-only parameters of ``__init__`` named in :data:`GIVEN`: the pipeline fills
+them, and they are not part of the stage's signature:
 
-- ``ctx``: the :class:`~shardstream.pipeline.context.Context` (the seed, the epoch, the rank and worker), for
-  stages that make random choices or split data between ranks and workers;
+- ``ctx``: the :class:`~shardstream.pipeline.context.Context` (seed, epoch, rank and worker) of random choices;
 - ``restart``: ``restart(cycle)``, a fresh cursor of the stages before (``repeat``, ``with_epoch``);
 - ``name``: the stage's name and position in its pipeline, for messages.
 
@@ -37,27 +36,22 @@ those, never a stage's name.
 True
 >>> unregister("twice")
 
-A stage that keeps state is a cursor class:
+A stage that keeps state is a cursor class (here, its state is its count, see ``Counted``):
 
 >>> from shardstream.pipeline.cursors import Counted
->>> @stage
-... class _EveryOther(Counted):
-...     '''Keep every other item, from the first.'''
-...     fields = ("seen",)
-...
-...     def __init__(self, upstream, *, name):
+>>> class _Numbered(Counted):
+...     '''Pair each item with its number, from ``start``.'''
+...     fields = ("n",)
+...     def __init__(self, upstream, start=0, *, name):
 ...         super().__init__(upstream, name)
-...         self.seen = 0
-...
+...         self.n = start
 ...     def __next__(self):
-...         while True:
-...             item, self.seen = next(self.upstream), self.seen + 1
-...             if self.seen % 2:
-...                 return item
->>> every_other = _EveryOther
->>> list(every_other()("abcde")), REGISTRY["every_other"].signature
-(['a', 'c', 'e'], <Signature ()>)
->>> unregister("every_other")
+...         item, self.n = next(self.upstream), self.n + 1
+...         return self.n - 1, item
+>>> numbered = stage(_Numbered)
+>>> list(numbered(5)("ab")), numbered.spec.signature
+([(5, 'a'), (6, 'b')], <Signature (start=0)>)
+>>> unregister("numbered")
 """
 
 from __future__ import annotations
@@ -336,6 +330,9 @@ def _spec_of(definition: Callable[..., Any], name: str | None, **flags: Any) -> 
             raise TypeError(f"stage {name!r}: its cursor class {state.__qualname__} takes {mine}, the function "
                             f"{signature}: they must take the same arguments")
         flags["given"] = given
+    elif state not in ("pass", None):
+        raise TypeError(f"stage {name!r}: state= is 'pass', None or a Cursor class, not {state!r} (a stage that "
+                        "keeps state is its Cursor class: stage(cls))")
     return StageSpec(name=name, fn=fn, signature=signature, **flags)
 
 
