@@ -36,13 +36,13 @@ def plain(stage, items, ctx):
 def chained(stage, items, ctx, stop_at=()):
     """The cursor loop over a restorable input; at each point of ``stop_at`` the state is saved and a new cursor
     restored from it goes on."""
-    cursor = stage.cursor(IndexCursor(items), ctx, None, "shuffle")
+    cursor = stage.cursor_over(IndexCursor(items), ctx, None, "shuffle")
     assert isinstance(cursor, ShuffleCursor) and cursor.restorable
     out = []
     for n in itertools.count():
         if n in stop_at:
             state = cursor.state_dict()
-            cursor = stage.cursor(IndexCursor(items), ctx, None, "shuffle")
+            cursor = stage.cursor_over(IndexCursor(items), ctx, None, "shuffle")
             cursor.load_state_dict(state)
         try:
             out.append(next(cursor))

@@ -21,6 +21,7 @@ from shardstream.pipeline import (
     Stage,
     batched,
     check_empty,
+    core,
     detshuffle,
     repeat,
     rsample,
@@ -34,7 +35,6 @@ from shardstream.pipeline import (
     with_epoch,
     with_length,
 )
-from shardstream.pipeline import core
 from shardstream.pipeline.cursors import Counted, Cursor, IndexCursor, PassCursor
 from shardstream.pipeline.stages import equalize  # noqa: F401 - registers equalize (WebDataset's)
 from shardstream.pipeline.stages.reading import ReaderCursor
@@ -190,10 +190,10 @@ def test_simplest_cursors_keep_the_states_of_before():
     input's, one level down)."""
     ctx = Context()
     for stage in (shuffle(1), shuffle(0), split_by_worker, split_by_node):
-        cursor = stage.cursor(IndexCursor([1, 2, 3]), ctx, None, "s")
+        cursor = stage.cursor_over(IndexCursor([1, 2, 3]), ctx, None, "s")
         assert type(cursor) is PassCursor, stage
         assert next(cursor) == 1 and cursor.state_dict() == {"upstream": {"items": 1}}
-    cursor = single_node_only.cursor(IndexCursor([1, 2]), ctx, None, "s")
+    cursor = single_node_only.cursor_over(IndexCursor([1, 2]), ctx, None, "s")
     assert isinstance(cursor, PassCursor) and list(cursor) == [1, 2]
 
 

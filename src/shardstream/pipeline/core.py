@@ -162,12 +162,12 @@ class Stage:
             # called on a plain iterable, as a generator would be: no positions to keep (a pipeline keeps them)
             restart = (lambda cycle: as_cursor(source, spec.name, positions=False)) if spec.restarts else None
             upstream = as_cursor(source, spec.name, positions=False)
-            return self.cursor(upstream, ctx if ctx is not None else Context(), restart, spec.name)
+            return self.cursor_over(upstream, ctx if ctx is not None else Context(), restart, spec.name)
         if spec.context:
             return spec.fn(source, *self.args, ctx=ctx, **self.kwargs)
         return spec.fn(source, *self.args, **self.kwargs)
 
-    def cursor(self, upstream: Cursor, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+    def cursor_over(self, upstream: Cursor, ctx: Context, restart: Restart | None, name: str) -> Cursor:
         """The cursor of this stage over ``upstream``: its class called with the stage's arguments and the given
         parameters it declares (see the module docstring)."""
         given = {"ctx": ctx, "restart": restart, "name": name}

@@ -132,7 +132,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
         head = stages[:boundary]
         upstream = ReplayCursor(lambda: build_chain(head, ctx, last_split), "the shard list", MAX_REPLAY)
         reader, here = stages[boundary], ctx.replace(stage=boundary, shared=boundary < last_split)
-        cursor, start = reader.cursor(upstream, here, None, _label(reader, boundary)), boundary + 1
+        cursor, start = reader.cursor_over(upstream, here, None, _label(reader, boundary)), boundary + 1
     for i in range(start, len(stages)):
         item, here, name = stages[i], ctx.replace(stage=i, shared=i < last_split), _label(stages[i], i)
         if isinstance(item, Stage):
@@ -148,7 +148,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
                 cursor = cursor.then(make, name, item) if fuse else PassCursor(cursor, make, name, item)  # type: ignore[attr-defined]
                 cursor.plan = fused  # field-wise runs ending in batched: one loop
             elif kind is not None:  # a cursor class
-                cursor = item.cursor(cursor, here, restart, name)
+                cursor = item.cursor_over(cursor, here, restart, name)
             elif item.restarts:
                 passes = _Passes(stages[:i], ctx, last_split)
                 cursor = UnsupportedCursor(cursor, _bound(item, here, passes), name)
