@@ -120,11 +120,12 @@ def _declaration(name: str, method: Callable[..., Any], imports: dict[str, set[s
 
 
 def _stage_module(name: str, method: Callable[..., Any]) -> str:
-    """The module whose namespace the method's annotations were written in: its stage function's, or its own."""
+    """The module whose namespace the method's annotations were written in: its stage's (function or class), or
+    its own."""
     registry = sys.modules[PACKAGE].REGISTRY
     spec = registry.get(name)
     if spec is not None and spec.fluid:
-        return spec.fn.__module__
+        return spec.definition.__module__
     return method.__module__
 
 

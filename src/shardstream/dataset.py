@@ -68,8 +68,7 @@ from .pipeline import (
 )
 from .pipeline.context import Source
 from .pipeline.core import Stage
-from .pipeline.cursors import stage_arguments
-from .pipeline.shares import PASS_COUNT, ShardShares, count_through
+from .pipeline.shares import ShardShares, count_through
 from .pipeline.stages.equalize import equalize as equalize_stage, equalize_shards
 from .runtime import Placement
 from .spec import is_spec, load_spec, spec_source
@@ -81,16 +80,16 @@ Handler = Callable[[BaseException], bool]
 
 def _lenient(splitter: Any) -> Any:
     """``empty_check=False``: shardstream's splitters let a rank or worker without shards yield nothing."""
-    if isinstance(splitter, Stage) and splitter.spec.name in ("split_by_node", "split_by_worker"):
-        return Stage(splitter.spec, splitter.args, {**splitter.kwargs, "empty_check": False})
+    if isinstance(splitter, Stage) and "empty_check" in splitter.spec.signature.parameters:
+        return splitter.replace(empty_check=False)
     return splitter
 
 
 def _checked(splitter: Any) -> Any:
     """shardstream's ``split_by_node`` in a WebDataset: no warning at the end of an uneven split (the WebDataset
     checks the split before it starts, see :meth:`WebDataset._check_even_split`)."""
-    if isinstance(splitter, Stage) and splitter.spec.name == "split_by_node":
-        return Stage(splitter.spec, splitter.args, {**splitter.kwargs, "warn_uneven": False})
+    if isinstance(splitter, Stage) and "warn_uneven" in splitter.spec.signature.parameters:
+        return splitter.replace(warn_uneven=False)
     return splitter
 
 
@@ -197,7 +196,7 @@ class WebDataset(DataPipeline):
         return self.pipeline[at + 1:]
 
     def _declared(self) -> bool:
-        return any(isinstance(item, Stage) and item.spec.name == "with_length" for item in self.pipeline)
+        return any(isinstance(item, Stage) and item.spec.length is not None for item in self.pipeline)
 
     def _counted_shares(self) -> ShardShares:
         if self._shares is None:
@@ -239,7 +238,7 @@ class WebDataset(DataPipeline):
         after = self._after_reader()
         if ctx.num_workers > 1:  # inside a DataLoader worker: its own part
             return count_through(after, sum(s.keep for s in shares.here(ctx)))
-        unknown = [item for item in after if not (isinstance(item, Stage) and item.spec.name in PASS_COUNT)]
+        unknown = [item for item in after if not (isinstance(item, Stage) and item.spec.keeps_count)]
         if unknown:
             count_through(unknown, 1)  # a stage that never has a count names itself
             raise TypeError(f"the length after {unknown[0]!r} depends on how many DataLoader workers share the shards "
@@ -257,7 +256,7 @@ class WebDataset(DataPipeline):
         source, stages = self.pipeline[0], [s for s in self.pipeline if isinstance(s, Stage)]
         if self.equalize or not isinstance(source, SimpleShardList):
             return
-        if not any(s.spec.name == "split_by_node" for s in stages) or any(_endless(s) for s in stages):
+        if not any(s.spec.deals_to == "ranks" for s in stages) or any(_endless(s) for s in stages):
             return
         placement = Placement.current(self._framework)
         shards, ranks = len(source.urls), placement.world_size
@@ -268,10 +267,8 @@ class WebDataset(DataPipeline):
 def _endless(stage: Stage) -> bool:
     """A stage after which every rank's epoch is as long as the user said (``with_epoch``) or endless (a
     ``repeat`` without a count, or with ``nbatches``)."""
-    if stage.spec.name == "with_epoch":
-        return True
-    arguments = stage_arguments(stage)
-    return stage.spec.name == "repeat" and (int(arguments["nepochs"]) < 0 or int(arguments["nbatches"]) > 0)
+    rule = stage.spec.equal_epochs
+    return rule is not None and rule(**stage.arguments)
 
 
 def _is_dataset_index(urls: Any) -> bool:
@@ -286,13 +283,13 @@ def _shares(pipeline: list[Any], counts: ShardCounts, equalize: bool) -> ShardSh
     if not isinstance(pipeline[0], SimpleShardList):
         return None
     splits = [i for i, item in enumerate(pipeline) if isinstance(item, Stage) and item.splits]
-    names = {pipeline[i].spec.name for i in splits}
+    deals = {pipeline[i].spec.deals_to for i in splits}
     first = splits[0] if splits else len(pipeline)
-    head_ok = all(isinstance(item, Stage) and item.spec.name == "shuffle" for item in pipeline[1:first])
-    if not head_ok or not names <= {"split_by_node", "split_by_worker", "single_node_only"}:
+    head_ok = all(isinstance(item, Stage) and item.spec.shuffles for item in pipeline[1:first])
+    if not head_ok or None in deals:  # a stage other than the shard shuffle, a splitter of its own rule
         return None
-    return ShardShares(pipeline[:first], max(splits, default=-1), "split_by_node" in names,
-                       "split_by_worker" in names, counts, equalize)
+    return ShardShares(pipeline[:first], max(splits, default=-1), "ranks" in deals, "workers" in deals, counts,
+                       equalize)
 
 
 class FluidWrapper(DataPipeline):

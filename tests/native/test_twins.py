@@ -64,9 +64,6 @@ LOOPS: dict[str, tuple[tuple[str, ...], str]] = {
                            "tests/pipeline/test_shuffle_loops.py::test_draw_loops_agree"),
 }
 
-#: tests written on another branch of the same change (issue 27, "stages"): checked once that branch is merged
-PENDING = {"tests/pipeline/test_shuffle_loops.py"}
-
 ROWS = {**TWINS, **LOOPS}
 
 
@@ -107,8 +104,6 @@ def test_each_twin_exists(name):
 def test_each_differential_test_exists(name):
     path, _, function = ROWS[name][1].partition("::")
     file = ROOT / path
-    if path in PENDING and not file.exists():
-        pytest.skip(f"{path} comes with another branch of issue 27")
     assert file.is_file(), path
     defined = {node.name for node in ast.parse(file.read_text()).body if isinstance(node, ast.FunctionDef)}
     assert function in defined, f"{ROWS[name][1]}: no such test"

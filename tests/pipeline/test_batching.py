@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardstream.errors import ConfigError
+from shardstream.errors import ConfigError, StateError
 from shardstream.pipeline import DataPipeline, batched, default_collation_fn, listed, unbatched, unlisted
 
 
@@ -62,3 +62,18 @@ def test_unbatched_inverts_batched():
 def test_listed_unlisted():
     assert list(listed(2)(range(3))) == [[0, 1], [2]]
     assert list(unlisted()(listed(2)(range(3)))) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("stage, batch", [(unlisted(), list), (unbatched(), np.array)])
+def test_a_state_inside_a_batch_that_is_now_shorter_cannot_be_restored(stage, batch):
+    """The state of ``unbatched``/``unlisted`` is the input's position and the row in the batch there: a batch that
+    has fewer rows now (ragged data changed under the checkpoint) is refused as a StateError (a ConfigError too)."""
+    it = iter(DataPipeline((batch([1, 2, 3]), batch([4, 5])), stage))
+    assert [int(next(it)), int(next(it))] == [1, 2]
+    state = it.state_dict()
+    shorter = DataPipeline((batch([1]), batch([4, 5])), stage)
+    shorter.load_state_dict(state)
+    with pytest.raises(StateError, match=r"cannot restore stage 1 \(un(batched|listed)\): the state's 'chain/index' "
+                                         r"is 2; the batch there has 1 rows") as caught:
+        list(shorter)
+    assert isinstance(caught.value, ConfigError)

@@ -262,3 +262,22 @@ def test_the_fused_collation_is_the_default_one(column):
     except Exception as exn:  # noqa: BLE001
         got = (type(exn).__name__, str(exn))
     assert got == expected
+
+
+def test_the_speed_a_chain_runs_at_is_logged(caplog, tmp_path):
+    """A DEBUG record (logger ``shardstream.pipeline``) names each cursor of a new chain and the stages chained as
+    generators; another, each fused plan as it starts and whether the reader's C walk gives it columns."""
+    caplog.set_level("DEBUG", logger="shardstream.pipeline")
+    rows = tuple({"__key__": str(i), "txt": b"t", "cls": b"1"} for i in range(3))
+    assert len(list(DataPipeline(rows, decode(), to_tuple("txt", "cls"), batched(2)))) == 2
+    shards = write_shards(tmp_path, [4])
+    assert len(list(wds.WebDataset(shards, shardshuffle=False).decode().to_tuple("txt", "cls").batched(2))) == 2
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("shardstream.pipeline")]
+    assert "DataPipeline epoch 0: IndexCursor -> generators [stage 1 (decode), stage 2 (to_tuple), stage 3 (batched)]" \
+        in said
+    assert "fused plan ['decode', 'to_tuple', 'batched']: one loop over samples" in said
+    assert any(m.startswith("WebDataset epoch 0: ReplayCursor -> ReaderCursor (stage 3 (tarfile_to_samples)) -> ")
+               for m in said)
+    if fused.MAX_WANTED:  # the C extension is built
+        assert "fused plan ['decode', 'to_tuple', 'batched']: one loop over columns from the reader's C walk where " \
+               "samples fit" in said

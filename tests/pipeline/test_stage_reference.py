@@ -55,7 +55,7 @@ CASES = {
 def in_chain(stage, items, ctx):
     """The stage's cursor over a cursor source, as a resumable pipeline builds it."""
     restart = (lambda cycle: IndexCursor(items)) if stage.restarts else None
-    return stage.spec.state(IndexCursor(items), stage, ctx, restart, stage.spec.name)
+    return stage.cursor_over(IndexCursor(items), ctx, restart, stage.spec.name)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -3,16 +3,18 @@
 ``iter(pipeline)`` builds one cursor per stage (torchdata's nodes and Grain's dataset iterators work the same way).
 A cursor's ``state_dict()`` nests its input's state under ``"upstream"`` and adds what it holds itself;
 ``load_state_dict()`` restores it strictly (a missing key raises :class:`~shardstream.errors.StateError`
-naming it). How a stage is saved is declared where it is registered (``stage(..., state=...)``):
+naming it). How a stage is saved follows from how it is registered (:func:`~shardstream.pipeline.core.stage`):
 
-- ``"pass"``: the stage keeps nothing between the items it yields (``map``, ``select``, ``decode``,
-  ``to_tuple``, ``batched``...): its position is its input's position;
-- ``"reader"`` (``tarfile_to_samples``): the shard being read and how many of its samples were yielded. The shard
-  list before it (shard shuffle, node and worker splitting) is *replayed*: it is a deterministic function of
-  ``(seed, epoch, rank, worker)``, and its items are URLs, so going back to shard ``i`` costs nothing;
-  restoring reads the current shard again up to the saved sample (bounded: one shard, never the epoch);
-- a cursor class of its own: ``shuffle`` (its buffer, kept as *references*: the input's position before each
-  buffered item, re-read on restore), ``unbatched``, ``slice``, ``rsample``, ``repeat``, ``with_epoch``...
+- a generator function with ``state="pass"``: the stage keeps nothing between the items it yields (``map``,
+  ``select``, ``decode``, ``to_tuple``, ``batched``...): its position is its input's position;
+- a cursor class: the class is the stage (its ``__init__`` is the stage's signature), e.g. ``shuffle`` (its
+  buffer, kept as *references*: the input's position before each buffered item, re-read on restore),
+  ``unbatched``, ``slice``, ``rsample``, ``repeat``, ``with_epoch``...;
+- a shard reader (``tarfile_to_samples``, ``state=ReaderCursor``): the shard being read and how many of its
+  samples were yielded. The shard list before it (shard shuffle, node and worker splitting) is *replayed*: it is a
+  deterministic function of ``(seed, epoch, rank, worker)``, and its items are URLs, so going back to shard ``i``
+  costs nothing; restoring reads the current shard again up to the saved sample (bounded: one shard, never the
+  epoch).
 
 A stage without state support (a plain function in the pipeline, a stage registered without ``state=``)
 iterates normally, and ``state_dict()`` raises a :class:`~shardstream.errors.StateError` naming it.
@@ -29,18 +31,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import StateError
 from ..resume.fields import MAX_COUNT, field, mapping, path, random_state, within
-from .context import Context
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .core import Stage
-
-__all__ = ["Counted", "Cursor", "CursorFactory", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor",
-           "ReplayCursor", "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "stage_arguments",
-           "unwrap"]
+__all__ = ["Counted", "Cursor", "DelegateCursor", "IndexCursor", "NestedCursor", "PassCursor", "ReplayCursor",
+           "Restart", "UnsupportedCursor", "require", "rng_state", "set_rng_state", "unwrap"]
 
 
 def require(state: Any, keys: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -87,20 +84,15 @@ class Cursor:
     def state_at(self, mark: Any) -> dict[str, Any]:
         return mark
 
+    def simplest(self) -> Cursor:
+        """The cursor a pipeline uses in this one's place: itself, or one that gives the same items and states
+        more cheaply for this stage's arguments (a shuffle of fewer than 2 items passes them on). Called once, on
+        the cursor a stage's class makes (see :mod:`~shardstream.pipeline.core`)."""
+        return self
+
 
 #: ``restart(cycle)``: a fresh cursor of the stages before a restarting stage (``repeat``), for pass ``cycle``
 Restart = Callable[[int], Cursor]
-#: how a stage that keeps state makes its cursor: ``factory(upstream, stage, ctx, restart, name) -> Cursor``
-CursorFactory = Callable[[Cursor, "Stage", Context, "Restart | None", str], Cursor]
-
-
-def stage_arguments(stage: Stage) -> dict[str, Any]:
-    """A stage's arguments by name, defaults included."""
-    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
-    bound.apply_defaults()
-    return dict(bound.arguments)
-
-
 def rng_state(rng: random.Random) -> list[Any]:
     """A ``random.Random``'s state as plain lists (JSON-serialisable).
 

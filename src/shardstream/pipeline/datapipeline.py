@@ -211,8 +211,8 @@ class DataPipeline(Resumable, FluidInterface, IterableDatasetBase):
 
     def __len__(self) -> int:
         for item in reversed(self.pipeline):
-            if isinstance(item, Stage) and item.spec.name == "with_length":
-                return int(item.spec.signature.bind(*item.args, **item.kwargs).arguments["n"])
+            if isinstance(item, Stage) and item.spec.length is not None:
+                return int(item.spec.length(**item.arguments))
         raise TypeError(f"{type(self).__name__} is a stream and has no length; declare one with .with_length(n)")
 
     def __repr__(self) -> str:

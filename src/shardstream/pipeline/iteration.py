@@ -23,10 +23,12 @@ shardstream.errors.StateError: cannot restore this pipeline: saved state has sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..redact import redacting_logger
 from ..resume import Progress, check_state, envelope
 from ..resume.fields import MAX_REPLAY, SEED_RANGE, field, shown, within
 from .adapters import source_cursor
@@ -39,7 +41,9 @@ from .stages.fused import fuse as fused
 if TYPE_CHECKING:  # pragma: no cover
     from .datapipeline import DataPipeline
 
-__all__ = ["PipelineIterator", "build_chain", "check", "open_source", "stage_names"]
+__all__ = ["PipelineIterator", "build_chain", "check", "describe", "open_source", "stage_names"]
+
+log = redacting_logger(__name__)
 
 KIND = "pipeline"
 _ENDED = ("the iteration is over",)  # the mark of a finished iteration
@@ -76,6 +80,25 @@ def open_source(source: Any, ctx: Context) -> Iterator[Any]:
                       f"not {source!r}")
 
 
+def describe(cursor: Any) -> str:
+    """How a chain of cursors runs, from its source to its end: each cursor's class, and the stages a pass-through
+    cursor chains as generators (a fused plan, when one replaces some of them, is logged when it starts).
+
+    >>> from shardstream.pipeline import DataPipeline, map, shuffle
+    >>> describe(iter(DataPipeline((1, 2), map(str), shuffle(5))).cursors())
+    'IndexCursor -> generators [stage 1 (map)] -> ShuffleCursor (stage 2 (shuffle))'
+    """
+    parts = []
+    while cursor is not None:
+        if isinstance(cursor, PassCursor) and type(cursor) is PassCursor:
+            parts.append(f"generators [{', '.join(cursor.names)}]")
+        else:
+            name = getattr(cursor, "name", None)
+            parts.append(type(cursor).__name__ + (f" ({name})" if isinstance(name, str) else ""))
+        cursor = getattr(cursor, "upstream", None)
+    return " -> ".join(reversed(parts))
+
+
 def _bound(item: Stage, here: Context, upstream: Iterable[Any] | None = None) -> Callable[[Iterable[Any]], Any]:
     """``item`` applied with ``here`` to its input (or, for a restarting stage, to ``upstream``)."""
     return lambda src: item(src if upstream is None else upstream, here)
@@ -109,7 +132,7 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
         head = stages[:boundary]
         upstream = ReplayCursor(lambda: build_chain(head, ctx, last_split), "the shard list", MAX_REPLAY)
         reader, here = stages[boundary], ctx.replace(stage=boundary, shared=boundary < last_split)
-        cursor, start = reader.spec.state(upstream, reader, here, None, _label(reader, boundary)), boundary + 1
+        cursor, start = reader.cursor_over(upstream, here, None, _label(reader, boundary)), boundary + 1
     for i in range(start, len(stages)):
         item, here, name = stages[i], ctx.replace(stage=i, shared=i < last_split), _label(stages[i], i)
         if isinstance(item, Stage):
@@ -124,8 +147,8 @@ def build_chain(stages: list[Any], ctx: Context, last_split: int) -> Cursor:
                 fuse = type(cursor) is PassCursor
                 cursor = cursor.then(make, name, item) if fuse else PassCursor(cursor, make, name, item)  # type: ignore[attr-defined]
                 cursor.plan = fused  # field-wise runs ending in batched: one loop
-            elif callable(kind):
-                cursor = kind(cursor, item, here, restart, name)
+            elif kind is not None:  # a cursor class
+                cursor = item.cursor_over(cursor, here, restart, name)
             elif item.restarts:
                 passes = _Passes(stages[:i], ctx, last_split)
                 cursor = UnsupportedCursor(cursor, _bound(item, here, passes), name)
@@ -157,6 +180,8 @@ class PipelineIterator(Relay, Cursor):
         if self._chain is not None:
             return self._chain
         chain = build_chain(list(self.pipeline.pipeline), self.ctx, self.last_split)
+        if log.isEnabledFor(logging.DEBUG):  # which of the speeds runs: cursors, generators, fused plans (below)
+            log.debug("%s epoch %d: %s", type(self.pipeline).__name__, self.ctx.epoch, describe(chain))
         if not self._done:
             self._chain = chain
         return chain

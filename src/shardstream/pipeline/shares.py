@@ -13,7 +13,8 @@ replays the shared part for the epoch (URLs only: cheap) and deals it by the spl
   Every rank then has the same counts at the same positions, so each rank, and each DataLoader worker (the
   ``k``-th worker of every rank reads the same positions), yields the same number of samples and batches.
 
-:func:`count_through` follows a count through the stages after the reader (exactly, or ``TypeError``).
+:func:`count_through` follows a count through the stages after the reader (exactly, or ``TypeError``), by the
+rules the stages declare (:class:`~.core.StageSpec`'s ``keeps_count`` and ``count``).
 
 >>> from shardstream.pipeline import SimpleShardList, split_by_node
 >>> from shardstream.pipeline.context import Context
@@ -31,25 +32,16 @@ replays the shared part for the epoch (URLs only: cheap) and deals it by the spl
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .context import Context
 from .core import Stage
-from .cursors import stage_arguments
 from .iteration import build_chain
 from .stages.reading import url_of
 from .stages.split import deal
 
-__all__ = ["PASS_COUNT", "ShardShares", "Share", "count_through"]
-
-#: stages after the reader that yield one item per item (as long as no sample fails and no map returns None)
-PASS_COUNT = frozenset({
-    "check_empty", "decode", "detshuffle", "equalize", "extract_keys", "log_keys", "map", "map_dict", "map_tuple",
-    "rename", "rename_keys", "shuffle", "to_tuple", "xdecode",
-})
-
+__all__ = ["ShardShares", "Share", "count_through"]
 
 @dataclasses.dataclass(frozen=True)
 class Share:
@@ -115,23 +107,13 @@ def count_through(stages: Iterable[Any], count: int) -> int:
     4
     """
     for item in stages:
-        name = item.spec.name if isinstance(item, Stage) else None
-        if name in PASS_COUNT:
+        spec = item.spec if isinstance(item, Stage) else None
+        if spec is not None and spec.keeps_count:
             continue
-        if name == "batched":
-            args = stage_arguments(item)
-            size = int(args["batchsize"])
-            count = math.ceil(count / size) if args["partial"] else count // size
-        elif name == "slice":
-            count = len(range(count)[slice(*item.args)])
-        elif name == "with_epoch":
-            args = stage_arguments(item)
-            epoch = max(int(args["nsamples"]), int(args["nbatches"]))
-            if epoch < 0:
-                raise TypeError("with_epoch() without a length repeats forever: there is no length")
-            count = epoch if count else 0
+        if spec is not None and spec.count is not None:
+            count = spec.count(count, **item.arguments)
         else:
-            what = f"stage {name!r}" if name else f"the stage {item!r}"
+            what = f"stage {spec.name!r}" if spec is not None else f"the stage {item!r}"
             raise TypeError(f"{what} changes the number of items by an amount known only when iterating, so the "
                             "length is not known; declare it with .with_length(n)")
     return count

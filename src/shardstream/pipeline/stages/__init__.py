@@ -13,8 +13,9 @@
 - :mod:`.mix`: ``RandomMix``, ``RoundRobin``; :mod:`.exactmix`: ``ExactMix`` (exact counts per epoch);
 - :mod:`.records`: ``cbors_to_samples``, ``msgpack_to_samples``, ``jsonl_to_samples`` (stream files).
 
-A stage that keeps nothing between items is a generator; one that keeps state is a cursor class in the same
-module as its factory, and that class is its only implementation (see :mod:`shardstream.pipeline.core`).
+A stage that keeps nothing between items is a generator; one that keeps state is a cursor class, registered as
+the stage itself (``slice = stage(_Slice)``: its ``__init__`` is the stage's signature, its docstring the stage's
+documentation; see :mod:`shardstream.pipeline.core`).
 
 >>> from shardstream.pipeline.stages.batching import batched
 >>> [b.tolist() for b in batched(2)(range(3))]

@@ -15,6 +15,7 @@ here: a tensor can only exist if torch already is.
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,9 +26,8 @@ import numpy as np
 from ...errors import ConfigError
 from ...resume.fields import refuse
 from ..bases import int_packer
-from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart
+from ..core import stage
+from ..cursors import Counted, Cursor
 
 __all__ = ["batched", "default_collation_fn", "listed", "unbatched", "unlisted"]
 
@@ -136,7 +136,13 @@ def _batched(source: Iterable[Any], batchsize: int = 20,
         yield batch if collation_fn is None else collation_fn(batch)
 
 
-batched = stage(_batched, state="pass")
+def _batches(count: int, /, *, batchsize: int, partial: bool, **others: Any) -> int:
+    """The batches ``batched(batchsize, partial=partial)`` makes of ``count`` items."""
+    size = int(batchsize)
+    return math.ceil(count / size) if partial else count // size
+
+
+batched = stage(_batched, state="pass", count=_batches)
 
 
 def _rows(batch: Any) -> Iterator[Any]:
@@ -155,14 +161,15 @@ def _rows(batch: Any) -> Iterator[Any]:
 
 
 class _Unbatch(Counted):
-    """``unbatched``/``unlisted``: the rows of each batch; the position is the input's before the current batch and
-    the index in it."""
+    """The rows of each batch (``rows_of(batch)``); the position is the input's before the current batch and the
+    index in it (the base of ``unbatched`` and ``unlisted``)."""
 
     fields = ("index",)
+    rows_of: Callable[[Any], Any]
 
-    def __init__(self, upstream: Cursor, rows: Callable[[Any], Any], name: str):
+    def __init__(self, upstream: Cursor, *, name: str):
         super().__init__(upstream, name)
-        self.rows_of, self.index, self.before = rows, 0, None
+        self.index, self.before = 0, None
         self.rows: list[Any] | None = None
 
     def __next__(self) -> Any:
@@ -195,21 +202,17 @@ class _Unbatch(Counted):
                                                             f"{len(self.rows)} rows")
 
 
-def unbatch_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``unbatched`` and ``unlisted``: the stages' implementation."""
-    return _Unbatch(upstream, _rows if stage.spec.name == "unbatched" else list, name)
-
-
-def _unbatched(source: Iterable[Any]) -> Iterator[Any]:
+class _Unbatched(_Unbatch):
     """Split batches back into samples (the inverse of ``batched`` with the default collation).
 
     >>> list(unbatched()([{"x": [1, 2], "k": ["a", "b"]}]))
     [{'x': 1, 'k': 'a'}, {'x': 2, 'k': 'b'}]
     """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Unbatch (see core.stage)
+
+    rows_of = staticmethod(_rows)
 
 
-unbatched = stage(_unbatched, state=unbatch_cursor)
+unbatched = stage(_Unbatched)
 
 
 def _listed(source: Iterable[Any], batchsize: int = 20, partial: bool = True) -> Iterator[list[Any]]:
@@ -224,13 +227,14 @@ def _listed(source: Iterable[Any], batchsize: int = 20, partial: bool = True) ->
 listed = stage(_listed, state="pass")
 
 
-def _unlisted(source: Iterable[Sequence[Any]]) -> Iterator[Any]:
+class _Unlisted(_Unbatch):
     """Flatten lists of samples.
 
     >>> list(unlisted()([["a", "b"], ["c"]]))
     ['a', 'b', 'c']
     """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Unbatch (see core.stage)
+
+    rows_of = list
 
 
-unlisted = stage(_unlisted, state=unbatch_cursor)
+unlisted = stage(_Unlisted)

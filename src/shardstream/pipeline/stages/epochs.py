@@ -7,8 +7,9 @@ new *cycle* with fresh shuffles. A repetition that yields nothing ends the strea
 ``with_epoch(n)`` makes one iteration exactly ``n`` items (repeating the data as needed); inside DataLoader
 workers that is ``n`` per worker, as in webdataset. ``with_length(n)`` only declares ``len()``.
 
-``repeat`` and ``with_epoch`` are one cursor, :class:`_Repeat` (see :mod:`~shardstream.pipeline.cursors`): its
-state is the pass number, the items so far and the position inside the current pass.
+``repeat`` and ``with_epoch`` are cursor classes over one base, :class:`_Cycles` (see
+:mod:`~shardstream.pipeline.cursors`): its state is the pass number, the items so far and the position inside the
+current pass.
 
 >>> from shardstream.pipeline.datapipeline import DataPipeline
 >>> list(DataPipeline(range(3)).with_epoch(7))
@@ -24,17 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ...errors import ConfigError
 from ...resume.fields import field, refuse, within
-from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart, require, stage_arguments
+from ..core import stage
+from ..cursors import Counted, Cursor, Restart, require
 
 __all__ = ["repeat", "with_epoch", "with_length"]
 
 
-class _Repeat(Counted):
-    """``repeat``/``with_epoch`` as a cursor: each pass is ``restart(cycle)``, a fresh cursor of the stages before."""
+class _Cycles(Counted):
+    """``passes`` passes over the stages before (forever when < 0), at most ``limit`` items: each pass is
+    ``restart(cycle)``, a fresh cursor of those stages (the base of ``repeat`` and ``with_epoch``)."""
 
     fields = ("cycle", "total", "produced", "stopped")
 
@@ -93,39 +93,49 @@ class _Repeat(Counted):
                 self.current.load_state_dict(upstream)
 
 
-def repeat_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``repeat`` and ``with_epoch``: the stages' implementation."""
-    a = stage_arguments(stage)
-    if restart is None:  # pragma: no cover - restarting stages always get one
-        raise ConfigError(f"{name} needs to restart its input")
-    if stage.spec.name == "with_epoch":
-        n = max(a["nsamples"], a["nbatches"])
-        return _Repeat(restart, 0 if n == 0 else -1, n if n > 0 else None, name)
-    return _Repeat(restart, a["nepochs"], a["nbatches"] if a["nbatches"] > 0 else None, name)
-
-
-def _repeat(source: Iterable[Any], nepochs: int = -1, nbatches: int = -1) -> Iterator[Any]:
+class _Repeat(_Cycles):
     """Iterate the upstream ``nepochs`` times (forever when < 0), stopping after ``nbatches`` items if > 0.
 
     >>> list(repeat(2, nbatches=3)([1, 2]))
     [1, 2, 1]
     """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Repeat (see core.stage)
+
+    def __init__(self, upstream: Cursor, nepochs: int = -1, nbatches: int = -1, *, restart: Restart, name: str):
+        super().__init__(restart, nepochs, nbatches if nbatches > 0 else None, name)
 
 
-repeat = stage(_repeat, restarts=True, at_end=True, state=repeat_cursor)
+def _endless(*, nepochs: int, nbatches: int) -> bool:
+    """Whether ``repeat(nepochs, nbatches)`` makes every rank's epoch endless (or ``nbatches`` long)."""
+    return int(nepochs) < 0 or int(nbatches) > 0
 
 
-def _with_epoch(source: Iterable[Any], nsamples: int = -1, nbatches: int = -1) -> Iterator[Any]:
+class _WithEpoch(_Cycles):
     """Make each iteration exactly ``max(nsamples, nbatches)`` items long, repeating the upstream as needed.
 
     >>> list(with_epoch(5)("ab"))
     ['a', 'b', 'a', 'b', 'a']
     """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Repeat (see core.stage)
+
+    def __init__(self, upstream: Cursor, nsamples: int = -1, nbatches: int = -1, *, restart: Restart, name: str):
+        n = max(nsamples, nbatches)
+        super().__init__(restart, 0 if n == 0 else -1, n if n > 0 else None, name)
 
 
-with_epoch = stage(_with_epoch, restarts=True, at_end=True, state=repeat_cursor)
+def _epoch_count(count: int, /, *, nsamples: int, nbatches: int) -> int:
+    """The items ``with_epoch(nsamples, nbatches)`` makes of ``count`` items."""
+    epoch = max(int(nsamples), int(nbatches))
+    if epoch < 0:
+        raise TypeError("with_epoch() without a length repeats forever: there is no length")
+    return epoch if count else 0
+
+
+def _fixed_length(**arguments: Any) -> bool:
+    """``with_epoch(...)`` makes every rank's epoch as long as it says."""
+    return True
+
+
+repeat = stage(_Repeat, at_end=True, equal_epochs=_endless)
+with_epoch = stage(_WithEpoch, at_end=True, count=_epoch_count, equal_epochs=_fixed_length)
 
 
 def _with_length(source: Iterable[Any], n: int, silent: bool = False) -> Iterator[Any]:
@@ -133,4 +143,9 @@ def _with_length(source: Iterable[Any], n: int, silent: bool = False) -> Iterato
     return iter(source)
 
 
-with_length = stage(_with_length, at_end=True, state="pass")
+def _declared(*, n: int, silent: bool) -> int:
+    """The length ``with_length(n)`` declares."""
+    return int(n)
+
+
+with_length = stage(_with_length, at_end=True, state="pass", length=_declared)

@@ -34,8 +34,8 @@ from typing import Any
 from ...errors import ConfigError, WorkerSplitError
 from ...resume.fields import field
 from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart, stage_arguments
+from ..core import stage
+from ..cursors import Counted, Cursor
 from ..shares import ShardShares, Share
 from .reading import url_of
 
@@ -76,14 +76,27 @@ equalize_shards = stage(_equalize_shards, context=True, fluid=False, state="pass
 
 
 class _Equalize(Counted):
-    """The first ``keep`` samples of each shard of ``plan`` (those with ``keep > 0``, in order). A shard ends after
+    """Keep the first ``keep`` samples of each shard (see the module docstring); ``empty_check``: refuse a worker
+    left without any (:class:`~shardstream.errors.WorkerSplitError`).
+
+    Its cursor keeps the samples of each shard of this worker's plan that keeps some (in order). A shard ends after
     its ``samples`` or when a sample of another URL comes (one that failed to read is not waited for)."""
 
     fields = ("shard", "seen")
 
-    def __init__(self, upstream: Cursor, plan: list[Share], name: str):
+    def __init__(self, upstream: Cursor, shares: ShardShares, empty_check: bool = True, *, ctx: Context, name: str):
         super().__init__(upstream, name)
-        self.plan, self.shard, self.seen = [s for s in plan if s.keep], 0, 0
+        self.whole = _plan(shares, ctx)  # None on one rank: simplest() passes everything
+        if self.whole is not None and empty_check and not any(share.keep for share in self.whole):
+            kept = sum(1 for share in shares.mine(ctx) if share.keep)
+            raise WorkerSplitError(
+                f"DataLoader worker {ctx.worker} of {ctx.num_workers} on rank {ctx.rank} keeps no sample with "
+                f"equalize=True: the ranks have {kept} shard positions with samples in common this epoch. Use at "
+                f"most {kept} workers, more shards, or empty_check=False")
+        self.plan, self.shard, self.seen = [share for share in self.whole or () if share.keep], 0, 0
+
+    def simplest(self) -> Cursor:
+        return _Passing(self.upstream, self.name) if self.whole is None else self
 
     def __next__(self) -> Any:
         plan = self.plan
@@ -115,23 +128,6 @@ class _Equalize(Counted):
         return next((k for k in later if self.plan[k].url == url), self.shard + 1)
 
 
-def equalize_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``equalize``: the stage's implementation. A worker left with no sample raises
-    :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``."""
-    arguments = stage_arguments(stage)
-    shares = arguments["shares"]
-    plan = _plan(shares, ctx)
-    if plan is None:
-        return _Passing(upstream, name)
-    if arguments["empty_check"] and not any(share.keep for share in plan):
-        kept = sum(1 for share in shares.mine(ctx) if share.keep)
-        raise WorkerSplitError(
-            f"DataLoader worker {ctx.worker} of {ctx.num_workers} on rank {ctx.rank} keeps no sample with "
-            f"equalize=True: the ranks have {kept} shard positions with samples in common this epoch. Use at "
-            f"most {kept} workers, more shards, or empty_check=False")
-    return _Equalize(upstream, plan, name)
-
-
 class _Passing(Counted):
     """One rank: everything passes."""
 
@@ -139,10 +135,4 @@ class _Passing(Counted):
         return next(self.upstream)
 
 
-def _equalize(source: Iterable[Any], shares: ShardShares, empty_check: bool = True) -> Iterator[Any]:
-    """Keep the first ``keep`` samples of each shard (see the module docstring); ``empty_check``: refuse a worker
-    left without any."""
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Equalize (see core.stage)
-
-
-equalize = stage(_equalize, fluid=False, state=equalize_cursor)
+equalize = stage(_Equalize, fluid=False, keeps_count=True)

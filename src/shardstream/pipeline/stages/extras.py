@@ -116,7 +116,7 @@ def _xdecode(source: Iterable[dict[str, Any]], *args: tuple[str, Any], must_deco
         yield out
 
 
-xdecode = stage(_xdecode, name="xdecode", state="pass")
+xdecode = stage(_xdecode, name="xdecode", state="pass", keeps_count=True)
 
 
 def _log_keys(source: Iterable[Any], logfile: str | None = None) -> Iterator[Any]:
@@ -138,7 +138,7 @@ def _log_keys(source: Iterable[Any], logfile: str | None = None) -> Iterator[Any
             yield sample
 
 
-log_keys = stage(_log_keys, name="log_keys", state="pass")
+log_keys = stage(_log_keys, name="log_keys", state="pass", keeps_count=True)
 
 
 class Cached(PipelineStage):

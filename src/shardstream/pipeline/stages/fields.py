@@ -45,7 +45,7 @@ def _rename(source: Iterable[dict[str, Any]], handler: Handler = reraise_excepti
         yield result
 
 
-rename = stage(_rename, state="pass")
+rename = stage(_rename, state="pass", keeps_count=True)
 
 
 def _rename_keys(source: Iterable[dict[str, Any]], *pairs: tuple[str, str], keep_unselected: bool = False,
@@ -84,7 +84,7 @@ def _rename_keys(source: Iterable[dict[str, Any]], *pairs: tuple[str, str], keep
         yield result
 
 
-rename_keys = stage(_rename_keys, state="pass")
+rename_keys = stage(_rename_keys, state="pass", keeps_count=True)
 
 
 def _extract_keys(source: Iterable[dict[str, Any]], *patterns: str | Sequence[str], duplicate_is_error: bool = True,
@@ -111,4 +111,4 @@ def _extract_keys(source: Iterable[dict[str, Any]], *patterns: str | Sequence[st
         yield tuple(result)
 
 
-extract_keys = stage(_extract_keys, state="pass")
+extract_keys = stage(_extract_keys, state="pass", keeps_count=True)

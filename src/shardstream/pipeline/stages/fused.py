@@ -34,6 +34,7 @@ does not convert) over as its dict, which takes the way above. Same rows, same p
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
@@ -41,12 +42,14 @@ from typing import Any
 from ...codecs import Decoder
 from ...codecs.table import lookup
 from ...reading_accel import CONVERSIONS, MAX_WANTED
+from ...redact import redacting_logger
 from ..core import Stage
-from ..cursors import stage_arguments
-from .batching import _collate_column, default_collation_fn, scalar_array
-from .per_sample import _map, _map_tuple, _to_tuple
+from .batching import _batched, _collate_column, default_collation_fn, scalar_array
+from .per_sample import _decode, _map, _map_tuple, _to_tuple
 
 __all__ = ["fuse"]
+
+log = redacting_logger(__name__)
 
 Make = Callable[[Iterable[Any]], Iterator[Any]]
 _PURE = (bytes.decode, int, float, str)  # builtins that may run twice on a sample that falls back
@@ -57,8 +60,9 @@ _DICT, _BYTES = {dict}, {bytes}
 _CONVERTED = ((None, 0), (bytes.decode, 1), (int, 3))
 
 
-def _name(item: Any) -> str | None:
-    return item.spec.name if isinstance(item, Stage) else None
+def _runs(item: Any, fn: Callable[..., Any]) -> bool:
+    """Whether ``item`` is a stage of the generator ``fn`` (the stages a plan fuses are those of its functions)."""
+    return isinstance(item, Stage) and item.spec.fn is fn
 
 
 class _Plan:
@@ -66,14 +70,12 @@ class _Plan:
 
     def __init__(self, dec: Stage | None, tup: Stage, mt: Stage | None, bat: Stage):
         self.dec, self.tup, self.mt = dec, tup, mt
-        fields = tuple(tup.args)
-        if len(fields) == 1 and " " in fields[0]:
-            fields = tuple(fields[0].split())
+        fields = _fields(tup)
         self.fields, self.wanted = fields, frozenset(fields)
-        args = stage_arguments(bat)
+        args = bat.arguments
         self.batchsize, self.partial = args["batchsize"], args["partial"]
-        self.decoder = Decoder(allow_unsafe=stage_arguments(dec)["allow_unsafe"]) if dec is not None else None
-        fs = tuple(mt.args[: len(fields)]) if mt is not None else ()
+        self.decoder = Decoder(allow_unsafe=dec.arguments["allow_unsafe"]) if dec is not None else None
+        fs = tuple(mt.arguments["fs"][: len(fields)]) if mt is not None else ()
         fs = fs + (None,) * (len(fields) - len(fs))
         fns = [self._codec(f) for f in fields] if dec is not None else [None] * len(fields)
         self.plan = list(zip(fields, fns, fs, strict=True))
@@ -82,8 +84,10 @@ class _Plan:
         self.meta: Callable[[Any], Any] | None = None  # takes its metadata keys from a sample
         # the stages' handlers, watched: the fallback must know whether the last one said stop
         self.answers: list[bool] = []
-        self.handlers = [self._watch(stage_arguments(s)["handler"]) if s is not None else None for s in (dec, tup, mt)]
-        self.tup_options = dict(tup.kwargs, handler=self.handlers[1])
+        self.handlers = [self._watch(s.arguments["handler"]) if s is not None else None for s in (dec, tup, mt)]
+        # the stages themselves, with the handlers watched (decode's is run with the decoder made once, above)
+        self.tup_watched = tup.replace(handler=self.handlers[1])
+        self.mt_watched = mt.replace(handler=self.handlers[2]) if mt is not None else None
         # whole chunks a column at a time when no function can give None (the rows' None check is then moot)
         self.columnar_ok = self.decoder is None or all(self.decoder.table_codec(f) in _NEVER_NONE for f in fields)
         self.want = self._columns_wanted(fs)
@@ -136,9 +140,9 @@ class _Plan:
         stream: Iterable[Any] = [sample]
         if self.decoder is not None:
             stream = _map(stream, self.decoder, handler=self.handlers[0])  # type: ignore[arg-type]
-        stream = _to_tuple(stream, *self.tup.args, **self.tup_options)
-        if self.mt is not None:
-            stream = _map_tuple(stream, *self.mt.args, handler=self.handlers[2])  # type: ignore[arg-type]
+        stream = self.tup_watched(stream)
+        if self.mt_watched is not None:
+            stream = self.mt_watched(stream)
         out = list(stream)
         if out:
             return out[0]
@@ -147,6 +151,10 @@ class _Plan:
     def __call__(self, source: Iterable[Any]) -> Iterator[Any]:
         take, give_back = getattr(source, "take", None), getattr(source, "give_back", None)
         take_columns = getattr(source, "take_columns", None) if self.want is not None else None
+        if log.isEnabledFor(logging.DEBUG):
+            how = "columns from the reader's C walk where samples fit" if take_columns is not None else "samples"
+            names = [s.spec.name for s in (self.dec, self.tup, self.mt) if s is not None]
+            log.debug("fused plan %s: one loop over %s", [*names, "batched"], how)
         if take is None or give_back is None:  # one sample at a time
             it = iter(source)
 
@@ -285,32 +293,38 @@ class _Plan:
 
 def _recognise(items: list[Any], i: int) -> tuple[_Plan, int] | None:
     j, dec, mt = i, None, None
-    if _name(items[j]) == "decode":
-        args = stage_arguments(items[j])
+    if _runs(items[j], _decode):
+        args = items[j].arguments
         if args["specs"] or args["only"] is not None or args["partial"] or args["pre"] or args["post"]:
             return None
         dec, j = items[j], j + 1
-    if j >= len(items) or _name(items[j]) != "to_tuple":
+    if j >= len(items) or not _runs(items[j], _to_tuple):
         return None
     tup, j = items[j], j + 1
-    if j < len(items) and _name(items[j]) == "map_tuple":
+    if j < len(items) and _runs(items[j], _map_tuple):
         mt, j = items[j], j + 1
-        if any(f is not None and not any(f is p for p in _PURE) for f in mt.args):
+        if any(f is not None and not any(f is p for p in _PURE) for f in mt.arguments["fs"]):
             return None
-    if j >= len(items) or _name(items[j]) != "batched":
+    if j >= len(items) or not _runs(items[j], _batched):
         return None
     bat = items[j]
-    args = stage_arguments(bat)
+    args = bat.arguments
     if args["collation_fn"] is not default_collation_fn or not isinstance(args["batchsize"], int) \
             or args["batchsize"] < 1:
         return None
-    fields = tup.args[0].split() if len(tup.args) == 1 and " " in tup.args[0] else tup.args
+    fields = _fields(tup)
     if not fields or any(not isinstance(f, str) or ";" in f or f.startswith("__") for f in fields):
         return None
     try:
         return _Plan(dec, tup, mt, bat), j + 1 - i
     except LookupError:  # a field the decoder does not leave to the codec table alone
         return None
+
+
+def _fields(tup: Stage) -> tuple[Any, ...]:
+    """The fields of a ``to_tuple`` stage (one string with spaces: its words)."""
+    fields = tuple(tup.arguments["fields"])
+    return tuple(fields[0].split()) if len(fields) == 1 and isinstance(fields[0], str) and " " in fields[0] else fields
 
 
 def fuse(items: list[Any], makes: list[Make]) -> list[Make]:

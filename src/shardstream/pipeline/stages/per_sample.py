@@ -88,7 +88,7 @@ def _map(source: Iterable[Sample], f: Callable[[Sample], Any], handler: Handler 
         yield result
 
 
-map = stage(_map, state="pass")
+map = stage(_map, state="pass", keeps_count=True)
 
 
 def _decode(
@@ -116,7 +116,7 @@ def _decode(
     yield from _map(source, decoder, handler=handler)
 
 
-decode = stage(_decode, state="pass")
+decode = stage(_decode, state="pass", keeps_count=True)
 
 
 def _select(source: Iterable[Sample], predicate: Callable[[Sample], bool], handler: Handler = reraise_exception
@@ -182,7 +182,7 @@ def _to_tuple(source: Iterable[Sample], *fields: str, handler: Handler = reraise
             yield tuple(values)
 
 
-to_tuple = stage(_to_tuple, state="pass")
+to_tuple = stage(_to_tuple, state="pass", keeps_count=True)
 
 
 def _map_tuple(source: Iterable[Sequence[Any]], *fs: Callable[[Any], Any] | None,
@@ -205,7 +205,7 @@ def _map_tuple(source: Iterable[Sequence[Any]], *fs: Callable[[Any], Any] | None
         yield tuple(items)
 
 
-map_tuple = stage(_map_tuple, state="pass")
+map_tuple = stage(_map_tuple, state="pass", keeps_count=True)
 
 
 def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_exception,
@@ -230,4 +230,4 @@ def _map_dict(source: Iterable[dict[str, Any]], handler: Handler = reraise_excep
         yield result
 
 
-map_dict = stage(_map_dict, state="pass")
+map_dict = stage(_map_dict, state="pass", keeps_count=True)

@@ -31,9 +31,8 @@ from ...tar import iter_tar
 from ...tar.compress import map_tar
 from ...tar.reader import iter_members_mapped
 from ..bases import Chunks
-from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Cursor, Restart, require
+from ..core import stage
+from ..cursors import Cursor, require
 from ..handlers import annotate, reraise_exception
 from .next_shard import END, UpstreamAhead, url_of
 from .shards import ShardReading, local_file
@@ -115,8 +114,18 @@ class ReaderCursor(Chunks, Cursor):
     The shard is read in chunks (the samples one C pass grouped), served one by one by ``next()`` or several at
     a time by :meth:`take`; the reading goes on when a chunk is used up, as it would sample by sample."""
 
-    def __init__(self, upstream: Cursor, options: dict[str, Any], name: str):
-        self.upstream, self.options, self.name = upstream, options, name
+    def __init__(self, upstream: Cursor, handler: Handler = reraise_exception,
+                 select_files: Callable[[str], bool] | None = None, rename_files: Callable[[str], str] | None = None,
+                 keys: Any = None, opener: Callable[[str], Any] | None = None, zero_copy: bool = False,
+                 local_paths: bool = False, *, name: str):
+        """The arguments of :func:`tarfile_to_samples` (``name`` is given by the pipeline)."""
+        self._begin(upstream, handler, name)
+        self.select_files, self.rename_files, self.keys, self.opener = select_files, rename_files, keys, opener
+        self.zero_copy, self.local_paths = bool(zero_copy), bool(local_paths)
+
+    def _begin(self, upstream: Cursor, handler: Handler | None, name: str) -> None:
+        """What every shard reader's cursor starts with (its reading options are its own)."""
+        self.upstream, self.handler, self.name = upstream, handler, name
         self.restorable = upstream.restorable
         self._samples: Iterator[Any] | None = None
         self._chunk: list[dict[str, Any]] = []
@@ -129,8 +138,8 @@ class ReaderCursor(Chunks, Cursor):
         self._next = UpstreamAhead(upstream, self)  # the next shard, taken ahead (its reader opens it ahead)
 
     def _watched(self) -> tuple[Callable[[BaseException], bool], list[bool]]:
-        """The options' handler, and a flag it sets when the handler ends the shard (for a reader of one shard)."""
-        handler, stop = self.options.get("handler") or reraise_exception, [False]
+        """The handler, and a flag it sets when the handler ends the shard (for a reader of one shard)."""
+        handler, stop = self.handler or reraise_exception, [False]
 
         def watched(exn: BaseException) -> bool:
             keep = handler(exn)
@@ -142,11 +151,8 @@ class ReaderCursor(Chunks, Cursor):
     def _open(self, item: Any) -> None:
         watched, stop = self._watched()
         self._close()
-        options = dict(self.options, handler=watched)
-        self._samples = _read_shards(self._next.one_shard(item), options["handler"], options.get("select_files"),
-                                     options.get("rename_files"), options.get("keys"), options.get("opener"),
-                                     bool(options.get("zero_copy")), True, bool(options.get("local_paths")),
-                                     self._request)
+        self._samples = _read_shards(self._next.one_shard(item), watched, self.select_files, self.rename_files,
+                                     self.keys, self.opener, self.zero_copy, True, self.local_paths, self._request)
         self._stop, self._url, self._count = stop, url_of(item), 0
 
     def _close(self) -> None:
@@ -275,13 +281,7 @@ class ReaderCursor(Chunks, Cursor):
             self._count += step
 
 
-def reader_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``tarfile_to_samples`` in a pipeline (called directly, the stage runs its reading loop)."""
-    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
-    return ReaderCursor(upstream, dict(bound.arguments), name)
-
-
-tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=reader_cursor,
+tarfile_to_samples = stage(_tarfile_samples, name="tarfile_to_samples", fluid=False, state=ReaderCursor,
                            reads_shards=True)
 tarfile_samples = _tarfile_samples
 

@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ...streams import format_of, iter_records
-from ..context import Context
-from ..core import Stage, stage
+from ..core import stage
 from ..cursors import Cursor
 from ..handlers import reraise_exception
 from .reading import ReaderCursor, ShardReading, url_of
@@ -45,39 +44,59 @@ def _records(source: Iterable[Any], format: str | None = None, handler: Handler 
 
 
 class RecordCursor(ReaderCursor):
-    """:class:`~shardstream.pipeline.tariterators.ReaderCursor` over stream files: the same position (the file and
+    """:class:`~shardstream.pipeline.stages.reading.ReaderCursor` over stream files: the same position (the file and
     the records read from it) and restore (reopen, skip those records)."""
+
+    def __init__(self, upstream: Cursor, format: str | None = None, handler: Handler = reraise_exception,
+                 opener: Callable[[str], Any] | None = None, *, name: str):
+        """The arguments of :func:`records_to_samples` (``name`` is given by the pipeline)."""
+        self._begin(upstream, handler, name)
+        self.format, self.opener = format, opener
 
     def _open(self, item: Any) -> None:
         watched, stop = self._watched()
         self._close()
-        records = _records(self._next.one_shard(item), **dict(self.options, handler=watched))
+        records = _records(self._next.one_shard(item), self.format, watched, self.opener)
         # ReaderCursor serves chunks (lists of consecutive samples): here, one record a chunk
         self._samples, self._stop, self._url, self._count = ([r] for r in records), stop, url_of(item), 0
 
 
-def _cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
-    bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
-    return RecordCursor(upstream, dict(bound.arguments), name)
+records_to_samples = stage(_records, name="records_to_samples", fluid=False, state=RecordCursor, reads_shards=True)
 
 
-records_to_samples = stage(_records, name="records_to_samples", fluid=False, state=_cursor, reads_shards=True)
+class _OneFormat(RecordCursor):
+    """:class:`RecordCursor` of the files of one format (``fixed``), for ``msgpack_to_samples``..."""
+
+    fixed: str
+
+    def __init__(self, upstream: Cursor, handler: Handler = reraise_exception,
+                 opener: Callable[[str], Any] | None = None, *, name: str):
+        super().__init__(upstream, self.fixed, handler, opener, name=name)
 
 
-def _fixed(fmt: str) -> Any:
+class _Msgpack(_OneFormat):
+    fixed = "msgpack"
+
+
+class _Cbors(_OneFormat):
+    fixed = "cbors"
+
+
+class _Jsonl(_OneFormat):
+    fixed = "jsonl"
+
+
+def _fixed(cursor: type[_OneFormat]) -> Any:
+    fmt = cursor.fixed
+
     def read(source: Iterable[Any], handler: Handler = reraise_exception,
              opener: Callable[[str], Any] | None = None) -> Iterator[Any]:
         return _records(source, fmt, handler, opener)
 
     read.__doc__ = f"Read each {fmt} stream file of a shard list and yield its records (see the module docstring)."
-
-    def cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Any, name: str) -> Cursor:
-        bound = stage.spec.signature.bind(*stage.args, **stage.kwargs)
-        return RecordCursor(upstream, dict(bound.arguments, format=fmt), name)
-
     return stage(read, name=f"{fmt}_to_samples", fluid=False, state=cursor, reads_shards=True)
 
 
-msgpack_to_samples = _fixed("msgpack")
-cbors_to_samples = _fixed("cbors")
-jsonl_to_samples = _fixed("jsonl")
+msgpack_to_samples = _fixed(_Msgpack)
+cbors_to_samples = _fixed(_Cbors)
+jsonl_to_samples = _fixed(_Jsonl)

@@ -12,24 +12,27 @@ its random generator's state, each with its input's position.
 from __future__ import annotations
 
 import builtins
-import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ...resume.fields import random_state
 from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Counted, Cursor, Restart, rng_state, stage_arguments
+from ..core import stage
+from ..cursors import Counted, Cursor, rng_state
 
 __all__ = ["rsample", "slice"]
 
 
 class _Slice(Counted):
-    """``itertools.islice`` as a cursor."""
+    """``itertools.islice`` as a stage: ``slice(stop)`` or ``slice(start, stop[, step])``.
+
+    >>> list(slice(1, 6, 2)(range(10)))
+    [1, 3, 5]
+    """
 
     fields = ("seen",)
 
-    def __init__(self, upstream: Cursor, args: tuple[Any, ...], name: str):
+    def __init__(self, upstream: Cursor, *args: int | None, name: str):
         super().__init__(upstream, name)
         window = builtins.slice(*args)
         self.start, self.stop, self.step = window.start or 0, window.stop, window.step or 1
@@ -44,19 +47,24 @@ class _Slice(Counted):
         raise StopIteration
 
 
-def slice_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``slice``: the stage's implementation."""
-    return _Slice(upstream, stage.args, name)
+def _sliced(count: int, /, *, args: tuple[int | None, ...]) -> int:
+    """The items that ``count`` items make after ``slice(*args)``."""
+    return len(range(count)[builtins.slice(*args)])
 
 
 class _Rsample(Counted):
-    """Keep each item with probability ``p``; the state is the random generator's."""
+    """Keep each sample with probability ``p`` (reproducible from the pipeline's seed and epoch).
+
+    >>> kept = list(rsample(0.5)(range(1000)))
+    >>> 400 < len(kept) < 600
+    True
+    """
 
     fields = ("rng",)
 
-    def __init__(self, upstream: Cursor, p: float, rng: random.Random, name: str):
+    def __init__(self, upstream: Cursor, p: float = 0.5, *, ctx: Context, name: str):
         super().__init__(upstream, name)
-        self.p, self.random = p, rng
+        self.p, self.random = p, ctx.rng("rsample")
 
     def __next__(self) -> Any:
         while True:
@@ -74,31 +82,5 @@ class _Rsample(Counted):
         self.random.setstate(value)
 
 
-def rsample_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``rsample``: the stage's implementation."""
-    return _Rsample(upstream, stage_arguments(stage)["p"], ctx.rng("rsample"), name)
-
-
-def _rsample(source: Iterable[Any], p: float = 0.5, *, ctx: Context) -> Iterator[Any]:
-    """Keep each sample with probability ``p`` (reproducible from the pipeline's seed and epoch).
-
-    >>> kept = list(rsample(0.5)(range(1000)))
-    >>> 400 < len(kept) < 600
-    True
-    """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Rsample (see core.stage)
-
-
-rsample = stage(_rsample, context=True, state=rsample_cursor)
-
-
-def _slice(source: Iterable[Any], *args: int | None) -> Iterator[Any]:
-    """``itertools.islice`` as a stage: ``slice(stop)`` or ``slice(start, stop[, step])``.
-
-    >>> list(slice(1, 6, 2)(range(10)))
-    [1, 3, 5]
-    """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Slice (see core.stage)
-
-
-slice = stage(_slice, state=slice_cursor)
+rsample = stage(_Rsample)
+slice = stage(_Slice, count=_sliced)

@@ -6,10 +6,11 @@ each item it reads, once at least ``initial`` are buffered. Its random numbers c
 has been split between ranks and workers, the rank and worker. Before a splitter (shuffling the shard list)
 every worker makes the same choices, so the split stays exact.
 
-:class:`ShuffleCursor` is the implementation (a cursor, see :mod:`~shardstream.pipeline.cursors`): its state keeps
-the buffer as *references*, the input's position before each buffered item, and the random generator's state;
+:class:`ShuffleCursor` is the stage (a cursor class, see :mod:`~shardstream.pipeline.core`): its state keeps the
+buffer as *references*, the input's position before each buffered item, and the random generator's state;
 restoring reads each buffered item again at its reference, in reading order (from a shard reader: within the
-shards that hold them), then puts the input back where it was.
+shards that hold them), then puts the input back where it was. Over an input that cannot give items back (a
+plain iterable, a DataLoader) the same draws run in :class:`_PlainShuffle`, a generator that keeps no position.
 
 >>> order = list(shuffle(100, seed=3)(range(10)))
 >>> sorted(order) == list(range(10)) and order == list(shuffle(100, seed=3)(range(10)))
@@ -21,26 +22,44 @@ True
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ...errors import StateError
 from ...resume.fields import MAX_COUNT, field, ints, random_state, refuse, within
 from ..context import Context
-from ..core import Stage, stage
-from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, stage_arguments, unwrap
+from ..core import stage
+from ..cursors import Counted, Cursor, PassCursor, require, rng_state, unwrap
 
 __all__ = ["ShuffleCursor", "detshuffle", "shuffle"]
 
 
 class ShuffleCursor(Counted):
-    """webdataset's buffered shuffle with a resumable buffer (see the module docstring)."""
+    """Shuffle with a buffer of ``bufsize`` items, starting once ``initial`` are buffered; ``bufsize < 2``
+    passes items through. ``seed`` replaces the pipeline seed for this stage; ``rng`` (a ``random.Random``)
+    replaces the derived generator altogether. ``handler`` is accepted for webdataset compatibility.
 
-    def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
+    >>> list(shuffle(0)(range(3)))
+    [0, 1, 2]
+    """
+
+    def __init__(self, upstream: Cursor, bufsize: int = 1000, initial: int = 100, seed: int | str | None = None,
+                 rng: random.Random | None = None, handler: Any = None, *, ctx: Context, name: str):
         super().__init__(upstream, name)
-        self.bufsize, self.initial, self.rng = bufsize, max(1, min(initial, bufsize)), rng
+        self.bufsize = bufsize
         self.buf: list[Any] = []  # (item, pull number, the input's mark before the item)
         self.pulls, self.exhausted = 0, False
+        if bufsize < 2:  # no buffer: simplest() passes the items on
+            return
+        self.initial = max(1, min(initial, bufsize))
+        self.rng = rng or (ctx if seed is None else ctx.replace(seed=seed)).rng("shuffle")
+
+    def simplest(self) -> Cursor:
+        """No buffer (``bufsize < 2``): the items as they come; an input that cannot give items back: the draws
+        as a generator (:class:`_PlainShuffle`)."""
+        if self.bufsize < 2:
+            return PassCursor(self.upstream, iter, self.name)
+        return self if self.upstream.restorable else _PlainShuffle(self)
 
     def __next__(self) -> Any:
         buf = self.buf
@@ -121,15 +140,18 @@ class ShuffleCursor(Counted):
         self.rng.setstate(rng)
 
 
-class _PlainShuffle(ShuffleCursor):
-    """:class:`ShuffleCursor` over an input that cannot give items back (a plain iterable, a DataLoader): the same
-    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved. The draws run in a
-    generator (a resumed frame costs less per item than a method call); ``iter()`` hands it out directly."""
+class _PlainShuffle(Cursor):
+    """A :class:`ShuffleCursor` over an input that cannot give items back (a plain iterable, a DataLoader): the same
+    draws, the buffer holds plain items, and ``state_dict()`` says why it cannot be saved (the shuffle's own
+    refusal). The draws run in a generator (a resumed frame costs less per item than a method call); ``iter()``
+    hands it out directly."""
 
-    def __init__(self, upstream: Cursor, bufsize: int, initial: int, rng: random.Random, name: str):
-        super().__init__(upstream, bufsize, initial, rng, name)
+    restorable = False
+
+    def __init__(self, shuffle: ShuffleCursor):
+        self.shuffle, self.upstream, self.name = shuffle, shuffle.upstream, shuffle.name
         # the input's own iterator where it has one: one call less per item
-        self._draws = self._drawing(unwrap(upstream))
+        self._draws = self._drawing(unwrap(shuffle.upstream))
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._draws
@@ -138,7 +160,8 @@ class _PlainShuffle(ShuffleCursor):
         return next(self._draws)
 
     def _drawing(self, it: Iterator[Any]) -> Iterator[Any]:
-        buf, bufsize, initial, randrange = self.buf, self.bufsize, self.initial, self.rng.randrange
+        shuffle = self.shuffle
+        buf, bufsize, initial, randrange = shuffle.buf, shuffle.bufsize, shuffle.initial, shuffle.rng.randrange
         for item in it:  # this loop runs once per item: keep it flat
             buf.append(item)
             if len(buf) < bufsize:  # grow the buffer: take a second item for this one
@@ -150,53 +173,42 @@ class _PlainShuffle(ShuffleCursor):
                 i = randrange(len(buf))
                 buf[i], buf[-1] = buf[-1], buf[i]
                 yield buf.pop()
-        self.exhausted = True
+        shuffle.exhausted = True
         while buf:
             i = randrange(len(buf))
             buf[i], buf[-1] = buf[-1], buf[i]
             yield buf.pop()
 
+    def mark(self) -> Any:
+        return None  # no position to keep: state_at() says why
+
+    def state_at(self, mark: Any) -> dict[str, Any]:
+        return self.shuffle.state_dict()  # raises: the input cannot give items back
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.shuffle.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.shuffle.load_state_dict(state)  # raises where the input cannot restore
+
 
 _END = object()
 
 
-def shuffle_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``shuffle`` and ``detshuffle``: the stages' implementation."""
-    a = stage_arguments(stage)
-    if a["bufsize"] < 2:
-        return PassCursor(upstream, iter, name)
-    if stage.spec.name == "detshuffle" and a.get("epoch", -1) >= 0:
-        ctx = ctx.replace(epoch=a["epoch"])
-    rng = a.get("rng") or (ctx if a.get("seed") is None else ctx.replace(seed=a["seed"])).rng("shuffle")
-    if not upstream.restorable:
-        return _PlainShuffle(upstream, a["bufsize"], a["initial"], rng, name)
-    return ShuffleCursor(upstream, a["bufsize"], a["initial"], rng, name)
-
-
-def _shuffle(source: Iterable[Any], bufsize: int = 1000, initial: int = 100, seed: int | str | None = None,
-             rng: random.Random | None = None, handler: Any = None, *, ctx: Context) -> Iterator[Any]:
-    """Shuffle with a buffer of ``bufsize`` items, starting once ``initial`` are buffered; ``bufsize < 2``
-    passes items through. ``seed`` replaces the pipeline seed for this stage; ``rng`` (a ``random.Random``)
-    replaces the derived generator altogether. ``handler`` is accepted for webdataset compatibility.
-
-    >>> list(shuffle(0)(range(3)))
-    [0, 1, 2]
-    """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of ShuffleCursor (see core.stage)
-
-
-shuffle = stage(_shuffle, context=True, state=shuffle_cursor)
-
-
-def _detshuffle(source: Iterable[Any], bufsize: int = 1000, initial: int = 100, seed: int | str = 0,
-                epoch: int = -1, *, ctx: Context) -> Iterator[Any]:
+class _Detshuffle(ShuffleCursor):
     """webdataset's ``detshuffle``: ``shuffle`` with an explicit seed (every shuffle here is deterministic);
     ``epoch >= 0`` replaces the pipeline's epoch.
 
     >>> list(detshuffle(10, seed=1)(range(5))) == list(detshuffle(10, seed=1)(range(5)))
     True
     """
-    raise NotImplementedError  # pragma: no cover - the signature and docs of ShuffleCursor (see core.stage)
+
+    def __init__(self, upstream: Cursor, bufsize: int = 1000, initial: int = 100, seed: int | str = 0,
+                 epoch: int = -1, *, ctx: Context, name: str):
+        if bufsize >= 2 and epoch >= 0:
+            ctx = ctx.replace(epoch=epoch)
+        super().__init__(upstream, bufsize, initial, seed, ctx=ctx, name=name)
 
 
-detshuffle = stage(_detshuffle, context=True, fluid=False, state=shuffle_cursor)
+shuffle = stage(ShuffleCursor, name="shuffle", shuffles=True, keeps_count=True)
+detshuffle = stage(_Detshuffle, fluid=False, shuffles=True, keeps_count=True)

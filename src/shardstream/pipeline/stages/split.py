@@ -6,8 +6,9 @@ them would receive nothing (fewer shards than ranks x workers), :class:`~shardst
 says so and names the fixes, instead of that worker silently yielding nothing (or a collective hanging).
 
 Use them as stages: ``DataPipeline(SimpleShardList(urls), split_by_node, split_by_worker, ...)`` (they are
-ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., workersplitter=...)``. They are one
-cursor, :class:`_Split`, whose state is its counters (a shard list before a reader is replayed).
+ready-made stages, like in webdataset), or ``WebDataset(urls, nodesplitter=..., workersplitter=...)``. They are
+cursor classes over one base, :class:`_Split`, whose state is its counters (a shard list before a reader is
+replayed).
 
 >>> from shardstream.pipeline.context import Context
 >>> from shardstream.runtime import Placement
@@ -31,7 +32,7 @@ from ...resume.fields import refuse
 from ..bases import Tally
 from ..context import Context
 from ..core import Stage, stage
-from ..cursors import Counted, Cursor, PassCursor, Restart
+from ..cursors import Counted, Cursor, PassCursor
 
 __all__ = ["as_splitter", "check_empty", "deal", "single_node_only", "split_by_node", "split_by_worker"]
 
@@ -157,66 +158,68 @@ class _Split(Tally, Counted):
                                                        "read ('total')")
 
 
-def split_cursor(upstream: Cursor, stage: Stage, ctx: Context, restart: Restart | None, name: str) -> Cursor:
-    """The cursor of ``split_by_node``, ``split_by_worker``, ``single_node_only`` and ``check_empty``."""
-    kind = stage.spec.name
-    if kind == "check_empty":
-        return _Split(upstream, 0, 1, _nothing_at_all, name)
-    if kind == "single_node_only":
-        if ctx.world_size > 1:
-            raise ConfigError(
-                f"this pipeline runs on {ctx.world_size} ranks but does not split its shards between them: pass "
-                f"nodesplitter=split_by_node (or add split_by_node to the pipeline), or use resampled=True"
-            )
-        return PassCursor(upstream, iter, name)
-    index, count, what = (ctx.rank, ctx.world_size, "rank") if kind == "split_by_node" else (
-        ctx.worker, ctx.num_workers, "worker")
-    if count == 1:
-        return PassCursor(upstream, iter, name)
-    arguments = stage.spec.signature.bind(*stage.args, **stage.kwargs).arguments
-    uneven = (lambda total: _uneven(index, count, total)) if what == "rank" and arguments.get("warn_uneven", True) else None
-    strict = arguments.get("empty_check", True)
-    on_empty = (lambda total: _nothing_for(index, count, what, total)) if strict else None
-    return _Split(upstream, index, count, on_empty, name, uneven)
+class _Deal(_Split):
+    """A splitter between ranks or workers: with one part there is nothing to split, and the items pass on."""
+
+    def simplest(self) -> Cursor:
+        return PassCursor(self.upstream, iter, self.name) if self.count == 1 else self
 
 
-def _split_by_node(source: Iterable[Any], group: Any = None, empty_check: bool = True, *, warn_uneven: bool = True,
-                   ctx: Context) -> Iterator[Any]:
+class _SplitByNode(_Deal):
     """Keep this rank's share of the items (rank and world size from ``torch.distributed`` when initialised,
     else ``RANK``/``WORLD_SIZE``). ``group`` is accepted for webdataset compatibility. A rank that gets no item
     raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False``. Items that do not split
     evenly between the ranks are logged as a warning at the end, unless ``warn_uneven=False`` (WebDataset, which
     checks the split before it starts: :class:`~shardstream.errors.UnevenSplitError`)."""
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+    def __init__(self, upstream: Cursor, group: Any = None, empty_check: bool = True, *, warn_uneven: bool = True,
+                 ctx: Context, name: str):
+        index, count = ctx.rank, ctx.world_size
+        uneven = (lambda total: _uneven(index, count, total)) if warn_uneven else None
+        on_empty = (lambda total: _nothing_for(index, count, "rank", total)) if empty_check else None
+        super().__init__(upstream, index, count, on_empty, name, uneven)
 
 
-def _split_by_worker(source: Iterable[Any], empty_check: bool = True, *, ctx: Context) -> Iterator[Any]:
+class _SplitByWorker(_Deal):
     """Keep this DataLoader worker's share of the items (all of them outside a DataLoader worker). A worker that
     gets no item raises :class:`~shardstream.errors.WorkerSplitError` unless ``empty_check=False`` (then it
     yields nothing, as webdataset's idle workers do)."""
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+    def __init__(self, upstream: Cursor, empty_check: bool = True, *, ctx: Context, name: str):
+        index, count = ctx.worker, ctx.num_workers
+        on_empty = (lambda total: _nothing_for(index, count, "worker", total)) if empty_check else None
+        super().__init__(upstream, index, count, on_empty, name)
 
 
-def _single_node_only(source: Iterable[Any], group: Any = None, *, ctx: Context) -> Iterator[Any]:
+class _SingleNodeOnly(PassCursor):
     """Pass the items through; refuse to run with more than one rank (webdataset's default nodesplitter)."""
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+    def __init__(self, upstream: Cursor, group: Any = None, *, ctx: Context, name: str):
+        if ctx.world_size > 1:
+            raise ConfigError(
+                f"this pipeline runs on {ctx.world_size} ranks but does not split its shards between them: pass "
+                f"nodesplitter=split_by_node (or add split_by_node to the pipeline), or use resampled=True"
+            )
+        super().__init__(upstream, iter, name)
 
 
-def _check_empty(source: Iterable[Any]) -> Iterator[Any]:
+class _CheckEmpty(_Split):
     """Raise :class:`~shardstream.errors.WorkerSplitError` at the end if nothing came through (WebDataset's
     ``empty_check``): all of this worker's shards were empty, or all their samples were skipped."""
-    raise NotImplementedError  # pragma: no cover - the signature and docs of _Split (see core.stage)
+
+    def __init__(self, upstream: Cursor, *, name: str):
+        super().__init__(upstream, 0, 1, _nothing_at_all, name)
 
 
 def _apply_splitter(source: Iterable[Any], fn: Callable[[Iterable[Any]], Iterator[Any]]) -> Iterator[Any]:
     return fn(source)
 
 
-_node = stage(_split_by_node, context=True, splits=True, fluid=False, state=split_cursor)
-_worker = stage(_split_by_worker, context=True, splits=True, fluid=False, state=split_cursor)
-_single = stage(_single_node_only, context=True, splits=True, fluid=False, state=split_cursor)
+_node = stage(_SplitByNode, splits=True, fluid=False, deals_to="ranks")
+_worker = stage(_SplitByWorker, splits=True, fluid=False, deals_to="workers")
+_single = stage(_SingleNodeOnly, splits=True, fluid=False, deals_to="one rank")
 _custom = stage(_apply_splitter, name="custom_splitter", splits=True, fluid=False)
-check_empty = stage(_check_empty, fluid=False, state=split_cursor)
+check_empty = stage(_CheckEmpty, fluid=False, keeps_count=True)
 
 #: ready-made stages (use them without calling: ``DataPipeline(..., split_by_worker, ...)``)
 split_by_node: Stage = _node()
