@@ -1,4 +1,4 @@
-"""webdataset's ``handlers`` module: what a stage does with an exception (see :mod:`shardstream.pipeline.handlers`).
+"""webdataset's ``handlers`` module: what a stage does with an exception (see :mod:`shardstream.pipeline.error_handlers`).
 
 >>> import shardstream.handlers as handlers
 >>> handlers.ignore_and_continue(ValueError("bad sample"))

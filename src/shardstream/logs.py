@@ -4,7 +4,7 @@ Each module logs to its own child of the ``shardstream`` logger (``shardstream.i
 ``shardstream.writer.shardwriter``, ``shardstream.viewer.server``, ``shardstream.cli``...): INFO for what it
 did (a shard downloaded into the cache or evicted, a shard written, a request served), WARNING and ERROR for
 what someone should look at. Problems in the data stream itself are :mod:`warnings` (see
-:mod:`shardstream.pipeline.handlers`) or exceptions, as in webdataset.
+:mod:`shardstream.pipeline.error_handlers`) or exceptions, as in webdataset.
 
 The library adds no handler of its own unless asked to: configure logging in your program as usual, e.g.
 ``logging.getLogger("shardstream").setLevel(logging.INFO)`` with a handler, or ask for one line per record on

@@ -19,7 +19,7 @@ from shardstream.codecs import Decoder
 from shardstream.errors import StateError
 from shardstream.pipeline import reraise_exception, tarfile_to_columns, warn_and_continue
 from shardstream.pipeline.context import Context
-from shardstream.pipeline.handlers import ignore_and_stop
+from shardstream.pipeline.error_handlers import ignore_and_stop
 from shardstream.pipeline.iteration import build_chain
 from shardstream.pipeline.stages import reading
 

@@ -22,7 +22,7 @@ from shardstream.pipeline import (
     warn_and_continue,
     warn_and_stop,
 )
-from shardstream.pipeline.handlers import PipelineWarning
+from shardstream.pipeline.error_handlers import PipelineWarning
 
 from pipeline_data import write_tar
 

@@ -23,8 +23,8 @@ from typing import Any, overload
 
 from ..config import secure_mode
 from ..errors import ConfigError, DecodeError, UnsafeDecodeError
+from .decode_handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .failures import decode_failure, failure_cause
-from .handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .images import IMAGE_SPECS, ImageHandler
 from .table import lookup
 

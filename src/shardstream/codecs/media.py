@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import MissingDependencyError
-from .handlers import ExtensionHandler
+from .decode_handlers import ExtensionHandler
 
 __all__ = ["torch_audio", "torch_video"]
 

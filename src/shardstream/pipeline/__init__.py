@@ -15,11 +15,11 @@ True
 """
 
 from ..runtime import Placement
-from . import handlers
+from . import error_handlers as handlers  # its name in __all__
 from .context import Context, Source
 from .core import REGISTRY, FluidInterface, Stage, StageSpec, pipelinefilter, stage
 from .datapipeline import DataPipeline, IterableDatasetBase
-from .handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
+from .error_handlers import ignore_and_continue, ignore_and_stop, reraise_exception, warn_and_continue, warn_and_stop
 from .shardlists import MockDataset, ResampledShards, SimpleShardList, braceexpand, expand_urls
 from .stages.batching import batched, default_collation_fn, listed, unbatched, unlisted
 from .stages.epochs import repeat, with_epoch, with_length

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import SampleFormatError
 from ..core import stage
-from ..handlers import annotate, reraise_exception
+from ..error_handlers import annotate, reraise_exception
 from .per_sample import _alternatives, getfirst
 
 __all__ = ["extract_keys", "rename", "rename_keys"]

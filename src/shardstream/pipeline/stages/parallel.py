@@ -34,7 +34,7 @@ from typing import Any
 from ...errors import ConfigError
 from ...reading import ColumnBatches
 from ..core import stage
-from ..handlers import annotate, reraise_exception
+from ..error_handlers import annotate, reraise_exception
 from .reading import ShardReading
 
 __all__ = ["parallel_map", "tarfile_to_columns"]

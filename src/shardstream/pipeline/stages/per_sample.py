@@ -1,7 +1,7 @@
 """Per-sample stages: map, select, decode, to_tuple, map_tuple, map_dict (webdataset's names and meanings).
 
 Every stage that runs user code takes ``handler=`` (default: raise). A failing sample is passed to the
-handler with its shard URL, key and field attached (see :mod:`~shardstream.pipeline.handlers`).
+handler with its shard URL, key and field attached (see :mod:`~shardstream.pipeline.error_handlers`).
 
 >>> samples = [{"__key__": "a", "jpg": 1, "cls": 0}, {"__key__": "b", "png": 2, "cls": 1}]
 >>> list(to_tuple("jpg;png", "cls")(samples))
@@ -18,7 +18,7 @@ from typing import Any
 from ...codecs import Decoder
 from ...errors import SampleFormatError
 from ..core import stage
-from ..handlers import annotate, reraise_exception
+from ..error_handlers import annotate, reraise_exception
 
 __all__ = [
     "decode",

@@ -33,7 +33,7 @@ from ...tar.reader import iter_members_mapped
 from ..bases import Chunks
 from ..core import stage
 from ..cursors import Cursor, require
-from ..handlers import annotate, reraise_exception
+from ..error_handlers import annotate, reraise_exception
 from .next_shard import END, UpstreamAhead, url_of
 from .shards import ShardReading, local_file
 

@@ -23,7 +23,7 @@ from typing import Any
 from ...streams import format_of, iter_records
 from ..core import stage
 from ..cursors import Cursor
-from ..handlers import reraise_exception
+from ..error_handlers import reraise_exception
 from .reading import ReaderCursor, ShardReading, url_of
 
 __all__ = ["cbors_to_samples", "jsonl_to_samples", "msgpack_to_samples", "records_to_samples"]

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import SampleFormatError
 from ...io import finish_stream, local_path, open_url
 from ...io.prefetch import Lookahead
-from ..handlers import annotate
+from ..error_handlers import annotate
 from .next_shard import END, opened_as, url_of, with_next
 
 __all__ = ["ShardReading", "local_file"]
