@@ -24,7 +24,7 @@ PAGE = ROOT / "docs" / "integrations.md"
 LINE = re.compile(r"rank (\d+) epoch (\d+) batch (\d+): \[([\d, ]*)\]")  # two ranks may write on one line
 TOTAL = 100  # the samples the page's data block writes
 EXITCHECK = pathlib.Path(__file__).resolve().parent / "exitcheck"
-EXIT_LINE = re.compile(r"shardstream-exitcheck pid=(\d+) after_destroy=(.*) at_exit=(.*)")
+EXIT_LINE = re.compile(r"shardstream-exitcheck pid=(\d+) after_destroy=(None|\[[^]]*\]) at_exit=(\[[^]]*\])")
 
 
 def scripts() -> dict[str, str]:

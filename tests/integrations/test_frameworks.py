@@ -94,3 +94,5 @@ def test_exit_problems_reads_the_reports():
     assert exit_problems(clean) == ["1 exit reports for 2 ranks"]  # a rank without a report (or with no group)
     never = "shardstream-exitcheck pid=9 after_destroy=None at_exit=['pt_gloo_runloop']\n"
     assert exit_problems(clean + never) == ["pid 9: after destroy_process_group None, at exit ['pt_gloo_runloop']"]
+    mixed = "shardstream-exitcheck pid=7 after_destroy=[] at_exit=[]rank 1 epoch 0 batch 3: [1, 2]\n"  # ranks' output
+    assert exit_problems(mixed + clean.replace("7", "8")) == []  # shares lines

@@ -83,8 +83,9 @@ class _Finder:
 
 def _report() -> None:
     if _seen["initialized"]:
-        print(f"{MARK} pid={os.getpid()} after_destroy={_seen['after_destroy']} at_exit={gloo_threads()}",
-              flush=True)
+        line = f"{MARK} pid={os.getpid()} after_destroy={_seen['after_destroy']} at_exit={gloo_threads()}\n"
+        sys.stdout.write(line)  # one write: the ranks share the output, and print() writes the end apart
+        sys.stdout.flush()
 
 
 def install() -> None:
