@@ -3,6 +3,11 @@
 Every script prints ``rank R epoch E batch B: [sample numbers]`` per batch; :func:`read_batches` collects them and
 :class:`Epoch` sums them up (samples served, distinct, batches per rank). Used by the tests of this folder and by
 ``benchmarks/integrations_table.py``.
+
+Every process :func:`launch` starts loads ``exitcheck/sitecustomize.py``; a rank that created a process group
+reports whether gloo's threads had ended when ``destroy_process_group()`` returned, and whether any still runs at
+exit, and :func:`launch` fails when one did not end: such a group is destroyed during the interpreter's shutdown,
+where a gloo thread can abort the process (docs/integrations.md, "Ending cleanly").
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "integrations.md"
 LINE = re.compile(r"rank (\d+) epoch (\d+) batch (\d+): \[([\d, ]*)\]")  # two ranks may write on one line
 TOTAL = 100  # the samples the page's data block writes
+EXITCHECK = pathlib.Path(__file__).resolve().parent / "exitcheck"
+EXIT_LINE = re.compile(r"shardstream-exitcheck pid=(\d+) after_destroy=(None|\[[^]]*\]) at_exit=(\[[^]]*\])")
 
 
 def scripts() -> dict[str, str]:
@@ -41,20 +48,37 @@ def make_data(folder: pathlib.Path) -> str:
 
 def launch(folder: pathlib.Path, name: str, *args: str, launcher: str = "torchrun", timeout: int = 300,
            source: str | None = None) -> str:
-    """Write the script ``name`` into ``folder`` (or ``source``) and run it there in 2 processes; its output."""
+    """Write the script ``name`` into ``folder`` (or ``source``) and run it there in 2 processes; its output.
+    Fails when the run fails or a rank's gloo threads outlived ``destroy_process_group()`` (see
+    :func:`exit_problems`)."""
     (folder / name).write_text(source if source is not None else scripts()[name])
     command = [sys.executable, name, *args]
     if launcher == "torchrun":
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", name,
                    *args]
-    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(EXITCHECK), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                PYTHONWARNINGS="ignore")
     r = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
     output = r.stdout + r.stderr
     if r.returncode != 0:
         raise AssertionError(f"{' '.join(command)} exited {r.returncode}:\n{output[-6000:]}")
+    problems = exit_problems(output)
+    if problems:
+        raise AssertionError(f"{' '.join(command)}: gloo threads outlived destroy_process_group(): {problems}")
     return output
+
+
+def exit_problems(output: str, ranks: int = 2) -> list[str]:
+    """What the ranks' exit reports (``exitcheck/sitecustomize.py``) say went wrong: a report missing (a rank
+    that did not destroy its process group, or no report at all), or gloo threads still running after
+    ``destroy_process_group()`` or at exit."""
+    reports = EXIT_LINE.findall(output)
+    problems = [f"pid {pid}: after destroy_process_group {after}, at exit {at_exit}"
+                for pid, after, at_exit in reports if after != "[]" or at_exit != "[]"]
+    if len(reports) != ranks:
+        problems.append(f"{len(reports)} exit reports for {ranks} ranks")
+    return problems
 
 
 def read_batches(output: str) -> dict[tuple[int, int], list[list[int]]]:

@@ -1,5 +1,6 @@
 """The scripts of docs/integrations.md, run with the real frameworks on CPU in 2 processes (gloo): every sample once
-per epoch (or Accelerate's documented padding), the same number of batches on every rank, exact resume.
+per epoch (or Accelerate's documented padding), the same number of batches on every rank, exact resume, and no gloo
+thread outliving `destroy_process_group()` in any rank (the exit check of harness.py).
 
 The dataset: 100 samples in 7 shards (odd on purpose: split between 2 ranks by shard, the ranks would differ).
 """
@@ -7,7 +8,7 @@ The dataset: 100 samples in 7 shards (odd on purpose: split between 2 ranks by s
 from __future__ import annotations
 
 import pytest
-from harness import TOTAL, epochs, launch, read_batches, scripts
+from harness import TOTAL, epochs, exit_problems, launch, read_batches, scripts
 
 pytest.importorskip("torch")
 
@@ -66,3 +67,32 @@ def test_torchrun_ddp(workdir):
     assert sorted(result) == [0, 1]
     for epoch in result.values():
         assert epoch.exact and epoch.served == TOTAL, epoch
+
+
+KEEPS_THE_GROUP = """
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+kept = dist.group.WORLD  # outlives destroy_process_group(): destroyed during the interpreter's shutdown
+dist.destroy_process_group()
+print("rank", kept.rank(), "done", flush=True)
+"""
+
+
+def test_the_exit_check_sees_a_group_that_outlives_destroy(workdir):
+    """What guards the scripts against the abort at exit (docs/integrations.md, "Ending cleanly"): a rank whose
+    process group is still held after ``destroy_process_group()`` fails :func:`harness.launch`, every time."""
+    folder, urls = workdir
+    with pytest.raises(AssertionError, match="outlived destroy_process_group") as failed:
+        launch(folder, "keeps_the_group.py", source=KEEPS_THE_GROUP)
+    assert str(failed.value).count("after destroy_process_group ['gloo_tcp_loop'") == 2  # both ranks, each time
+
+
+def test_exit_problems_reads_the_reports():
+    clean = "shardstream-exitcheck pid=7 after_destroy=[] at_exit=[]\n"
+    assert exit_problems(clean + clean.replace("7", "8")) == []
+    assert exit_problems(clean) == ["1 exit reports for 2 ranks"]  # a rank without a report (or with no group)
+    never = "shardstream-exitcheck pid=9 after_destroy=None at_exit=['pt_gloo_runloop']\n"
+    assert exit_problems(clean + never) == ["pid 9: after destroy_process_group None, at exit ['pt_gloo_runloop']"]
+    mixed = "shardstream-exitcheck pid=7 after_destroy=[] at_exit=[]rank 1 epoch 0 batch 3: [1, 2]\n"  # ranks' output
+    assert exit_problems(mixed + clean.replace("7", "8")) == []  # shares lines

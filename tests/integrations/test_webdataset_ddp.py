@@ -16,6 +16,7 @@ import re
 import socket
 
 import pytest
+from exitcheck.gloo_exitcheck import gloo_threads
 from harness import TOTAL, epochs, read_batches, scripts
 
 torch = pytest.importorskip("torch")
@@ -39,6 +40,8 @@ def _rank_main(rank: int, world: int, port: int, folder: str, urls: str) -> None
     exec(scripts()["train_webdataset.py"], namespace)
     with open(f"rank{rank}.txt", "w") as out, contextlib.redirect_stdout(out):
         namespace["main"](urls)
+    with open(f"rank{rank}.threads.json", "w") as f:  # the page's "Ending cleanly": none left by main()
+        json.dump(gloo_threads(), f)
 
 
 def _free_port() -> int:
@@ -54,6 +57,7 @@ def test_uneven_shards_under_ddp_error_by_default_and_equalize(workdir):
     torch.multiprocessing.start_processes(_rank_main, args=(2, _free_port(), str(folder), urls), nprocs=2,
                                           join=True, start_method="fork")
     for rank in range(2):
+        assert json.loads((folder / f"rank{rank}.threads.json").read_text()) == []
         name, message, shards, ranks = json.loads((folder / f"rank{rank}.json").read_text())
         assert (name, shards, ranks) == ("UnevenSplitError", 7, 2)
         assert "7 shards cannot be split evenly between 2 ranks" in message
