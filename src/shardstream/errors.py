@@ -7,8 +7,10 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
     │   ├── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
     │   │                                  configuration, rank or worker; a stage that keeps no state)
-    │   └── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
-    │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
+    │   ├── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
+    │   │                                  the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
+    │   └── UnbalancedBracesError          a brace pattern (``train-{000..009.tar``) has a ``{`` or ``}`` without
+    │                                      its partner (webdataset's ``braceexpand`` raises its error of this name)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
@@ -76,6 +78,7 @@ __all__ = [
     "StaleIndexError",
     "StateError",
     "TarFormatError",
+    "UnbalancedBracesError",
     "UnevenSplitError",
     "UnsafeDecodeError",
     "UnsafeURLError",
@@ -135,6 +138,27 @@ class UnsafeURLError(ConfigError):
             "inside files only with allow_commands=True (command line: --allow-commands): pass it only if you "
             f"trust {document!r}"
         )
+
+
+class UnbalancedBracesError(ConfigError):
+    """A brace pattern has a ``{`` that is never closed or a ``}`` that closes nothing (``pattern`` is the pattern,
+    ``position`` the index of that brace). webdataset raises ``braceexpand.UnbalancedBracesError`` here; both
+    are ``ValueError`` s. The message names the brace and how to write a literal one (``\\{``).
+
+    >>> error = UnbalancedBracesError("photos-{0000..0002.tar", 7)
+    >>> isinstance(error, ValueError), str(error).split(":")[0]
+    (True, "unbalanced braces in the brace pattern 'photos-{0000..0002.tar'")
+    """
+
+    def __init__(self, pattern: str, position: int):
+        self.pattern, self.position = pattern, position
+        if pattern[position:position + 1] == "{":
+            problem = f"the '{{' at position {position} is never closed: add its '}}'"
+        else:
+            problem = f"the '}}' at position {position} closes no '{{': remove it"
+        shown = repr(pattern) if len(pattern) <= 120 else f"...{pattern[max(0, position - 50):position + 50]!r}..."
+        super().__init__(f"unbalanced braces in the brace pattern {shown}: {problem}, or write a literal brace "
+                         "with a backslash (\\{ or \\})")
 
 
 class MissingDependencyError(ShardstreamError, ImportError):
