@@ -7,7 +7,7 @@ import pytest
 import shardstream as wds
 from shardstream.errors import ConfigError, MissingPartnerError
 from shardstream.indexed import IndexedDataset, index_dataset
-from shardstream.join import join_indexed, join_streams
+from shardstream.join import Join, join_indexed, join_streams
 from shardstream.testing import write_shards
 
 
@@ -136,8 +136,6 @@ def test_join_pipeline_has_the_fluid_methods_and_epochs(sets):
 def test_a_key_only_a_partner_has_is_reported_after_the_joined_samples(tmp_path, lockstep):
     """As documented (module docstring, docs/specs.md): a partner's sample without a primary sample is a
     MissingPartnerError once the primary ends, after every joined sample; a skipping handler ignores it."""
-    from shardstream.join import Join
-
     write_shards(tmp_path, [2], {"jpg": "x"}, name="a.tar")
     write_shards(tmp_path, [3], {"txt": "y"}, name="b.tar")
 
