@@ -28,10 +28,10 @@ __version__ = "0.1.0"
 _API = {
     "errors": (
         "ConfigError DecodeError DecodeLimitError DecodingError DuplicateFieldError EncodeError InterleavedKeyError "
-        "MissingDependencyError MissingExtensionError MissingPartnerError ObsoleteNameError OpenError ProcessingError "
-        "RecordFormatError ReservedFieldError SampleFormatError ShardError ShardstreamError StaleIndexError StateError "
-        "TarFormatError UnbalancedBracesError UnevenSplitError UnsafeDecodeError UnsafeURLError WorkerSplitError "
-        "WriteError add_context"
+        "MissingDependencyError MissingExtensionError MissingFieldError MissingPartnerError NotATarError ObsoleteNameError "
+        "OpenError ProcessingError RecordFormatError ReservedFieldError SampleFormatError ShardError ShardstreamError "
+        "StaleIndexError StateError TarFormatError UnbalancedBracesError UnevenSplitError UnsafeDecodeError "
+        "UnsafeURLError WorkerSplitError WriteError add_context"
     ),
     "config": "Settings get_settings",
     "io": "gopen",  # `shardstream.gopen` the function, as in webdataset (the module stays importable by its path)
@@ -89,14 +89,14 @@ __all__ = [
     "Cached", "ConfigError", "Continue", "DataPipeline", "DecodeError", "DecodeLimitError", "Decoder", "DecodingError",
     "DistributedLocalitySampler", "DuplicateFieldError", "EncodeError", "ExactMix", "FluidInterface", "FluidWrapper",
     "IndexedDataset", "InterleavedKeyError", "LMDBCached", "LRUCleanup", "LocalitySampler", "MissingDependencyError",
-    "MissingExtensionError", "MissingPartnerError", "MockDataset", "MultiShardSample", "ObsoleteNameError", "OpenError",
-    "PipelineStage", "ProcessingError", "Processor", "RandomMix", "RecordFormatError", "ResampledShards",
-    "ReservedFieldError", "RoundRobin", "SampleFormatError", "Settings", "ShardError", "ShardWriter",
-    "ShardstreamError", "SimpleShardList", "Stage", "StaleIndexError", "StateError", "TarFormatError", "TarWriter",
-    "TrainingDataset", "TrainingLoader", "UnbalancedBracesError", "UnevenSplitError", "UnsafeDecodeError",
-    "UnsafeURLError", "WebDataset", "WebLoader", "WorkerSplitError", "WriteError", "add_context", "associate",
-    "batched", "braceexpand", "cbors_to_samples", "decode", "default_collation_fn", "detshuffle", "expand_urls",
-    "extract_keys", "get_settings", "getfirst", "gopen", "gopen_schemes", "group_by_keys", "gzfilter",
+    "MissingExtensionError", "MissingFieldError", "MissingPartnerError", "MockDataset", "MultiShardSample",
+    "NotATarError", "ObsoleteNameError", "OpenError", "PipelineStage", "ProcessingError", "Processor", "RandomMix",
+    "RecordFormatError", "ResampledShards", "ReservedFieldError", "RoundRobin", "SampleFormatError", "Settings",
+    "ShardError", "ShardWriter", "ShardstreamError", "SimpleShardList", "Stage", "StaleIndexError", "StateError",
+    "TarFormatError", "TarWriter", "TrainingDataset", "TrainingLoader", "UnbalancedBracesError", "UnevenSplitError",
+    "UnsafeDecodeError", "UnsafeURLError", "WebDataset", "WebLoader", "WorkerSplitError", "WriteError", "add_context",
+    "associate", "batched", "braceexpand", "cbors_to_samples", "decode", "default_collation_fn", "detshuffle",
+    "expand_urls", "extract_keys", "get_settings", "getfirst", "gopen", "gopen_schemes", "group_by_keys", "gzfilter",
     "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "index_dataset", "index_shard",
     "indexed_shard_writer", "info", "jsonl_to_samples", "listed", "map", "map_dict", "map_tuple", "msgpack_to_samples",
     "non_empty", "numpy_dumps", "pipe_cleaner", "pipelinefilter", "pytorch_weights_only", "records_to_samples",
@@ -121,7 +121,9 @@ from .errors import (
     InterleavedKeyError as InterleavedKeyError,
     MissingDependencyError as MissingDependencyError,
     MissingExtensionError as MissingExtensionError,
+    MissingFieldError as MissingFieldError,
     MissingPartnerError as MissingPartnerError,
+    NotATarError as NotATarError,
     ObsoleteNameError as ObsoleteNameError,
     OpenError as OpenError,
     ProcessingError as ProcessingError,

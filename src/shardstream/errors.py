@@ -14,12 +14,16 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
-    │   │                                  carries ``offset``
+    │   │   │                              carries ``offset``
+    │   │   └── NotATarError               not a tar at all: empty, or it starts like a JPEG, an HTML page, a
+    │   │                                  Parquet file...; ``looks_like`` says which, the message what to do
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
     │   │   ├── ReservedFieldError         a member named like the sample's metadata (``KEY.__url__``)
     │   │   ├── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   ├── MissingFieldError          a stage asks a sample for a field it lacks (``to_tuple("jgp")``);
+    │   │   │                              names the closest field it has (``did you mean 'jpg'?``)
     │   │   └── MissingPartnerError        a joined sample set has no sample of this key (``join``)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
@@ -66,7 +70,9 @@ __all__ = [
     "InterleavedKeyError",
     "MissingDependencyError",
     "MissingExtensionError",
+    "MissingFieldError",
     "MissingPartnerError",
+    "NotATarError",
     "ObsoleteNameError",
     "OpenError",
     "ProcessingError",
@@ -206,6 +212,22 @@ class TarFormatError(ShardError, ValueError, tarfile.ReadError):
         )
 
 
+class NotATarError(TarFormatError):
+    """The shard is not a tar archive at all: it is empty, or its first bytes are those of another kind of file.
+    ``looks_like`` says what it looks like (``"it starts like a JPEG image"``); the message names the shard and
+    what to do (check the URL, convert the file...). ``offset`` is 0. ``except TarFormatError`` still catches it.
+
+    >>> str(NotATarError("it starts like a JPEG image", "check the URL", url="cat.tar"))
+    "not a tar file: it starts like a JPEG image (shard 'cat.tar'); check the URL"
+    """
+
+    def __init__(self, looks_like: str, fix: str = "", *, url: str | None = None):
+        self.looks_like, self.fix = looks_like, fix
+        self.problem, self.offset, self.member = f"not a tar file: {looks_like}", 0, None
+        ShardError.__init__(self, f"{self.problem} ({_where(url=url or '<stream>')}){'; ' + fix if fix else ''}",
+                            url=url)
+
+
 class SampleFormatError(ShardError, ValueError):
     """The members of a shard do not form well-defined samples."""
 
@@ -240,6 +262,25 @@ class InterleavedKeyError(SampleFormatError):
     """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
 
     hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
+
+
+class MissingFieldError(SampleFormatError):
+    """A stage asked a sample for a field it does not have (``to_tuple("jgp", "cls")``, ``rename(img="jgp")``).
+    ``wanted`` are the names asked for (alternatives), ``fields`` the sample's fields and ``suggestion`` the field
+    it has that was probably meant (``'jpg'``), or None; the message says ``did you mean ...?`` when there is one.
+
+    >>> error = MissingFieldError("sample has no field 'jgp' (did you mean 'jpg'?)", wanted=("jgp",),
+    ...                           fields=("jpg", "cls"), suggestion="jpg", key="k")
+    >>> isinstance(error, SampleFormatError) and isinstance(error, ValueError), error.suggestion
+    (True, 'jpg')
+    """
+
+    hint = "ask for a field the samples have, or pass a skipping handler to skip samples without it"
+
+    def __init__(self, problem: str, *, wanted: tuple[str, ...] = (), fields: tuple[Any, ...] = (),
+                 suggestion: str | None = None, url: str | None = None, key: str | None = None):
+        self.wanted, self.fields, self.suggestion = tuple(wanted), tuple(fields), suggestion
+        super().__init__(problem, url=url, key=key)
 
 
 class MissingPartnerError(SampleFormatError):
