@@ -147,14 +147,9 @@ class UnsafeURLError(ConfigError):
 
 
 class UnbalancedBracesError(ConfigError):
-    """A brace pattern has a ``{`` that is never closed or a ``}`` that closes nothing (``pattern`` is the pattern,
-    ``position`` the index of that brace). webdataset raises ``braceexpand.UnbalancedBracesError`` here; both
-    are ``ValueError`` s. The message names the brace and how to write a literal one (``\\{``).
-
-    >>> error = UnbalancedBracesError("photos-{0000..0002.tar", 7)
-    >>> isinstance(error, ValueError), str(error).split(":")[0]
-    (True, "unbalanced braces in the brace pattern 'photos-{0000..0002.tar'")
-    """
+    """A brace pattern (``train-{000..009.tar``) has a ``{`` never closed or a ``}`` closing nothing: ``pattern``,
+    and ``position``, that brace's index. webdataset raises ``braceexpand.UnbalancedBracesError``; both are
+    ``ValueError`` s. Example: :func:`shardstream.braceexpand`."""
 
     def __init__(self, pattern: str, position: int):
         self.pattern, self.position = pattern, position
@@ -213,9 +208,8 @@ class TarFormatError(ShardError, ValueError, tarfile.ReadError):
 
 
 class NotATarError(TarFormatError):
-    """The shard is not a tar archive at all: it is empty, or its first bytes are those of another kind of file.
-    ``looks_like`` says what it looks like (``"it starts like a JPEG image"``); the message names the shard and
-    what to do (check the URL, convert the file...). ``offset`` is 0. ``except TarFormatError`` still catches it.
+    """Not a tar at all: empty, or its first bytes are another kind of file's. ``looks_like`` says what
+    (``"it starts like a JPEG image"``), the message also what to do; ``offset`` is 0.
 
     >>> str(NotATarError("it starts like a JPEG image", "check the URL", url="cat.tar"))
     "not a tar file: it starts like a JPEG image (shard 'cat.tar'); check the URL"
@@ -265,15 +259,9 @@ class InterleavedKeyError(SampleFormatError):
 
 
 class MissingFieldError(SampleFormatError):
-    """A stage asked a sample for a field it does not have (``to_tuple("jgp", "cls")``, ``rename(img="jgp")``).
-    ``wanted`` are the names asked for (alternatives), ``fields`` the sample's fields and ``suggestion`` the field
-    it has that was probably meant (``'jpg'``), or None; the message says ``did you mean ...?`` when there is one.
-
-    >>> error = MissingFieldError("sample has no field 'jgp' (did you mean 'jpg'?)", wanted=("jgp",),
-    ...                           fields=("jpg", "cls"), suggestion="jpg", key="k")
-    >>> isinstance(error, SampleFormatError) and isinstance(error, ValueError), error.suggestion
-    (True, 'jpg')
-    """
+    """A stage asked a sample for a field it lacks (``to_tuple("jgp")``): ``wanted`` (the alternatives asked for),
+    ``fields`` (what it has), ``suggestion`` (the field probably meant, or None; the message says ``did you mean
+    'jpg'?``). Example: :func:`shardstream.getfirst`."""
 
     hint = "ask for a field the samples have, or pass a skipping handler to skip samples without it"
 
