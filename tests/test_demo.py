@@ -1,5 +1,6 @@
 """`make demo` (python -m shardstream.demo) on a small size, and on a user's ImageFolder-style folder."""
 
+import os
 import subprocess
 import sys
 
@@ -46,3 +47,26 @@ def test_demo_on_an_image_folder(tmp_path, workers):
     assert (tmp_path / "shards" / "train-000000.tar").exists()
     last = [line for line in out.splitlines() if line.startswith("done:")][0]
     assert float(last.split("accuracy ")[1].split("%")[0]) >= 90.0  # two trivially separable classes
+
+
+def test_without_torch_the_demo_names_the_install_command_and_writes_nothing(tmp_path):
+    """Checked before anything is written: no shards in --out, no temporary folder, exit status 2."""
+    block_torch = (
+        "import sys\n"
+        "class NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "from shardstream.demo import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    for args in ([], ["--out", str(tmp_path / "out")]):
+        r = subprocess.run([sys.executable, "-c", block_torch, "--samples", "50", *args], capture_output=True,
+                           text=True, timeout=240, env={**os.environ, "TMPDIR": str(scratch)})
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "pip install 'shardstream[torch]'" in r.stderr and "make venv" in r.stderr
+        assert "Traceback" not in r.stderr and "writing shards" not in r.stdout
+        assert list(scratch.iterdir()) == [] and not (tmp_path / "out").exists()

@@ -28,9 +28,10 @@ __version__ = "0.1.0"
 _API = {
     "errors": (
         "ConfigError DecodeError DecodeLimitError DecodingError DuplicateFieldError EncodeError InterleavedKeyError "
-        "MissingDependencyError MissingExtensionError MissingPartnerError ObsoleteNameError OpenError ProcessingError "
-        "RecordFormatError ReservedFieldError SampleFormatError ShardError ShardstreamError StaleIndexError StateError "
-        "TarFormatError UnevenSplitError UnsafeDecodeError UnsafeURLError WorkerSplitError WriteError add_context"
+        "MissingDependencyError MissingExtensionError MissingFieldError MissingPartnerError NotATarError ObsoleteNameError "
+        "OpenError ProcessingError RecordFormatError ReservedFieldError SampleFormatError ShardError ShardstreamError "
+        "StaleIndexError StateError TarFormatError UnbalancedBracesError UnevenSplitError UnsafeDecodeError "
+        "UnsafeURLError WorkerSplitError WriteError add_context"
     ),
     "config": "Settings get_settings",
     "io": "gopen",  # `shardstream.gopen` the function, as in webdataset (the module stays importable by its path)
@@ -88,21 +89,22 @@ __all__ = [
     "Cached", "ConfigError", "Continue", "DataPipeline", "DecodeError", "DecodeLimitError", "Decoder", "DecodingError",
     "DistributedLocalitySampler", "DuplicateFieldError", "EncodeError", "ExactMix", "FluidInterface", "FluidWrapper",
     "IndexedDataset", "InterleavedKeyError", "LMDBCached", "LRUCleanup", "LocalitySampler", "MissingDependencyError",
-    "MissingExtensionError", "MissingPartnerError", "MockDataset", "MultiShardSample", "ObsoleteNameError", "OpenError",
-    "PipelineStage", "ProcessingError", "Processor", "RandomMix", "RecordFormatError", "ResampledShards",
-    "ReservedFieldError", "RoundRobin", "SampleFormatError", "Settings", "ShardError", "ShardWriter",
-    "ShardstreamError", "SimpleShardList", "Stage", "StaleIndexError", "StateError", "TarFormatError", "TarWriter",
-    "TrainingDataset", "TrainingLoader", "UnevenSplitError", "UnsafeDecodeError", "UnsafeURLError", "WebDataset",
-    "WebLoader", "WorkerSplitError", "WriteError", "add_context", "associate", "batched", "braceexpand",
-    "cbors_to_samples", "decode", "default_collation_fn", "detshuffle", "expand_urls", "extract_keys", "get_settings",
-    "getfirst", "gopen", "gopen_schemes", "group_by_keys", "gzfilter", "handle_extension", "ignore_and_continue",
-    "ignore_and_stop", "imagehandler", "index_dataset", "index_shard", "indexed_shard_writer", "info",
-    "jsonl_to_samples", "listed", "map", "map_dict", "map_tuple", "msgpack_to_samples", "non_empty", "numpy_dumps",
-    "pipe_cleaner", "pipelinefilter", "pytorch_weights_only", "records_to_samples", "rename", "rename_keys", "repeat",
-    "repeatedly", "reraise_exception", "resampled", "rsample", "select", "shardspec", "shuffle", "single_node_only",
-    "slice", "split_by_node", "split_by_worker", "tar_file_expander", "tarfile_samples", "tarfile_to_samples",
-    "to_tuple", "torch_audio", "torch_dumps", "torch_loads", "torch_video", "transform_with", "unbatched", "unlisted",
-    "url_opener", "warn_and_continue", "warn_and_stop", "with_epoch", "with_length", "write_dali_index", "xdecode",
+    "MissingExtensionError", "MissingFieldError", "MissingPartnerError", "MockDataset", "MultiShardSample",
+    "NotATarError", "ObsoleteNameError", "OpenError", "PipelineStage", "ProcessingError", "Processor", "RandomMix",
+    "RecordFormatError", "ResampledShards", "ReservedFieldError", "RoundRobin", "SampleFormatError", "Settings",
+    "ShardError", "ShardWriter", "ShardstreamError", "SimpleShardList", "Stage", "StaleIndexError", "StateError",
+    "TarFormatError", "TarWriter", "TrainingDataset", "TrainingLoader", "UnbalancedBracesError", "UnevenSplitError",
+    "UnsafeDecodeError", "UnsafeURLError", "WebDataset", "WebLoader", "WorkerSplitError", "WriteError", "add_context",
+    "associate", "batched", "braceexpand", "cbors_to_samples", "decode", "default_collation_fn", "detshuffle",
+    "expand_urls", "extract_keys", "get_settings", "getfirst", "gopen", "gopen_schemes", "group_by_keys", "gzfilter",
+    "handle_extension", "ignore_and_continue", "ignore_and_stop", "imagehandler", "index_dataset", "index_shard",
+    "indexed_shard_writer", "info", "jsonl_to_samples", "listed", "map", "map_dict", "map_tuple", "msgpack_to_samples",
+    "non_empty", "numpy_dumps", "pipe_cleaner", "pipelinefilter", "pytorch_weights_only", "records_to_samples",
+    "rename", "rename_keys", "repeat", "repeatedly", "reraise_exception", "resampled", "rsample", "select", "shardspec",
+    "shuffle", "single_node_only", "slice", "split_by_node", "split_by_worker", "tar_file_expander", "tarfile_samples",
+    "tarfile_to_samples", "to_tuple", "torch_audio", "torch_dumps", "torch_loads", "torch_video", "transform_with",
+    "unbatched", "unlisted", "url_opener", "warn_and_continue", "warn_and_stop", "with_epoch", "with_length",
+    "write_dali_index", "xdecode",
 ]
 
 from .config import (
@@ -119,7 +121,9 @@ from .errors import (
     InterleavedKeyError as InterleavedKeyError,
     MissingDependencyError as MissingDependencyError,
     MissingExtensionError as MissingExtensionError,
+    MissingFieldError as MissingFieldError,
     MissingPartnerError as MissingPartnerError,
+    NotATarError as NotATarError,
     ObsoleteNameError as ObsoleteNameError,
     OpenError as OpenError,
     ProcessingError as ProcessingError,
@@ -131,6 +135,7 @@ from .errors import (
     StaleIndexError as StaleIndexError,
     StateError as StateError,
     TarFormatError as TarFormatError,
+    UnbalancedBracesError as UnbalancedBracesError,
     UnevenSplitError as UnevenSplitError,
     UnsafeDecodeError as UnsafeDecodeError,
     UnsafeURLError as UnsafeURLError,

@@ -88,7 +88,8 @@ class Settings:
     cache_size: int | None = None
     #: SHARDSTREAM_VERBOSE: log what is opened, cached and written on stderr (the ``shardstream`` logger at INFO).
     verbose: bool = False
-    #: SHARDSTREAM_URL_REWRITES: prefix rewrite rules ``from=to``, separated by ``;`` or spaces; first match wins.
+    #: SHARDSTREAM_URL_REWRITES: prefix rewrite rules ``from=to``, separated by ``;`` (or newlines; spaces around a
+    #: rule are dropped, spaces inside it kept: ``gs://b/=/mnt/My Data/``); first match wins.
     url_rewrites: tuple[str, ...] = ()
     #: SHARDSTREAM_STORAGE_CONFIG: path of a YAML/TOML file with per-bucket storage settings.
     storage_config: str | None = None
@@ -160,7 +161,7 @@ class Settings:
         "cache_dir": _parse_str,
         "cache_size": _parse_size,
         "verbose": _parse_bool,
-        "url_rewrites": _parse_list,
+        "url_rewrites": _parse_lines,
         "storage_config": _parse_str,
         "http_retries": _parse_int,
         "http_timeout": _parse_int,

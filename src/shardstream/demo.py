@@ -9,12 +9,16 @@ the samples/s and where the shards are.
 ``python -m shardstream.demo --data DIR`` does the same for your own ImageFolder-style folder
 (``DIR/<class name>/<image file>``).
 
+The training needs PyTorch (``pip install 'shardstream[torch]'``, or ``make venv`` in a checkout): without it the
+demo says so and exits with status 2 before writing anything.
+
 Only public API is used here: this file doubles as an end-to-end example.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import pathlib
 import sys
@@ -151,6 +155,26 @@ def train(shards: list[str], val_shards: list[str], n_classes: int, *, epochs: i
     return accuracy
 
 
+#: what the demo needs beyond shardstream's own dependencies: (module, what for, the command that installs it)
+REQUIREMENTS = (("torch", "trains a model with PyTorch", "pip install 'shardstream[torch]'"),)
+
+
+def missing_requirements() -> list[str]:
+    """A line for each dependency the demo needs that is not installed (empty when it can run).
+
+    >>> all(isinstance(line, str) for line in missing_requirements())
+    True
+    """
+    missing = []
+    for module, purpose, command in REQUIREMENTS:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(f"the demo {purpose}, but {module!r} is not installed: {command} "
+                           "(in a checkout of shardstream: make venv)")
+    return missing
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shardstream.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=pathlib.Path, help="an ImageFolder-style folder (default: embedded digits)")
@@ -160,13 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    missing = missing_requirements()  # before anything is written
+    if missing:
+        print("\n".join(missing), file=sys.stderr)
+        return 2
+
+    if args.data is not None:
+        classes, samples = folder_samples(args.data)  # a folder without classes stops here, before writing
 
     out = args.out or pathlib.Path(tempfile.mkdtemp(prefix="shardstream-demo-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"writing shards to {out}", flush=True)
     start = time.perf_counter()
     if args.data is not None:
-        classes, samples = folder_samples(args.data)
         all_samples = list(samples)
         order = np.random.default_rng(args.seed).permutation(len(all_samples))
         n_val = max(1, len(all_samples) // 10)

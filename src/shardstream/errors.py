@@ -7,17 +7,23 @@ that describes it best, so ``except ValueError`` / ``except OSError`` keep worki
     ├── ConfigError(ValueError)            bad settings, bad arguments combinations, bad spec files
     │   ├── StateError                     a checkpoint cannot be saved or restored here (another pipeline,
     │   │                                  configuration, rank or worker; a stage that keeps no state)
-    │   └── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
-    │                                      the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
+    │   ├── UnsafeURLError                 a file (dataset index, recipe...) names a URL that runs a command, and
+    │   │                                  the caller did not opt in (``allow_commands=True``, ``--allow-commands``)
+    │   └── UnbalancedBracesError          a brace pattern (``train-{000..009.tar``) has a ``{`` or ``}`` without
+    │                                      its partner (webdataset's ``braceexpand`` raises its error of this name)
     ├── MissingDependencyError(ImportError)  an optional extra is not installed; names the pip command
     ├── ShardError                         something wrong with one shard; carries ``url``
     │   ├── TarFormatError(ValueError, tarfile.ReadError)  not a valid tar: truncated, bad checksum, garbage;
-    │   │                                  carries ``offset``
+    │   │   │                              carries ``offset``
+    │   │   └── NotATarError               not a tar at all: empty, or it starts like a JPEG, an HTML page, a
+    │   │                                  Parquet file...; ``looks_like`` says which, the message what to do
     │   ├── SampleFormatError(ValueError)  members do not form valid samples; carries ``key`` and ``member``
     │   │   ├── DuplicateFieldError        the same extension twice in one sample
     │   │   ├── MissingExtensionError      a member whose name has no extension
     │   │   ├── ReservedFieldError         a member named like the sample's metadata (``KEY.__url__``)
     │   │   ├── InterleavedKeyError        a key reappears after other keys (interleaved members)
+    │   │   ├── MissingFieldError          a stage asks a sample for a field it lacks (``to_tuple("jgp")``);
+    │   │   │                              names the closest field it has (``did you mean 'jpg'?``)
     │   │   └── MissingPartnerError        a joined sample set has no sample of this key (``join``)
     │   ├── StaleIndexError(ValueError)    a shard's index does not match the shard (changed since indexing,
     │   │                                  or the index is unreadable); the message says how to rebuild it
@@ -64,7 +70,9 @@ __all__ = [
     "InterleavedKeyError",
     "MissingDependencyError",
     "MissingExtensionError",
+    "MissingFieldError",
     "MissingPartnerError",
+    "NotATarError",
     "ObsoleteNameError",
     "OpenError",
     "ProcessingError",
@@ -76,6 +84,7 @@ __all__ = [
     "StaleIndexError",
     "StateError",
     "TarFormatError",
+    "UnbalancedBracesError",
     "UnevenSplitError",
     "UnsafeDecodeError",
     "UnsafeURLError",
@@ -137,6 +146,22 @@ class UnsafeURLError(ConfigError):
         )
 
 
+class UnbalancedBracesError(ConfigError):
+    """A brace pattern (``train-{000..009.tar``) has a ``{`` never closed or a ``}`` closing nothing: ``pattern``,
+    and ``position``, that brace's index. webdataset raises ``braceexpand.UnbalancedBracesError``; both are
+    ``ValueError`` s. Example: :func:`shardstream.braceexpand`."""
+
+    def __init__(self, pattern: str, position: int):
+        self.pattern, self.position = pattern, position
+        if pattern[position:position + 1] == "{":
+            problem = f"the '{{' at position {position} is never closed: add its '}}'"
+        else:
+            problem = f"the '}}' at position {position} closes no '{{': remove it"
+        shown = repr(pattern) if len(pattern) <= 120 else f"...{pattern[max(0, position - 50):position + 50]!r}..."
+        super().__init__(f"unbalanced braces in the brace pattern {shown}: {problem}, or write a literal brace "
+                         "with a backslash (\\{ or \\})")
+
+
 class MissingDependencyError(ShardstreamError, ImportError):
     """An optional dependency is missing. The message names the extra: ``pip install 'shardstream[s3]'``."""
 
@@ -182,6 +207,21 @@ class TarFormatError(ShardError, ValueError, tarfile.ReadError):
         )
 
 
+class NotATarError(TarFormatError):
+    """Not a tar at all: empty, or its first bytes are another kind of file's. ``looks_like`` says what
+    (``"it starts like a JPEG image"``), the message also what to do; ``offset`` is 0.
+
+    >>> str(NotATarError("it starts like a JPEG image", "check the URL", url="cat.tar"))
+    "not a tar file: it starts like a JPEG image (shard 'cat.tar'); check the URL"
+    """
+
+    def __init__(self, looks_like: str, fix: str = "", *, url: str | None = None):
+        self.looks_like, self.fix = looks_like, fix
+        self.problem, self.offset, self.member = f"not a tar file: {looks_like}", 0, None
+        ShardError.__init__(self, f"{self.problem} ({_where(url=url or '<stream>')}){'; ' + fix if fix else ''}",
+                            url=url)
+
+
 class SampleFormatError(ShardError, ValueError):
     """The members of a shard do not form well-defined samples."""
 
@@ -216,6 +256,19 @@ class InterleavedKeyError(SampleFormatError):
     """A key reappears later in a shard after other keys: the members of one sample are not contiguous."""
 
     hint = "rewrite the shard with the members of each sample next to each other (e.g. `shardstream reshard`)"
+
+
+class MissingFieldError(SampleFormatError):
+    """A stage asked a sample for a field it lacks (``to_tuple("jgp")``): ``wanted`` (the alternatives asked for),
+    ``fields`` (what it has), ``suggestion`` (the field probably meant, or None; the message says ``did you mean
+    'jpg'?``). Example: :func:`shardstream.getfirst`."""
+
+    hint = "ask for a field the samples have, or pass a skipping handler to skip samples without it"
+
+    def __init__(self, problem: str, *, wanted: tuple[str, ...] = (), fields: tuple[Any, ...] = (),
+                 suggestion: str | None = None, url: str | None = None, key: str | None = None):
+        self.wanted, self.fields, self.suggestion = tuple(wanted), tuple(fields), suggestion
+        super().__init__(problem, url=url, key=key)
 
 
 class MissingPartnerError(SampleFormatError):

@@ -14,8 +14,11 @@ partners hold under its key.
   :class:`~shardstream.indexed.IndexedDataset` s (or anything with ``get(key)`` raising ``KeyError``).
 
 A key that a partner lacks raises :class:`~shardstream.errors.MissingPartnerError` naming the key and the sets
-without it; a ``handler`` that returns True skips the sample instead (``warn_and_continue``). A field present in
-two sets is a :class:`~shardstream.errors.ConfigError` naming both (rename one first).
+without it; a ``handler`` that returns True skips the sample instead (``warn_and_continue``). The lockstep joins
+(:func:`join_streams`, :class:`Join`) also raise it, once the primary set ends, for keys that only a partner has
+(a caption without its image): the message counts them and names the first; a ``handler`` that returns True
+ignores them. :func:`join_indexed` only looks up the primary's keys, so it never sees such keys. A field present
+in two sets is a :class:`~shardstream.errors.ConfigError` naming both (rename one first).
 
 >>> from shardstream.writer import TarWriter
 >>> import shardstream as wds
@@ -118,7 +121,22 @@ def join_streams(primary: Iterable[dict[str, Any]], *partners: Iterable[dict[str
                  names: Sequence[str] | None = None, handler: Handler = _reraise,
                  max_pending: int = 10_000) -> Iterator[dict[str, Any]]:
     """Join sample streams with the same shard boundaries and shard order, by ``__key__`` (module docstring).
-    A partner's samples without a primary sample are an error too, when the streams end."""
+
+    A partner's samples without a primary sample are a :class:`~shardstream.errors.MissingPartnerError` too,
+    raised (or handed to ``handler``) when the primary stream ends, after every joined sample:
+
+    >>> import shardstream as wds
+    >>> from shardstream.writer import TarWriter
+    >>> with TarWriter("more-captions.tar") as sink:
+    ...     for i in range(4):
+    ...         n = sink.write({"__key__": f"s{i}", "txt": b"caption"})
+    >>> joined = join_streams(wds.WebDataset("images.tar", shardshuffle=False),
+    ...                       wds.WebDataset("more-captions.tar", shardshuffle=False), names=["images", "captions"])
+    >>> [s["__key__"] for s in joined]
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.MissingPartnerError: 1 sample(s) of 'captions' have no sample in 'images' (first: 's3') ...
+    """
     names_ = _names(names, 1 + len(partners))
     readers = [_Partner(p, n, max_pending) for p, n in zip(partners, names_[1:], strict=False)]
     for sample in primary:

@@ -102,3 +102,13 @@ def test_missing_ais_object_is_an_open_error(monkeypatch, ais):
     monkeypatch.setenv("AIS_ENDPOINT", ais.url())
     with pytest.raises(OpenError, match="404"):
         open_url("ais://train/nope.tar")
+
+
+@pytest.mark.parametrize("variable", ["SHARDSTREAM_URL_REWRITES", "GOPEN_REWRITE"])
+def test_rules_are_separated_by_semicolons_and_may_hold_spaces(variable):
+    """As documented (and as webdataset reads GOPEN_REWRITE): ';' separates rules, a space inside a rule is kept
+    (a local path may hold one), spaces around a rule are not; a newline separates rules too."""
+    settings = Settings.from_env({variable: " gs://b/=/mnt/My Data/ ;s3://x/=/mnt/x/;\nhttp://h/=/mnt/h/\n"})
+    assert settings.url_rewrites == ("gs://b/=/mnt/My Data/", "s3://x/=/mnt/x/", "http://h/=/mnt/h/")
+    assert rewrite_url("gs://b/a b.tar", settings) == "/mnt/My Data/a b.tar"
+    assert rewrite_url("http://h/c.tar", settings) == "/mnt/h/c.tar"

@@ -167,7 +167,7 @@ def test_a_brace_pattern_too_large_is_refused_before_it_is_built(pattern):
 
 
 @pytest.mark.parametrize("pattern", ["{a,b}{1..3}", "{{a,b},c}x{0..9..2}", "x{}y", "{a}", "{,}", "{a,}{,b}",
-                                     "\\{a,b}", "{1..1}", "{5..1}", "{-3..3..2}", "{a..e}", "{a,{b,{c,d}}}", "{{}}",
-                                     "{a,b}{", "}{a,b}", "s-{000..999}.tar"])
+                                     "\\{a,b\\}", "{1..1}", "{5..1}", "{-3..3..2}", "{a..e}", "{a,{b,{c,d}}}", "{{}}",
+                                     "{a,b}\\{", "}{{a,b}", "s-{000..999}.tar", "{Y..b}", "{a..3}"])
 def test_the_count_that_bounds_a_pattern_is_its_length(pattern):
     assert _count(pattern) == len(braceexpand(pattern))

@@ -7,7 +7,7 @@ import pytest
 import shardstream as wds
 from shardstream.errors import ConfigError, MissingPartnerError
 from shardstream.indexed import IndexedDataset, index_dataset
-from shardstream.join import join_indexed, join_streams
+from shardstream.join import Join, join_indexed, join_streams
 from shardstream.testing import write_shards
 
 
@@ -130,3 +130,24 @@ def test_join_pipeline_has_the_fluid_methods_and_epochs(sets):
     joined.set_epoch(1)
     second = [s["__key__"] for batch in joined for s in batch]
     assert sorted(first) == sorted(second) and len(first) == 12 and first != second
+
+
+@pytest.mark.parametrize("lockstep", ["join_streams", "Join"])
+def test_a_key_only_a_partner_has_is_reported_after_the_joined_samples(tmp_path, lockstep):
+    """As documented (module docstring, docs/specs.md): a partner's sample without a primary sample is a
+    MissingPartnerError once the primary ends, after every joined sample; a skipping handler ignores it."""
+    write_shards(tmp_path, [2], {"jpg": "x"}, name="a.tar")
+    write_shards(tmp_path, [3], {"txt": "y"}, name="b.tar")
+
+    def joined(**kw):
+        sets = [wds.WebDataset(str(tmp_path / n), shardshuffle=False) for n in ("a.tar", "b.tar")]
+        if lockstep == "Join":
+            return iter(Join(sets, names=["images", "captions"], **kw))
+        return join_streams(*sets, names=["images", "captions"], **kw)
+
+    it, seen = joined(), []
+    with pytest.raises(MissingPartnerError) as info:
+        seen.extend(s["__key__"] for s in it)
+    assert seen == ["s0-000", "s0-001"] and info.value.key == "s0-002"
+    assert "1 sample(s) of 'captions' have no sample in 'images' (first: 's0-002')" in str(info.value)
+    assert keys(joined(handler=wds.ignore_and_continue)) == ["s0-000", "s0-001"]

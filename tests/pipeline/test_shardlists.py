@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from shardstream.errors import ConfigError
+from shardstream.errors import ConfigError, UnbalancedBracesError
 from shardstream.pipeline import Context, Placement, ResampledShards, SimpleShardList, braceexpand, expand_urls
 
 
@@ -26,8 +26,9 @@ from shardstream.pipeline import Context, Placement, ResampledShards, SimpleShar
         ("{,x}", ["", "x"]),
         ("plain.tar", ["plain.tar"]),
         ("{single}", ["{single}"]),
-        ("open{brace", ["open{brace"]),
-        ("close}brace", ["close}brace"]),
+        ("}{", ["}{"]),  # the depth ends at zero: braceexpand's rule, and webdataset's
+        (r"open\{brace", ["open{brace"]),
+        (r"close\}brace", ["close}brace"]),
         (r"esc\{0..1\}", ["esc{0..1}"]),
         (r"{a\,b,c}", ["a,b", "c"]),
         ("pipe:curl -s http://h/x-{00..01}.tar || true", ["pipe:curl -s http://h/x-00.tar || true",
@@ -36,6 +37,12 @@ from shardstream.pipeline import Context, Placement, ResampledShards, SimpleShar
 )
 def test_braceexpand(pattern, expected):
     assert braceexpand(pattern) == expected
+
+
+@pytest.mark.parametrize("pattern", ["open{brace", "close}brace", "photos-{0000..0002.tar"])
+def test_unbalanced_braces_are_an_error(pattern):
+    with pytest.raises(UnbalancedBracesError, match="unbalanced braces"):
+        braceexpand(pattern)
 
 
 def test_large_range_is_fast_and_complete():

@@ -1,7 +1,8 @@
 """URL rewriting: prefix rules and AIStore routing, applied to every URL before it is opened.
 
 Rules are ``FROM=TO`` prefix replacements (``SHARDSTREAM_URL_REWRITES``, or webdataset's ``GOPEN_REWRITE`` /
-``WDS_REWRITE``, separated by ``;`` or spaces; ``FROM`` is a literal prefix, not a regular expression); the
+``WDS_REWRITE``, separated by ``;`` as in webdataset, or by newlines; a space inside a rule is part of it, so a
+path may hold one; ``FROM`` is a literal prefix, not a regular expression); the
 first rule whose ``FROM`` is a prefix of the URL wins, and only once. They let one dataset description run in
 several places: read ``gs://bucket/`` from a local copy on one cluster (``gs://bucket/=/mnt/data/``) and from a
 mirror on another. Then, when ``SHARDSTREAM_USE_AIS_FOR`` lists the URL's scheme, the URL is routed through the

@@ -32,7 +32,7 @@ from typing import Union
 from urllib.parse import unquote, urlsplit
 
 from ..config import Settings, get_settings
-from ..errors import ConfigError
+from ..errors import ConfigError, UnbalancedBracesError
 
 __all__ = ["Urls", "braceexpand", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
 
@@ -89,129 +89,160 @@ def local_path(url: str | os.PathLike[str]) -> str | None:
 MAX_NAMES = 1 << 22
 MAX_NESTING = 100
 
-_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$")
-_CHARS = re.compile(r"^(\w)\.\.(\w)(?:\.\.(-?\d+))?$")
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.-?(\d+))?$")
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # a letter range walks this order: {Y..b} is Y Z a b
+_CHARS = re.compile(r"^([A-Za-z])\.\.([A-Za-z])(?:\.\.-?(\d+))?$")
+_ESCAPED = re.compile(r"\\(.)")
+
+# The grammar is that of the ``braceexpand`` package (what webdataset expands with), so a pattern names the same
+# shards in both libraries (tests/io/test_braces.py compares them): a group ``{...}`` is a range (``{000..099}``,
+# ``{a..e..2}``), else a list if it has a comma outside nested braces (``{a,b{1,2}}``), else literal braces around
+# its expanded body (``{x}``, ``{a..3}``); a backslash escapes the next character, removed from the names.
 
 
-def _find(text: str, char: str, start: int) -> int:
-    """Index of the first unescaped ``char`` at or after ``start`` (-1 if none)."""
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == char:
-            return i
-        i += 1
-    return -1
+def _groups(text: str) -> list[tuple[bool, str]]:
+    """``text`` cut into ``(False, literal)`` and ``(True, body of a {...} group)`` pieces, in order.
 
-
-def _match(text: str, open_at: int) -> tuple[int, list[int]]:
-    """(index of the matching ``}``, indices of the top-level commas between), or (-1, [])."""
-    commas: list[int] = []
-    depth, i = 0, open_at
+    A ``}`` that closes nothing lowers the depth below zero, and the braces after it are counted from there, as
+    ``braceexpand`` counts them (so ``}{x}{`` is all literal); the caller has checked that the depth ends at zero.
+    """
+    pieces: list[tuple[bool, str]] = []
+    start = depth = i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
             i += 2
             continue
         if c == "{":
+            if depth == 0:
+                if i > start:
+                    pieces.append((False, text[start:i]))
+                start = i
             depth += 1
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return i, commas
-        elif c == "," and depth == 1:
-            commas.append(i)
+                pieces.append((True, text[start + 1 : i]))
+                start = i + 1
         i += 1
-    return -1, []
+    if start < len(text):
+        pieces.append((False, text[start:]))
+    return pieces
 
 
-def _sequence_length(body: str) -> int | None:
-    for pattern in (_RANGE, _CHARS):
-        m = pattern.match(body)
-        if m:
-            a, b = (int(m.group(i)) if pattern is _RANGE else ord(m.group(i)) for i in (1, 2))
-            step = abs(int(m.group(3) or 1)) or 1
-            return abs(b - a) // step + 1
-    return None
+def _alternatives(body: str) -> list[str]:
+    """``body`` split at its commas outside nested braces (one piece: not a list)."""
+    pieces, start, depth, i = [], 0, 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        depth += (c == "{") - (c == "}")
+        if c == "," and depth == 0:
+            pieces.append(body[start:i])
+            start = i + 1
+        i += 1
+    return [*pieces, body[start:]]
 
 
-def _sequence(body: str) -> list[str] | None:
+def _sequence(body: str) -> range | tuple[str, range] | None:
+    """A range group's numbers (``range``), or ``(letters, positions)`` for a letter range; None if not a range."""
     m = _RANGE.match(body)
     if m:
-        a, b = int(m.group(1)), int(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        lo, hi = m.group(1).lstrip("-"), m.group(2).lstrip("-")
-        padded = (len(lo) > 1 and lo[0] == "0") or (len(hi) > 1 and hi[0] == "0")
-        width = max(len(m.group(1)), len(m.group(2))) if padded else 0
-        numbers = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [f"{n:0{width}d}" for n in numbers]
+        a, b, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1) or 1
+        return range(a, b + 1, step) if a < b else range(a, b - 1, -step)
     m = _CHARS.match(body)
     if m:
-        a, b = ord(m.group(1)), ord(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        return [chr(n) for n in (range(a, b + 1, step) if a <= b else range(a, b - 1, -step))]
+        a, b, step = _LETTERS.index(m.group(1)), _LETTERS.index(m.group(2)), int(m.group(3) or 1) or 1
+        return _LETTERS, range(a, b + 1, step) if a < b else range(a, b - 1, -step)
     return None
 
 
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
+def _range_names(body: str, numbers: range | tuple[str, range]) -> list[str]:
+    if isinstance(numbers, tuple):
+        letters, positions = numbers
+        return [letters[p] for p in positions]
+    a, b = _RANGE.match(body).group(1, 2)  # type: ignore[union-attr]
+    padded = any(s not in ("0", "-0") and s.startswith(("0", "-0")) for s in (a, b))
+    width = max(len(a), len(b)) if padded else 0
+    return [f"{n:0{width}d}" for n in numbers]
 
 
-def _expand(text: str, start: int = 0) -> list[str]:
-    open_at = _find(text, "{", start)
-    while open_at >= 0:
-        close_at, commas = _match(text, open_at)
-        if close_at < 0:
-            break
-        body = text[open_at + 1 : close_at]
-        if commas:
-            cuts = [open_at, *commas, close_at]
-            choices = [text[cuts[i] + 1 : cuts[i + 1]] for i in range(len(cuts) - 1)]
+def _expand(text: str) -> list[str]:
+    """The names of ``text`` (balanced), escapes not yet removed."""
+    names = [""]
+    for is_group, piece in _groups(text):
+        if not is_group:
+            choices = [piece]
+        elif (numbers := _sequence(piece)) is not None:
+            choices = _range_names(piece, numbers)
+        elif len(alternatives := _alternatives(piece)) > 1:
+            choices = [name for alternative in alternatives for name in _expand(alternative)]
         else:
-            choices = _sequence(body)  # type: ignore[assignment]
-        if choices is None:  # "{x}": literal braces; look further
-            open_at = _find(text, "{", open_at + 1)
-            continue
-        prefix, rests = text[:open_at], _expand(text[close_at + 1 :])
-        return [_unescape(prefix) + c + r for choice in choices for c in _expand(choice) for r in rests]
-    return [_unescape(text)]
+            choices = ["{" + name + "}" for name in _expand(piece)]
+        names = [name + choice for name in names for choice in choices]
+    return names
 
 
 def _count(text: str) -> int:
     """How many names :func:`_expand` makes of ``text``, without making them (the same walk, counting)."""
-    open_at = _find(text, "{", 0)
-    while open_at >= 0:
-        close_at, commas = _match(text, open_at)
-        if close_at < 0:
-            break
-        if commas:
-            cuts = [open_at, *commas, close_at]
-            heads = sum(_count(text[cuts[i] + 1 : cuts[i + 1]]) for i in range(len(cuts) - 1))
-        else:
-            heads = _sequence_length(text[open_at + 1 : close_at])  # type: ignore[assignment]
-        if heads is None:
-            open_at = _find(text, "{", open_at + 1)
+    count = 1
+    for is_group, piece in _groups(text):
+        if not is_group:
             continue
-        return heads * _count(text[close_at + 1 :]) if heads else 0
-    return 1
+        if (numbers := _sequence(piece)) is not None:
+            count *= len(numbers[1] if isinstance(numbers, tuple) else numbers)
+        elif len(alternatives := _alternatives(piece)) > 1:
+            count *= sum(_count(alternative) for alternative in alternatives)
+        else:
+            count *= _count(piece)
+    return count
 
 
 def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]}"
 
 
+def _check_balance(pattern: str) -> None:
+    """Raise :class:`~shardstream.errors.UnbalancedBracesError` unless the braces' depth ends at zero
+    (``braceexpand``'s rule: ``}{`` passes)."""
+    opened: list[int] = []  # the positions of the '{' not closed yet
+    stray: list[int] = []  # the positions of the '}' that closed nothing
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            opened.append(i)
+        elif c == "}":
+            if opened:
+                opened.pop()
+            else:
+                stray.append(i)
+        i += 1
+    if len(opened) != len(stray):
+        raise UnbalancedBracesError(pattern, opened[0] if len(opened) > len(stray) else stray[0])
+
+
 def braceexpand(pattern: str) -> list[str]:
-    """Bash-style brace expansion: ``{a,b}`` alternatives, ``{000..099}`` zero-padded ranges, ``{a..e}``,
-    ``{0..10..2}`` steps, nesting; ``\\{`` is a literal brace, and unmatched braces stay as they are.
+    """Bash-style brace expansion as webdataset does it (the ``braceexpand`` package): ``{a,b}`` alternatives,
+    ``{000..099}`` zero-padded ranges, ``{a..e}`` letter ranges, ``{0..10..2}`` steps, descending ranges,
+    nesting; ``\\{`` is a literal brace, and a group that is neither a range nor a list stays literal
+    (``{x}``, ``{a..3}``). Unbalanced braces raise :class:`~shardstream.errors.UnbalancedBracesError`.
 
     One pattern names at most :data:`MAX_NAMES` (4,194,304) URLs and nests braces at most
     :data:`MAX_NESTING` (100) deep: beyond, a ConfigError says so before anything is built (a spec file is
     untrusted input: ``{0..99999999}`` must not take the machine's memory).
 
-    >>> braceexpand("x{1..10..4}y"), braceexpand("{9..11}"), braceexpand("keep{this}and\\\\{that}")
+    >>> braceexpand("x{1..10..4}y"), braceexpand("{9..11}"), braceexpand("keep{this}and\\\\{that\\\\}")
     (['x1y', 'x5y', 'x9y'], ['9', '10', '11'], ['keep{this}and{that}'])
+    >>> braceexpand("photos-{0000..0002.tar")
+    Traceback (most recent call last):
+    ...
+    shardstream.errors.UnbalancedBracesError: unbalanced braces in the brace pattern 'photos-{0000..0002.tar': the '{' at position 7 is never closed: add its '}', or write a literal brace with a backslash (\\{ or \\})
     """
     depth = deepest = 0
     for char in pattern:  # an over-estimate (escapes counted too): cheap, and bounds the recursion below
@@ -220,12 +251,13 @@ def braceexpand(pattern: str) -> list[str]:
     if deepest > MAX_NESTING:
         raise ConfigError(f"the brace pattern {_short(pattern)!r} nests braces {deepest} deep, more than "
                           f"{MAX_NESTING}")
+    _check_balance(pattern)
     count = _count(pattern)
     if count > MAX_NAMES:
         raise ConfigError(f"the brace pattern {_short(pattern)!r} expands to {count:,} names, more than the "
                           f"{MAX_NAMES:,} one pattern may name; split it into several patterns (joined by '::') "
                           "or list the shards in a file")
-    return _expand(pattern)
+    return [_ESCAPED.sub(r"\1", name) for name in _expand(pattern)]
 
 
 def expand_urls(urls: Urls | Iterable[str | os.PathLike[str]]) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple
 
-from ..errors import ConfigError, TarFormatError
+from ..errors import ConfigError, NotATarError, TarFormatError
 
 __all__ = [
     "BLOCKSIZE",
@@ -28,6 +28,7 @@ __all__ = [
     "REGULAR_TYPES",
     "Header",
     "checksum",
+    "not_a_tar",
     "parse_header",
     "parse_number",
     "parse_pax_records",
@@ -163,3 +164,74 @@ def parse_pax_records(data: bytes, *, url: str | None = None, offset: int | None
         records[key] = data[equals + 1 : stop - 1]
         pos = stop
     return records
+
+
+# -- the first block: a tar header, or another kind of file --------------------------------------------------------
+
+_CHECK_URL = ("a shard must be a tar archive (.tar, or compressed: .tar.gz, .tar.zst...): check the URL, or write "
+              "shards with ShardWriter or `shardstream create`")
+_CONVERT = "convert it into shards first (`shardstream convert`, or shardstream.convert)"
+_SERVER = "the server answered with a page instead of the shard: check the URL, and the credentials if it needs any"
+#: first bytes -> (what the file is, what to do); checked in order
+_MAGIC: tuple[tuple[bytes, str, str], ...] = (
+    (b"\xff\xd8\xff", "a JPEG image", _CHECK_URL),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image", _CHECK_URL),
+    (b"GIF8", "a GIF image", _CHECK_URL),
+    (b"%PDF-", "a PDF document", _CHECK_URL),
+    (b"\x93NUMPY", "a NumPy .npy file", _CHECK_URL),
+    (b"\x1f\x8b", "gzip-compressed data", "decompress it, or read it with a reader that decompresses (WebDataset, "
+                                          "iter_tar)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data", "decompress it, or read it with a reader that decompresses "
+                                                 "(WebDataset, iter_tar)"),
+    (b"\xfd7zXZ\x00", "xz-compressed data", "decompress it, or read it with a reader that decompresses (WebDataset, "
+                                          "iter_tar)"),
+    (b"PK\x03\x04", "a zip archive", "unpack it and convert the folder into shards (`shardstream convert`)"),
+    (b"PK\x05\x06", "a zip archive", "unpack it and convert the folder into shards (`shardstream convert`)"),
+    (b"PAR1", "a Parquet file", _CONVERT),
+    (b"ARROW1", "an Arrow file", _CONVERT),
+)
+
+
+def not_a_tar(head: bytes, *, url: str | None = None, whole: bool = True) -> NotATarError | None:
+    """The error for a stream that starts with ``head`` when that is not a tar header, or None when ``head`` may
+    be a (damaged) tar: what the bytes look like (JPEG, PNG, gzip, zip, Parquet, an HTML error page, JSON, text...)
+    and what to do. ``whole`` is False when ``head`` is all the stream holds and shorter than a block (a text
+    that short may be a cut header's member name, so it is not called text). An empty ``head`` is an empty stream.
+
+    >>> print(not_a_tar(b"\\xff\\xd8\\xff\\xe0" + bytes(508), url="cat.tar"))  # doctest: +ELLIPSIS
+    not a tar file: it starts like a JPEG image (shard 'cat.tar'); a shard must be a tar archive ...
+    >>> not_a_tar(b"<!DOCTYPE html><title>403 Forbidden</title>", whole=False).looks_like
+    'it starts like an HTML page'
+    >>> not_a_tar(bytes(148) + b"garbage" + bytes(357)) is None  # an unknown kind: a damaged tar, perhaps
+    True
+    """
+    if not head:
+        return NotATarError("it is an empty stream (0 bytes)", _CHECK_URL, url=url)
+    if head[257:262] == b"ustar":  # a tar header, damaged
+        return None
+    for magic, what, fix in _MAGIC:
+        if head.startswith(magic):
+            return NotATarError(f"it starts like {what}", fix, url=url)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:256].lower()
+    if text.startswith((b"<!doctype html", b"<html", b"<head", b"<body")):
+        return NotATarError("it starts like an HTML page", _SERVER, url=url)
+    if text.startswith(b"<?xml"):
+        what = "an XML document (an object store's error answer?)" if b"<error" in text else "an XML document"
+        return NotATarError(f"it starts like {what}", _SERVER if b"<error" in text else _CHECK_URL, url=url)
+    if text.startswith((b"{", b"[")) and _is_text(head):
+        return NotATarError("it starts like JSON", _CONVERT + " (JSON lines: .jsonl)", url=url)
+    if whole and _is_text(head):
+        return NotATarError("it starts like text (CSV? JSON lines?)", _CONVERT, url=url)
+    return None
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether ``head`` reads as UTF-8 text (a character cut at the end allowed) without control characters."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:
+            return False
+        text = head[: e.start].decode("utf-8")
+    return all(c.isprintable() or c in "\t\r\n" for c in text)
+

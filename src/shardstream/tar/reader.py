@@ -46,6 +46,7 @@ from .header import (
     PAX_GLOBAL,
     PAX_HEADER,
     REGULAR_TYPES,
+    not_a_tar,
     parse_header,
     parse_pax_records,
 )
@@ -197,7 +198,13 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
             if warning is not None:
                 warnings.warn(warning, stacklevel=stacklevel)
             return
-        header = parse_header(block, url=url, offset=offset)
+        try:
+            header = parse_header(block, url=url, offset=offset)
+        except TarFormatError as error:  # the first block: maybe not a tar at all (a JPEG, an error page...)
+            other = not_a_tar(block, url=url) if offset == 0 else None
+            if other is None:
+                raise
+            raise other from error
         typeflag = header.typeflag
         if typeflag == PAX_GLOBAL:  # applies to every later member
             global_pax.update(parse_pax_records(_take(src, header.size, url, offset), url=url, offset=offset))
@@ -333,14 +340,14 @@ def _unterminated(url: str, offset: int, detail: str = "") -> TruncatedTarWarnin
 def _end_of_stream(src: Source, url: str, offset: int, pending: _Pending | None) -> TruncatedTarWarning:
     """The stream ended where a header should start: the warning to give at a member boundary, else raise."""
     partial = len(src.buf) - src.pos
+    if offset == 0 and (error := not_a_tar(bytes(src.buf[src.pos:]), url=url, whole=False)) is not None:
+        raise error  # empty, or a short page or file of another kind
     if partial:
         problem = f"truncated tar header: the stream ends after {partial} of its {BLOCKSIZE} bytes"
         raise TarFormatError(problem, url=url, offset=offset)
     if pending is not None:
         problem = "truncated tar archive: an extended header is not followed by its member"
         raise TarFormatError(problem, url=url, offset=pending.offset)
-    if offset == 0:
-        raise TarFormatError("empty stream: not a tar archive", url=url, offset=0)
     return _unterminated(url, offset)
 
 

@@ -12,11 +12,12 @@ True
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...codecs import Decoder
-from ...errors import SampleFormatError
+from ...errors import MissingFieldError, SampleFormatError
 from ..core import stage
 from ..error_handlers import annotate, reraise_exception
 
@@ -43,15 +44,16 @@ def getfirst(sample: dict[str, Any], fields: str | Sequence[str], default: Any =
              missing_is_error: bool = True) -> Any:
     """The value of the first of ``fields`` (``"jpg;png"`` or a list) present in ``sample``.
 
-    A missing field raises :class:`~shardstream.errors.SampleFormatError` naming the sample, the wanted
-    fields and the fields it has (or returns ``default`` when ``missing_is_error`` is False).
+    A missing field raises :class:`~shardstream.errors.MissingFieldError` (a
+    :class:`~shardstream.errors.SampleFormatError`) naming the sample, the wanted fields, the fields it has and
+    the one probably meant (or returns ``default`` when ``missing_is_error`` is False).
 
     >>> getfirst({"png": 1}, "jpg;png")
     1
-    >>> getfirst({"__key__": "k", "txt": 1}, "jpg;png")  # doctest: +ELLIPSIS
+    >>> getfirst({"__key__": "k", "jpg": 1, "cls": 2}, "jgp")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    shardstream.errors.SampleFormatError: sample has no field 'jpg' or 'png'; its fields: 'txt' (...sample 'k')...
+    shardstream.errors.MissingFieldError: sample has no field 'jgp' (did you mean 'jpg'?); its fields: 'jpg', 'cls' (...sample 'k')...
     """
     wanted = _alternatives(fields)
     for name in wanted:
@@ -59,12 +61,49 @@ def getfirst(sample: dict[str, Any], fields: str | Sequence[str], default: Any =
             return sample[name]
     if not missing_is_error:
         return default
+    raise missing_field(sample, wanted)
+
+
+def missing_field(sample: dict[str, Any], wanted: Sequence[str]) -> MissingFieldError:
+    """The error for a sample without any of the fields ``wanted``: the fields it has, and the one probably meant
+    (a near spelling, another case, or ``file.jpg`` for ``jpg``), or the key rule to try when the member names
+    have more dots than the key rule expects.
+
+    >>> print(missing_field({"__key__": "k", "file.jpg": 1, "label.txt": 2}, ["jpg"]))  # doctest: +ELLIPSIS
+    sample has no field 'jpg' (did you mean 'file.jpg'?); its fields: 'file.jpg', 'label.txt' (...
+    >>> print(missing_field({"__key__": "song 2", "0.mp3": 1, "0.json": 2}, ["mp3"]))  # doctest: +ELLIPSIS
+    sample has no field 'mp3'; its fields: '0.mp3', '0.json' (the member names have more dots than the key rule ...
+    """
     have = [k for k in sample if not (isinstance(k, str) and k.startswith("__"))]
+    names = [k for k in have if isinstance(k, str)]
     listed = ", ".join(repr(k) for k in have) or "none"
-    problem = f"sample has no field {' or '.join(repr(w) for w in wanted)}; its fields: {listed}"
-    if any(isinstance(k, str) and k.endswith("." + w) for k in have for w in wanted):
+    problem = f"sample has no field {' or '.join(repr(w) for w in wanted)}"
+    # one basename with dots (``song 2.0.mp3``: key 'song 2', fields '0.mp3', '0.json'): the key rule cut too early
+    dotted_key = (bool(names) and len(names) == len(have) and all("." in k for k in names)
+                  and len({k.rsplit(".", 1)[0] for k in names}) == 1
+                  and any(k.endswith("." + w) for k in names for w in wanted))
+    suggestion = None if dotted_key else _closest(wanted, names)
+    if suggestion is not None:
+        problem += f" (did you mean {suggestion!r}?)"
+    problem += f"; its fields: {listed}"
+    if dotted_key:
         problem += " (the member names have more dots than the key rule expects: try keys='last-dot')"
-    raise SampleFormatError(problem, url=sample.get("__url__"), key=sample.get("__key__"))
+    return MissingFieldError(problem, wanted=tuple(wanted), fields=tuple(have), suggestion=suggestion,
+                             url=sample.get("__url__"), key=sample.get("__key__"))
+
+
+def _closest(wanted: Sequence[str], names: list[str]) -> str | None:
+    """The field of ``names`` probably meant by one of ``wanted``: ``KEY.jpg`` for ``jpg``, ``jpg`` for ``JPG``,
+    else the closest spelling (:func:`difflib.get_close_matches`), or None."""
+    for w in wanted:
+        for k in names:
+            if k.endswith("." + w) or k.lower() == w.lower():
+                return k
+    for w in wanted:
+        close = difflib.get_close_matches(w, names, n=1, cutoff=0.6)
+        if close:
+            return close[0]
+    return None
 
 
 def _map(source: Iterable[Sample], f: Callable[[Sample], Any], handler: Handler = reraise_exception) -> Iterator[Any]:
