@@ -1,0 +1,57 @@
+"""Heavy modules loaded on first use, so that ``import shardstream`` and ``from shardstream import WebDataset`` stay
+light (tests/test_import_cost.py pins which modules a bare import must not load).
+
+A module that needs numpy everywhere but not at import writes::
+
+    if TYPE_CHECKING:
+        import numpy as np
+    else:
+        np = lazy_module("numpy")
+
+and uses ``np`` as usual: the first attribute looked up imports numpy, and the proxy then holds numpy's names
+itself, so later lookups cost what a module's do. Type checkers see the real module.
+
+>>> import sys
+>>> colorsys = lazy_module("colorsys")
+>>> colorsys
+<module 'colorsys' (loaded on first use)>
+>>> colorsys.rgb_to_hsv(1.0, 0.0, 0.0)
+(0.0, 1.0, 1.0)
+>>> "colorsys" in sys.modules
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+__all__ = ["LazyModule", "lazy_module"]
+
+
+class LazyModule:
+    """A stand-in for the module ``name``, imported when one of its names is first looked up.
+
+    Double-underscore names (``__wrapped__``, ``__path__``...) asked before the module is loaded are
+    ``AttributeError`` without loading it: introspection (doctest, inspect) does not pay for the import.
+    """
+
+    def __init__(self, name: str) -> None:
+        vars(self)["_lazy_name"] = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        module = importlib.import_module(vars(self)["_lazy_name"])
+        vars(self).update(vars(module))  # the next lookups find the names here, without this method
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<module {vars(self)['_lazy_name']!r} (loaded on first use)>"
+
+
+def lazy_module(name: str) -> Any:
+    """A :class:`LazyModule` for ``name``, or the module itself when something has imported it already."""
+    module = sys.modules.get(name)
+    return module if module is not None else LazyModule(name)
