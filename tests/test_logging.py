@@ -252,3 +252,38 @@ def test_a_conversion_logs_its_start_and_its_end(tmp_path, caplog):
     assert lines[1] == f"converted {tmp_path / 'rows.jsonl'}: 5 samples in {len(result.shards)} files under " \
                        f"{tmp_path / 'out'} (0 skipped)"
     assert any(r.name == "shardstream.process.job" and "finished" in r.getMessage() for r in caplog.records)
+
+
+# -- progress= on the library's long operations ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("progress", [True, False, None])  # None: shown when stderr is a terminal (not here)
+def test_index_dataset_shows_its_progress_when_asked(tmp_path, capsys, caplog, progress):
+    from shardstream.indexed import index_dataset
+
+    shards = write_samples(str(tmp_path / "s-%d.tar"), n=6, maxcount=3)
+    caplog.set_level(logging.DEBUG, logger="shardstream.indexed")
+    index = index_dataset(shards, str(tmp_path / "index.json"), progress=progress)
+    assert [s.samples for s in index.shards] == [3, 3]
+    err = capsys.readouterr().err
+    assert ("indexing" in err and "2/2" in err) is bool(progress)
+    assert records(caplog, "shardstream.indexed.dataset_index") == [
+        f"built the index of {shards[0]}: 3 samples", f"built the index of {shards[1]}: 3 samples",
+        f"wrote the dataset index {tmp_path / 'index.json'}: 2 shards (2 indexes built, 0 reused), 6 samples"]
+
+
+@pytest.mark.parametrize("shuffle, what", [("global", "indexing"), ("stream", "counting")])
+def test_training_dataset_shows_its_progress_while_it_indexes_the_shards(tmp_path, capsys, caplog, shuffle, what):
+    from shardstream import TrainingDataset
+
+    shards = write_samples(str(tmp_path / "s-%d.tar"), n=6, maxcount=3)
+    caplog.set_level(logging.INFO, logger="shardstream.training")
+    dataset = TrainingDataset(shards, batch_size=2, shuffle=shuffle, progress=True)
+    assert list(dataset.lengths) == [3, 3]
+    err = capsys.readouterr().err
+    assert what in err and "2/2" in err
+    built = records(caplog, "shardstream.training.sources")
+    assert len(built) == (2 if shuffle == "global" else 0)
+    assert all(line.startswith(f"built the index of {shard} (3 samples): ") for line, shard in zip(built, shards))
+    TrainingDataset(shards, batch_size=2, shuffle=shuffle, progress=False)
+    assert capsys.readouterr().err == ""

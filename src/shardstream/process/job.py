@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, ProcessingError
 from ..io.urls import expand_inputs
+from ..logs import progress_bar
 from ..redact import redacting_logger
 from ..writer import ShardInfo
 from .engines import Engine, make_engine, run_calls
@@ -78,14 +78,8 @@ class JobResult:
 
 class _Bar:
     def __init__(self, show: bool | None, total: int, engine: Engine):
-        if show is None:
-            show = bool(getattr(sys.stderr, "isatty", lambda: False)())
-        self.bar: Any = None
         self.samples = self.shards = 0
-        if show:
-            from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
-
-            self.bar = tqdm(total=total, unit=" tasks", desc=f"{engine.name} x{engine.workers}", file=sys.stderr)
+        self.bar = progress_bar(show, total, unit=" tasks", desc=f"{engine.name} x{engine.workers}")
 
     def update(self, tasks: int = 0, samples: int = 0, shards: int = 0) -> None:
         self.samples += samples
