@@ -12,13 +12,13 @@ and uses ``np`` as usual: the first attribute looked up imports numpy, and the p
 itself, so later lookups cost what a module's do. Type checkers see the real module.
 
 >>> import sys
->>> colorsys = lazy_module("colorsys")
+>>> colorsys = LazyModule("colorsys")  # what lazy_module("colorsys") gives while colorsys is not imported
 >>> colorsys
 <module 'colorsys' (loaded on first use)>
 >>> colorsys.rgb_to_hsv(1.0, 0.0, 0.0)
 (0.0, 1.0, 1.0)
->>> "colorsys" in sys.modules
-True
+>>> "colorsys" in sys.modules, lazy_module("colorsys") is sys.modules["colorsys"]
+(True, True)
 """
 
 from __future__ import annotations
