@@ -59,3 +59,25 @@ def test_numpy_loads_with_the_first_batch(tmp_path):
             "import numpy")
     modules = loaded_by(code)
     assert "numpy" in modules and heavy_in(modules, ("http.client", "ssl", "yaml")) == []
+
+
+def test_webdataset_loads_neither_the_writer_nor_random_access():
+    modules = loaded_by("from shardstream import WebDataset")
+    assert heavy_in(modules, ("shardstream.writer", "shardstream.indexed.build", "shardstream.indexed.dataset",
+                              "shardstream.indexed.sampler", "shardstream.order", "shardstream.training",
+                              "shardstream.loader")) == []
+
+
+def test_a_lazy_module_is_the_module_once_loaded(monkeypatch):
+    import colorsys
+
+    from shardstream._lazy import LazyModule
+
+    lazy = LazyModule("colorsys")
+    assert not hasattr(lazy, "__wrapped__")  # introspection does not load it (it is loaded here anyway)
+    monkeypatch.setattr(lazy, "ONE_THIRD", 0.5)  # patching the stand-in patches the module, and is undone there
+    assert colorsys.ONE_THIRD == 0.5 and lazy.ONE_THIRD == 0.5
+    monkeypatch.undo()
+    assert lazy.ONE_THIRD == colorsys.ONE_THIRD == 1.0 / 3.0
+    monkeypatch.setattr(colorsys, "ONE_SIXTH", 0.25)  # and patching the module shows through the stand-in
+    assert lazy.ONE_SIXTH == 0.25

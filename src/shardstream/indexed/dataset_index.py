@@ -28,16 +28,22 @@ import json
 import os
 import posixpath
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_module
 from ..errors import OpenError, StaleIndexError
 from ..io.files import write_file
 from ..io.trust import urls_from_document
 from ..logs import progress_bar
 from ..redact import redacting_logger
 from ..samples import Handler, RuleSpec
-from .build import index_shard
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import LocalSource, local_path, open_source
+
+if TYPE_CHECKING:
+    from . import build
+else:
+    build = lazy_module("shardstream.indexed.build")  # the writer and the codecs load when an index is built
 
 log = redacting_logger(__name__)
 
@@ -207,7 +213,7 @@ def index_dataset(
         for shard in paths:
             index = None if rebuild else _fresh_sidecar(shard, spec)
             if index is None:
-                index = index_shard(shard, rule=rule, handler=handler, accelerate=accelerate)
+                index = build.index_shard(shard, rule=rule, handler=handler, accelerate=accelerate)
                 built += 1
                 log.debug("built the index of %s: %d samples", shard, len(index))
             entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
