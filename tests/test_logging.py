@@ -19,6 +19,7 @@ import shardstream
 from shardstream.cli import main
 from shardstream.io.cache import ShardCache
 from shardstream.logs import log_to_stderr, stop_logging_to_stderr
+from shardstream.tar import accelerated
 from shardstream.writer import ShardWriter, TarWriter
 
 SRC = pathlib.Path(shardstream.__file__).parent
@@ -176,3 +177,113 @@ def test_the_library_does_not_print():
                 continue  # message(): the one place for the summary lines (-q drops them)
             offenders.append(f"{relative}:{line}: {what}")
     assert offenders == [], "use logging.getLogger(__name__) instead:\n" + "\n".join(offenders)
+
+
+# -- where things happen: the C walk, offline jobs, converters (the network: tests/io/test_io_logs.py) ----------
+
+
+@pytest.mark.skipif(not accelerated(), reason="the C extension is not built or is off")
+def test_the_c_grouping_says_when_it_hands_a_shard_over_to_python(tmp_path, caplog):
+    shard = str(tmp_path / "big.tar")
+    with TarWriter(shard) as sink:
+        sink.write({"__key__": "a", "txt": "small"})
+        sink.write({"__key__": "b", "bin": bytes(2 << 20)})  # a member too large for the C grouping
+    caplog.set_level(logging.DEBUG, logger="shardstream.reading")
+    assert len(list(shardstream.WebDataset(shard, shardshuffle=False))) == 2
+    assert records(caplog, "shardstream.reading") == [
+        f"{shard}: the C grouping hands the rest over to Python at byte 1024: a member of {(2 << 20) + 512} bytes"]
+    caplog.clear()
+    assert len(list(shardstream.WebDataset(shard, shardshuffle=False, keys="last-dot"))) == 2
+    assert records(caplog, "shardstream.reading") == ["samples grouped in Python: the key rule is not the default one"]
+
+
+def _fails_once(sample, _marks={}):  # noqa: B006 - the inline engine runs it in this process: one failure per key
+    if sample["__key__"] == "0001" and not _marks.get("failed"):
+        _marks["failed"] = True
+        raise RuntimeError("a flaky sample")
+    return sample
+
+
+def test_a_job_logs_its_tasks_start_finish_retry_and_reuse(tmp_path, caplog):
+    from shardstream.process import map_dataset
+
+    shards = write_samples(str(tmp_path / "in-%d.tar"), n=6, maxcount=3)
+    caplog.set_level(logging.DEBUG, logger="shardstream.process")
+    map_dataset(shards, str(tmp_path / "out"), _fails_once, engine="inline", progress=False)
+    lines = records(caplog, "shardstream.process.job")
+    assert lines[0] == "running 2 tasks on InlineEngine (0 complete already)"
+    assert f"task 0 ({shards[0]}): started" in lines and f"task 0 ({shards[0]}): started (attempt 2)" in lines
+    retry = next(r for r in caplog.records if "retrying" in r.getMessage())
+    assert retry.levelno == logging.WARNING and retry.getMessage().startswith(
+        f"task 0 ({shards[0]}) failed on attempt 1 of 3 (")
+    assert "RuntimeError: a flaky sample" in retry.getMessage()
+    assert any(line.startswith(f"task 1 ({shards[1]}) finished: 3 samples read, 3 written, 1 shards") for line in lines)
+    caplog.clear()
+    map_dataset(shards, str(tmp_path / "out"), _fails_once, engine="inline", progress=False)
+    assert records(caplog, "shardstream.process.job")[:2] == [
+        f"task 0 ({shards[0]}): complete already (its manifest is current), not run again",
+        f"task 1 ({shards[1]}): complete already (its manifest is current), not run again"]
+
+
+def _always_fails(sample):
+    raise ValueError("broken")
+
+
+def test_a_task_that_fails_after_its_retries_is_an_error_record(tmp_path, caplog):
+    from shardstream.process import map_dataset
+
+    shards = write_samples(str(tmp_path / "in-%d.tar"), n=3, maxcount=3)
+    caplog.set_level(logging.INFO, logger="shardstream.process")
+    with pytest.raises(shardstream.ProcessingError):
+        map_dataset(shards, str(tmp_path / "out"), _always_fails, engine="inline", retries=1, progress=False)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [f"task 0 ({shards[0]}) failed after 2 attempts: ValueError: broken"]
+
+
+def test_a_conversion_logs_its_start_and_its_end(tmp_path, caplog):
+    from shardstream.convert import convert
+
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"id": {i}, "text": "row {i}"}}\n' for i in range(5)))
+    caplog.set_level(logging.INFO, logger="shardstream")
+    result = convert(str(tmp_path / "rows.jsonl"), str(tmp_path / "out"), engine="inline", progress=False)
+    lines = records(caplog, "shardstream.convert")
+    assert lines[0].startswith(f"converting {tmp_path / 'rows.jsonl'} (") and lines[0].endswith(
+        f") to shards under {tmp_path / 'out'}: 1 tasks")
+    assert lines[1] == f"converted {tmp_path / 'rows.jsonl'}: 5 samples in {len(result.shards)} files under " \
+                       f"{tmp_path / 'out'} (0 skipped)"
+    assert any(r.name == "shardstream.process.job" and "finished" in r.getMessage() for r in caplog.records)
+
+
+# -- progress= on the library's long operations ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("progress", [True, False, None])  # None: shown when stderr is a terminal (not here)
+def test_index_dataset_shows_its_progress_when_asked(tmp_path, capsys, caplog, progress):
+    from shardstream.indexed import index_dataset
+
+    shards = write_samples(str(tmp_path / "s-%d.tar"), n=6, maxcount=3)
+    caplog.set_level(logging.DEBUG, logger="shardstream.indexed")
+    index = index_dataset(shards, str(tmp_path / "index.json"), progress=progress)
+    assert [s.samples for s in index.shards] == [3, 3]
+    err = capsys.readouterr().err
+    assert ("indexing" in err and "2/2" in err) is bool(progress)
+    assert records(caplog, "shardstream.indexed.dataset_index") == [
+        f"built the index of {shards[0]}: 3 samples", f"built the index of {shards[1]}: 3 samples",
+        f"wrote the dataset index {tmp_path / 'index.json'}: 2 shards (2 indexes built, 0 reused), 6 samples"]
+
+
+@pytest.mark.parametrize("shuffle, what", [("global", "indexing"), ("stream", "counting")])
+def test_training_dataset_shows_its_progress_while_it_indexes_the_shards(tmp_path, capsys, caplog, shuffle, what):
+    from shardstream import TrainingDataset
+
+    shards = write_samples(str(tmp_path / "s-%d.tar"), n=6, maxcount=3)
+    caplog.set_level(logging.INFO, logger="shardstream.training")
+    dataset = TrainingDataset(shards, batch_size=2, shuffle=shuffle, progress=True)
+    assert list(dataset.lengths) == [3, 3]
+    err = capsys.readouterr().err
+    assert what in err and "2/2" in err
+    built = records(caplog, "shardstream.training.sources")
+    assert len(built) == (2 if shuffle == "global" else 0)
+    assert all(line.startswith(f"built the index of {shard} (3 samples): ") for line, shard in zip(built, shards))
+    TrainingDataset(shards, batch_size=2, shuffle=shuffle, progress=False)
+    assert capsys.readouterr().err == ""

@@ -17,7 +17,6 @@ b'demo:x'
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import IO, Any
 
@@ -60,10 +59,10 @@ class Pipe:
         self.handler: Any = None
         kw.pop("bufsize", None)
         if mode[0] == "r":
-            self.proc = subprocess.Popen(*args, **{**kw, "stdout": subprocess.PIPE})
+            self.proc = _popen(args, kw, "stdout")
             stream = self.proc.stdout
         else:
-            self.proc = subprocess.Popen(*args, **{**kw, "stdin": subprocess.PIPE})
+            self.proc = _popen(args, kw, "stdin")
             stream = self.proc.stdin
         if stream is None:
             raise OpenError(f"{args}: the command has no pipe to {mode}")
@@ -114,6 +113,13 @@ class Pipe:
 
     def __exit__(self, etype: Any, value: Any, traceback: Any) -> None:
         self.close()
+
+
+def _popen(args: tuple[Any, ...], kw: dict[str, Any], piped: str) -> Any:
+    """``subprocess.Popen(*args, **kw)`` with ``piped`` (``"stdout"`` or ``"stdin"``) a pipe."""
+    import subprocess  # noqa: PLC0415 - loads with the first command, not with shardstream
+
+    return subprocess.Popen(*args, **{**kw, piped: subprocess.PIPE})
 
 
 def set_options(obj: Any, timeout: float | None = None, ignore_errors: bool | None = None,

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from .config import Settings
 from .errors import ConfigError
 from .redact import SecretFilter
 
-__all__ = ["LOGGER", "apply_settings", "log_to_stderr", "stop_logging_to_stderr"]
+__all__ = ["LOGGER", "apply_settings", "log_to_stderr", "progress_bar", "stop_logging_to_stderr"]
 
 #: the name of the logger every module of the package logs under (as ``shardstream.<module>``)
 LOGGER = "shardstream"
@@ -103,3 +103,21 @@ def apply_settings(settings: Settings | None = None) -> None:
             return
     if settings.verbose:
         log_to_stderr(logging.INFO)
+
+
+def progress_bar(show: bool | None, total: int, *, desc: str, unit: str) -> Any:
+    """The progress bar of a long operation (``progress=`` of ``index_dataset``, ``TrainingDataset``,
+    ``IndexedDataset``, ``map_dataset``, ``convert``): a tqdm bar on stderr, or None when it is not shown.
+
+    ``show``: True, False, or None (the default of those functions): shown when stderr is a terminal.
+
+    >>> progress_bar(False, 10, desc="indexing", unit=" shards") is None
+    True
+    """
+    if show is None:
+        show = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    if not show:
+        return None
+    from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)

@@ -16,16 +16,20 @@ at the first thing the C code leaves to Python, so every decision and error mess
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, BinaryIO
 
 from . import reading_accel
 from .errors import ConfigError
+from .redact import redacting_logger
 from .samples import DEFAULT_RULE, Handler, KeyRule, RuleSpec, SampleStats, _group, _reraise, _rule
 from .tar import compress, reader
 from .tar.buffers import source_for
 
 __all__ = ["ColumnBatches", "ColumnRequest", "ColumnRun", "iter_samples"]
+
+log = redacting_logger(__name__)
 
 #: members at least this large leave the C grouping (the Python walk reads them with one copy, not two)
 _C_GROUP_MAX = 1 << 20
@@ -41,6 +45,8 @@ def _c_scan(accelerate: bool | None, rule: KeyRule) -> Any:
     cannot run."""
     grouper, columns = reading_accel.sample_grouper(accelerate), reading_accel.column_grouper(accelerate)
     if grouper is None or columns is None or not _is_default(rule):
+        log.debug("samples grouped in Python: %s", "the key rule is not the default one" if grouper is not None
+                  else "the C extension is off or not built")
         return None
     return grouper, columns, reader.member_scan(accelerate)
 
@@ -154,6 +160,7 @@ def _scanned(
         except Exception:  # the stream broke: Python's walk reads what arrived before it, and meets the error
             more = False  # where it asks for more (the source raises it again), as a walk from the start does
         if not more:
+            _log_hand_over(url, src, need)
             members = compress.then_pending(reader.walk(src, url, scan), tar)
             break  # a member or header for Python; or the stream ends where Python must report it
     samples = _group(members, url, split, on_error, stats, seen, current, current_key, _StoredKeys(keys))
@@ -161,6 +168,20 @@ def _scanned(
         yield from batches._add_all(samples)
     else:
         yield from with_local_path(_lists(samples) if chunks else samples, local, chunks)
+
+
+def _log_hand_over(url: str, src: Any, need: int) -> None:
+    """A DEBUG record when the C grouping leaves the rest of a shard to Python before its end."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    head = bytes(src.buf[src.pos : src.pos + 512])
+    if need == 0 and len(head) == 512 and not head.strip(b"\0"):
+        return  # the end-of-archive blocks: the usual end of a shard read wholly in C
+    why = {0: "a header the Python walk reads (an extended or unusual header)",
+           -1: "a member the Python grouping must see (no extension, a repeated field, a key seen before)"}.get(need)
+    if why is None:
+        why = f"a member of {need} bytes" if need >= _C_GROUP_MAX else "the stream ended or broke"
+    log.debug("%s: the C grouping hands the rest over to Python at byte %d: %s", url, src.base + src.pos, why)
 
 
 class _StoredKeys:

@@ -38,8 +38,8 @@ def test_fresh_sidecars_are_reused_and_stale_ones_rebuilt(tmp_path, write_shards
     paths = write_shards(9, 3)
     index_dataset(paths, tmp_path / "a.json")
     built = []
-    original = dataset_index.index_shard
-    monkeypatch.setattr(dataset_index, "index_shard", lambda shard, **kw: built.append(shard) or original(shard, **kw))
+    original = dataset_index.build.index_shard  # the module that builds indexes, loaded when one is built
+    monkeypatch.setattr(dataset_index.build, "index_shard", lambda shard, **kw: built.append(shard) or original(shard, **kw))
     index_dataset(paths, tmp_path / "b.json")
     assert built == []
     with TarWriter(paths[1]) as sink:

@@ -168,7 +168,9 @@ class StubHTTP:
     ``hold_at`` (every ranged answer sends the object's bytes before this offset only, then waits until
     ``release`` is set; ``sent`` counts the body bytes sent, all answers together, as the socket takes them),
     ``length`` (False: no ``Content-Length``, the body ends when the connection closes), ``no_content_range``
-    (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short).
+    (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short),
+    ``fail_first`` (a status, e.g. 503, answered once to the first request of each path, with ``Retry-After: 0``),
+    ``short_once`` (``short`` applies to the first request of each path only).
     ``requests`` lists ``(path, range header)``.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
@@ -178,7 +180,7 @@ class StubHTTP:
         self.files = dict(files or {})
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
                       "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
-                      "length": True, "no_content_range": 0,
+                      "length": True, "no_content_range": 0, "fail_first": None, "short_once": False,
                       "unknown_total": False, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
@@ -215,8 +217,8 @@ class StubHTTP:
         path = urllib.parse.unquote(parts.path).lstrip("/")
         rng = h.headers.get("Range")
         self.requests.append((path, rng))
-        if f["status"]:
-            self._reply(h, f["status"], b"", {"Retry-After": "0"})
+        if f["status"] or (f["fail_first"] and sum(1 for p, _ in self.requests if p == path) == 1):
+            self._reply(h, f["status"] or f["fail_first"], b"", {"Retry-After": "0"})
             return
         if f["ais"] and path.startswith("v1/objects/"):
             provider = urllib.parse.parse_qs(parts.query).get("provider", ["ais"])[0]
@@ -235,6 +237,7 @@ class StubHTTP:
             time.sleep(f["first_delay"])
         first_request = sum(1 for p, _ in self.requests if p == path) == 1
         etag = '"v1"' if first_request or not f["etag_changes"] else '"v2"'
+        short = f["short"] if first_request or not f["short_once"] else 0
         headers = {"ETag": etag, "Accept-Ranges": "bytes" if f["ranges"] else "none"}
         if f["md5"]:
             digest = hashlib.md5(data if f["md5"] != "wrong" else data + b"x").digest()
@@ -256,12 +259,12 @@ class StubHTTP:
             hold = f["hold_after"] if first_request else None
             if f["hold_at"] is not None:
                 hold = max(0, f["hold_at"] - start)
-            self._reply(h, 206, data[start:end], headers, short=f["short"], hold=(hold, self.release),
+            self._reply(h, 206, data[start:end], headers, short=short, hold=(hold, self.release),
                         count=self._count)
         else:
             if not f["length"]:
                 headers["Content-Length"] = None
-            self._reply(h, 200, data, headers, short=f["short"], count=self._count)
+            self._reply(h, 200, data, headers, short=short, count=self._count)
 
     def _count(self, n: int) -> None:
         with self._sent_lock:

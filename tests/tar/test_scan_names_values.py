@@ -13,7 +13,7 @@ import pytest
 
 from shardstream import _native
 from shardstream.errors import ShardstreamError
-from shardstream.pipeline.stages.batching import _INT, scalar_array
+from shardstream.pipeline.stages.batching import _int, scalar_array
 from shardstream.samples import group_samples, iter_samples
 from shardstream.tar import iter_tar
 
@@ -234,4 +234,4 @@ def test_int_packer_fills_only_exact_ints_in_range():
 
 
 def test_numpy_default_int_is_what_the_packer_fills():
-    assert np.array([1, 2]).dtype == _INT
+    assert np.array([1, 2]).dtype == _int()

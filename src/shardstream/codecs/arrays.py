@@ -18,14 +18,19 @@ import math
 import pickle
 import re
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.lib.format as npformat
-
+from .._lazy import lazy_module
 from ..errors import MissingDependencyError, UnsafeDecodeError
 from . import tenbin
 from .limits import check_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.lib.format as npformat
+else:
+    np = lazy_module("numpy")  # loads with the first array, not with shardstream
+    npformat = lazy_module("numpy.lib.format")
 
 __all__ = [
     "npy_dumps",

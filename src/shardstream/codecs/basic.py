@@ -17,13 +17,18 @@ import gzip
 import json
 import operator
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-import numpy as np
 
+from .._lazy import lazy_module
 from ..errors import MissingDependencyError
 from .limits import bounded_gunzip
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # loads with the first array, not with shardstream
 
 __all__ = [
     "cbor_dumps",

@@ -33,12 +33,16 @@ import io
 import re
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..errors import ConfigError, DecodeLimitError, MissingDependencyError
 from .limits import check_pixels
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # loads with the first array, not with shardstream
 
 __all__ = [
     "IMAGE_EXTENSIONS",

@@ -21,12 +21,18 @@ Supported dtypes: float16/32/64, int8/16/32/64, uint8/16/32/64 (webdataset itsel
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # loads with the first array, not with shardstream
 
 __all__ = [
     "MAGIC",
@@ -61,7 +67,13 @@ _CODES = {
     "uint32": b"u4",
     "uint64": b"u8",
 }
-_DTYPES = {code: np.dtype(name).newbyteorder("<") for name, code in _CODES.items()}
+
+
+@functools.cache
+def _dtypes() -> dict[bytes, np.dtype]:
+    """code -> little-endian dtype (made on first use: numpy loads with the first array)."""
+    return {code: np.dtype(name).newbyteorder("<") for name, code in _CODES.items()}
+
 _MAX_RANK = 9
 
 
@@ -114,7 +126,7 @@ def encode_list(arrays: Sequence[np.ndarray] | np.ndarray, infos: Sequence[str] 
     for i, a in enumerate(arrays):
         a = np.asarray(a)
         parts.append(encode_header(a, infos[i] if i < len(infos) else ""))
-        parts.append(np.ascontiguousarray(a, dtype=_DTYPES[_CODES[a.dtype.name]]).tobytes())
+        parts.append(np.ascontiguousarray(a, dtype=_dtypes()[_CODES[a.dtype.name]]).tobytes())
     return parts
 
 
@@ -161,7 +173,7 @@ def decode_header(header: bytes | memoryview) -> tuple[tuple[int, ...], np.dtype
     if len(header) < 24:
         raise ValueError("tenbin header too short")
     code = bytes(header[:8]).rstrip(b"\0")
-    dtype = _DTYPES.get(code)
+    dtype = _dtypes().get(code)
     if dtype is None:
         raise ValueError(f"unsupported tenbin dtype code {code!r}")
     (rank,) = struct.unpack_from("<q", header, 16)

@@ -42,6 +42,7 @@ from ..io.urls import expand_inputs
 from ..process import JobResult, ShardSource, TarOutput, Task, TaskSource
 from ..process.engines import Engine
 from ..process.job import EngineSession, run_in_session
+from ..redact import redacting_logger
 from .arrow import ArrowSource, ParquetSource, arrow_rows, parquet_rows
 from .fields import column_field, safe_key, sniff_extension
 from .folders import ImageFolderSource, Mapper, list_imagefolder
@@ -49,6 +50,8 @@ from .lines import chunks_from_marks, jsonl_chunks, record_marks
 from .tables import CsvSource, csv_chunks
 from .tfrecord import TFRecordSource, parse_example
 from .to_parquet import ParquetOutput
+
+log = redacting_logger(__name__)
 
 __all__ = [
     "ArrowSource",
@@ -294,6 +297,10 @@ def convert(
         if not sources:
             raise ConfigError(f"nothing to convert in {src!r}")
         tasks = [Task(i, source, output) for i, source in enumerate(sources)]
-        return run_in_session(tasks, session, retries=retries, progress=progress, overwrite=overwrite)
+        log.info("converting %s (%s) to %s under %s: %d tasks", src, type(sources[0]).__name__, to, dst, len(tasks))
+        result = run_in_session(tasks, session, retries=retries, progress=progress, overwrite=overwrite)
+        log.info("converted %s: %d samples in %d files under %s (%d skipped)", src, result.samples,
+                 len(result.shards), dst, len(result.skipped))
+        return result
     finally:
         session.close()

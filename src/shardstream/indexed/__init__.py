@@ -17,12 +17,43 @@
 True
 """
 
-from .build import index_from_entries, index_shard, indexed_shard_writer, write_dali_index, write_indexes
-from .dataset import IndexedDataset
-from .dataset_index import DatasetIndex, ShardEntry, index_dataset
-from .sampler import DistributedLocalitySampler, LocalitySampler
-from .shardindex import SIDECAR_SUFFIX, ShardIndex, fingerprint, sidecar_path
-from .source import ByteSource, LocalSource, open_source, register_source
+from typing import TYPE_CHECKING, Any
+
+#: name -> the module of this package that defines it, imported on first use: ``WebDataset`` reads a dataset index
+#: (:mod:`.dataset_index`) without loading the random-access reader, the samplers or numpy
+_NAMES = {
+    "build": "index_from_entries index_shard indexed_shard_writer write_dali_index write_indexes",
+    "dataset": "IndexedDataset",
+    "dataset_index": "DatasetIndex ShardEntry index_dataset",
+    "sampler": "DistributedLocalitySampler LocalitySampler",
+    "shardindex": "SIDECAR_SUFFIX ShardIndex fingerprint sidecar_path",
+    "source": "ByteSource LocalSource open_source register_source",
+}
+_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names.split()}
+
+if TYPE_CHECKING:
+    from .build import index_from_entries, index_shard, indexed_shard_writer, write_dali_index, write_indexes
+    from .dataset import IndexedDataset
+    from .dataset_index import DatasetIndex, ShardEntry, index_dataset
+    from .sampler import DistributedLocalitySampler, LocalitySampler
+    from .shardindex import SIDECAR_SUFFIX, ShardIndex, fingerprint, sidecar_path
+    from .source import ByteSource, LocalSource, open_source, register_source
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415 - once per name
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "ByteSource",

@@ -28,14 +28,24 @@ import json
 import os
 import posixpath
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_module
 from ..errors import OpenError, StaleIndexError
 from ..io.files import write_file
 from ..io.trust import urls_from_document
+from ..logs import progress_bar
+from ..redact import redacting_logger
 from ..samples import Handler, RuleSpec
-from .build import index_shard
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import LocalSource, local_path, open_source
+
+if TYPE_CHECKING:
+    from . import build
+else:
+    build = lazy_module("shardstream.indexed.build")  # the writer and the codecs load when an index is built
+
+log = redacting_logger(__name__)
 
 __all__ = ["DatasetIndex", "ShardEntry", "index_dataset"]
 
@@ -179,20 +189,42 @@ def index_dataset(
     handler: Handler | None = None,
     rebuild: bool = False,
     accelerate: bool | None = None,
+    progress: bool | None = None,
 ) -> DatasetIndex:
     """Write the dataset index ``output`` for local ``shards``, (re)building sidecars that are missing or stale.
 
     Fresh sidecars built with the same rule are reused (``rebuild=True`` rebuilds them all). Returns the index.
+    ``progress``: a progress bar of the shards on stderr (None: when stderr is a terminal; True; False).
+    The logger ``shardstream.indexed.dataset_index`` says which sidecars were built (DEBUG) and what was written.
+
+    >>> from shardstream.indexed import indexed_shard_writer
+    >>> with indexed_shard_writer("ix-%d.tar", maxcount=2) as sink:
+    ...     for i in range(3):
+    ...         _ = sink.write({"__key__": f"{i}", "cls": i})
+    >>> [shard.samples for shard in index_dataset(sink.shards, "ix.json", progress=False).shards]
+    [2, 1]
     """
     paths = [os.fspath(shards)] if isinstance(shards, (str, os.PathLike)) else [os.fspath(s) for s in shards]
     spec = rule_spec(rule)
     entries = []
-    for shard in paths:
-        index = None if rebuild else _fresh_sidecar(shard, spec)
-        if index is None:
-            index = index_shard(shard, rule=rule, handler=handler, accelerate=accelerate)
-        entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
+    built = 0
+    bar = progress_bar(progress, len(paths), desc="indexing", unit=" shards")
+    try:
+        for shard in paths:
+            index = None if rebuild else _fresh_sidecar(shard, spec)
+            if index is None:
+                index = build.index_shard(shard, rule=rule, handler=handler, accelerate=accelerate)
+                built += 1
+                log.debug("built the index of %s: %d samples", shard, len(index))
+            entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     result = DatasetIndex(tuple(entries), *spec)
     result.save(output)
+    log.info("wrote the dataset index %s: %d shards (%d indexes built, %d reused), %d samples", os.fspath(output),
+             len(entries), built, len(entries) - built, sum(e.samples for e in entries))
     return dataclasses.replace(result, path=os.fspath(output))
 

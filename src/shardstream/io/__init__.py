@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from .._lazy import lazy_module
 from ..errors import ConfigError
 from .local import path_of
 from .registry import (
@@ -26,9 +27,13 @@ from .registry import (
     register_opener,
     unregister_opener,
 )
-from .remote_write import open_for_write
 from .trust import check_url
 from .urls import expand_urls, local_path, split_scheme
+
+if TYPE_CHECKING:
+    from . import remote_write
+else:
+    remote_write = lazy_module("shardstream.io.remote_write")  # loads with the first remote write
 
 __all__ = [
     "expand_urls",
@@ -87,7 +92,7 @@ def open_for_writing(url: str) -> IO[bytes]:
 
         return open(path_of(url), "wb")
 
-    return open_for_write(url)  # type: ignore[return-value]
+    return remote_write.open_for_write(url)  # type: ignore[return-value]
 
 
 class _Unclosed(io.RawIOBase):

@@ -15,12 +15,17 @@ URLs are read through the gateway too (AIStore fetches and caches them from the 
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
+from .._lazy import lazy_module
 from ..config import get_settings
 from ..errors import ConfigError
-from .web import open_http
+
+if TYPE_CHECKING:
+    from . import web
+else:
+    web = lazy_module("shardstream.io.web")  # the HTTP client loads with the first remote read
 
 __all__ = ["PROVIDERS", "ais_url", "open_ais"]
 
@@ -46,4 +51,4 @@ def ais_url(url: str, endpoint: str | None) -> str:
 
 def open_ais(url: str) -> IO[bytes]:
     """The opener of ``ais://bucket/object``: a GET through the gateway ``AIS_ENDPOINT`` (see module docstring)."""
-    return open_http(ais_url(url, get_settings().ais_endpoint))
+    return web.open_http(ais_url(url, get_settings().ais_endpoint))

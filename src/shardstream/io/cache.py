@@ -44,17 +44,22 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from .._lazy import lazy_module
 from ..config import get_settings
 from ..errors import OpenError, TarFormatError
 from ..logs import log_to_stderr
 from ..redact import redact, redacting_logger
 from ..tar import TruncatedTarWarning
 from ..tar.compress import iter_tar
-from .prefetch import Lookahead
 from .registry import finish_stream, get_opener, split_scheme
 from .rewrite import rewrite_url
+
+if TYPE_CHECKING:
+    from . import prefetch
+else:
+    prefetch = lazy_module("shardstream.io.prefetch")  # its threads and the HTTP client load with a download
 
 try:
     import fcntl
@@ -141,7 +146,11 @@ class ShardCache:
             if stream is not None:
                 if attempt:
                     self.evict()  # after taking the read lock: the new shard itself is safe
+                else:
+                    logger.debug("cache hit: %s is %s", url, path)
                 return stream
+            logger.debug("cache miss: %s is not in %s%s", url, self.directory,
+                         f" (evicted meanwhile: try {attempt + 1})" if attempt else "")
             self._fetch(url, target, path)
         return get_opener(target)(target)  # pragma: no cover - evicted five times in a row: stream it
 
@@ -172,9 +181,11 @@ class ShardCache:
         with _locked(os.path.join(locks, os.path.basename(path) + ".lock")):  # one download per shard
             if not os.path.exists(path):
                 self._download(url, target, path)
+            else:
+                logger.debug("cache: %s was downloaded by another reader meanwhile", url)
 
     def _download(self, url: str, target: str, path: str) -> None:
-        with Lookahead() as alone:  # nothing opened ahead: a shard opened outside its lock would be downloaded twice
+        with prefetch.Lookahead() as alone:  # nothing opened ahead: a shard opened outside its lock would be downloaded twice
             stream = alone.open(get_opener(target), target, None)
         tmp = os.path.join(self.directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:

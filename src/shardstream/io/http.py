@@ -41,11 +41,13 @@ from collections.abc import Callable, Mapping
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from ..errors import ConfigError, OpenError
-from ..redact import redact
+from ..redact import redact, redacting_logger
 from .content_range import parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
 
 __all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "parse_content_range", "redact", "split_status_line"]
+
+log = redacting_logger(__name__)
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -163,7 +165,9 @@ class HttpStream(io.RawIOBase):
             try:
                 reused.request("GET", target, headers=headers)
                 return reused.getresponse()
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as e:
+                log.debug("%s: a kept-alive connection failed (%s: %s); sending the request on a new one",
+                          self.name, type(e).__name__, e)
                 self._close_conn()
         self._conn = conn = make()
         self._check_aborted()
@@ -172,6 +176,8 @@ class HttpStream(io.RawIOBase):
 
     def _connect(self) -> None:
         """Send a request for the bytes from ``self.pos`` on until one answers; retries what is retryable."""
+        if self.pos > self.start:
+            log.info("%s: resuming at byte %d%s", self.name, self.pos, self._where())
         while True:
             try:
                 self._resp = self._open_at(self.pos)
@@ -245,6 +251,8 @@ class HttpStream(io.RawIOBase):
             raise self._error(f"the server sent an invalid Content-Length {length[:40]!r}")
         self._check_size(size if resp.chunked is False else None)
         if start > 0:  # the server ignored Range: read again from 0 and skip what was delivered already
+            log.info("%s: the server ignores Range (200 for bytes %d-): reading from byte 0, skipping %d bytes",
+                     self.name, start, start)
             self._skip(resp, start)
         return resp
 
@@ -286,7 +294,15 @@ class HttpStream(io.RawIOBase):
         retry_after = getattr(cause, "retry_after", None)
         if retry_after is not None:
             delay = max(delay, min(float(retry_after), _MAX_BACKOFF))
+        log.info("%s: %s at byte %d%s; retry %d of %d in %.2f s", self.name, what, self.pos, self._where(),
+                 self._failures, self.retries, delay)
         self._sleep(delay)
+
+    def _where(self) -> str:
+        """What a record adds to a byte offset: the part this stream reads (a ranged read), or the size."""
+        if self.end is not None or self.start:
+            return f" (part: bytes {self.start}-{'' if self.end is None else self.end - 1})"
+        return f" of {self.size}" if self.size is not None else ""
 
     def _limit(self) -> int | None:
         """Where this stream ends: its part's end, the object's size, or (size unknown: ``*`` in

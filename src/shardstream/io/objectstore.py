@@ -32,6 +32,7 @@ from typing import IO, Any, cast
 
 from ..config import get_settings
 from ..errors import ConfigError, MissingDependencyError, OpenError
+from ..redact import redacting_logger
 from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
 from .proxy import route_from_settings
@@ -52,6 +53,7 @@ EXTRAS = {
 _PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "abfs", "abfss": "abfs",
               "hf": "hf"}
 _MAX_BACKOFF = 30.0
+log = redacting_logger(__name__)
 
 
 def protocol_of(url: str) -> str:
@@ -165,7 +167,10 @@ class ObjectStream(io.RawIOBase):
             raise OpenError(f"{self.url!r}: reading at byte {at} of {self.size} failed after {self.retries} "
                             f"retries: {type(cause).__name__}: {cause}", url=self.url) from cause
         self.retried += 1
-        self._sleep(min(_MAX_BACKOFF, self.backoff * 2 ** (failures - 1)) * random.uniform(0.5, 1.0))
+        delay = min(_MAX_BACKOFF, self.backoff * 2 ** (failures - 1)) * random.uniform(0.5, 1.0)
+        log.info("%s: reading at byte %d of %s failed (%s: %s); retry %d of %d in %.2f s", self.url, at, self.size,
+                 type(cause).__name__, cause, failures, self.retries, delay)
+        self._sleep(delay)
 
     def _fill(self) -> bool:
         while len(self._pending) < self._depth and self._next < self.size:
@@ -249,10 +254,13 @@ def open_object(url: str) -> IO[bytes]:
     settings = get_settings()
     s3 = protocol_of(url) == "s3"
     if s3 and sigv4_url(url, settings) is not None:  # signed here: s3fs is not even imported
+        log.debug("%s: read by the HTTP client from a URL signed here (SigV4)", url)
         return _open_signed(url, settings, lambda target: sigv4_url(target, settings))
     fs, path = filesystem_for(url, settings)
     if s3 and presigned_url(fs, path) is not None:
+        log.debug("%s: read by the HTTP client from a URL signed by s3fs", url)
         return _open_signed(url, settings, lambda target: presigned_url(*filesystem_for(target, settings)))
+    log.debug("%s: read through fsspec (%s) in blocks of %d bytes", url, type(fs).__name__, settings.block_size)
     return cast(IO[bytes], ObjectStream(url, fs, path, block_size=settings.block_size, retries=settings.http_retries,
                                         backoff=settings.http_backoff))
 

@@ -31,15 +31,21 @@ True
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import re
 import threading
 from collections.abc import Callable
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from .fetchers import worker_count
+from .._lazy import lazy_module
 from .urls import split_scheme
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from . import fetchers
+else:
+    fetchers = lazy_module("shardstream.io.fetchers")  # remote openers only: loads with the HTTP client
 
 __all__ = ["Lookahead", "forget", "next_in_series", "open_in_series"]
 
@@ -50,7 +56,7 @@ _LAST: dict[tuple[str, str], str] = {}  # series (prefix, suffix) -> the last UR
 # (owner, URL) -> (its stream, being opened or open; the settings it is opened under). Owner: a Lookahead, or
 # None for the guesses of bare opens
 _AHEAD: dict[tuple[Lookahead | None, str], tuple[concurrent.futures.Future[Any], Any]] = {}
-_POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None  # made with the first shard opened ahead
 _OPENING = threading.local()  # .tentative: a guess on no evidence (first part only); .told: (owner, next URL)
 
 
@@ -61,8 +67,19 @@ def _after_fork() -> None:
     _LOCK = threading.Lock()
     _AHEAD.clear()
     _LAST.clear()
-    _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
+    _POOL = None
     _OPENING = threading.local()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The two threads that open shards ahead (made on first use: ``import shardstream`` starts no thread and
+    loads no thread pool); called under ``_LOCK``."""
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures  # noqa: PLC0415 - loads with the first shard opened ahead
+
+        _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="shardstream-prefetch")
+    return _POOL
 
 
 if hasattr(os, "register_at_fork"):
@@ -154,7 +171,9 @@ def forget(wait: bool = True) -> None:
         _LAST.clear()
     for future in futures:
         _drop(future)
-    if wait:
+    if wait and futures:
+        import concurrent.futures  # noqa: PLC0415 - loaded already: there are futures
+
         concurrent.futures.wait(futures)
 
 
@@ -192,7 +211,7 @@ def _following(owner: Lookahead | None, told: str | None, url: str) -> tuple[str
         _LAST[series[0]] = url
     if previous is not None:
         return next_in_series(previous, url), False
-    return _shifted(url, worker_count()), True
+    return _shifted(url, fetchers.worker_count()), True
 
 
 def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]], context: Any = None) -> IO[bytes]:
@@ -227,7 +246,7 @@ def open_in_series(url: str, open_stream: Callable[[str], IO[bytes]], context: A
                     return
                 if owner is None and _LAST.get(_series(url)[0]) != url:  # type: ignore[index]
                     return  # a later shard of the series was opened meanwhile
-                guess = _POOL.submit(opening, following)
+                guess = _pool().submit(opening, following)
                 _AHEAD[(owner, following)] = (guess, context)
             if first_guess:  # its parts go out when this shard's are all in (the link would idle)
                 setattr(opened, "when_fetched", lambda: guess.add_done_callback(_replan))  # noqa: B010

@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import OpenError
+from ..redact import redacting_logger
 from .chunks import drain_into, take_chunk
 from .fetchers import fetchers, share, worker_count
 from .http import HttpStream, RangeNotSatisfiable
@@ -57,6 +58,8 @@ from .prefetch import tentative
 from .proxy import Route
 
 __all__ = ["RangedStream", "share", "worker_count"]
+
+log = redacting_logger(__name__)
 
 _CHUNK = 256 << 10  # the most one read from a socket hands over
 _MAX_DRAIN = 16 << 20
@@ -156,6 +159,8 @@ class RangedStream(io.RawIOBase):
         """``stream`` answered ``part`` with the whole object (200: the server ignores ``Range``): that part reads
         on to the end of the object, held to a part's worth of bytes ahead of the reader; the parts after it
         would repeat those bytes, so they are dropped and no other part is planned."""
+        log.info("%s: the server ignores Range (a whole body for bytes %d-): one stream, no parallel parts",
+                 self.name, part.start)
         stream.end = None
         part.end = stream.size if stream.size is not None else -1
         part.throttled = self._whole = True
@@ -213,6 +218,9 @@ class RangedStream(io.RawIOBase):
                 return
             part = self._add_part(self._planned, self._planned + cost)
             part.reserved = part.end - part.start
+            if not self.parallel:
+                log.debug("%s: %s bytes in parts of %d bytes, up to %d connections", self.name, self.size,
+                          self.part_size, self.connections)
             self.parallel = True
             self._fetch.submit((self._serial, part.index), functools.partial(self._get, part), part.reserved)
         hook = self.when_planned
@@ -241,6 +249,7 @@ class RangedStream(io.RawIOBase):
                 self._cond.notify_all()
             return
         except BaseException as e:  # noqa: BLE001 - handed to the reader, which raises it at this part
+            log.debug("%s: bytes %d-%d failed: %s: %s", self.name, part.start, part.end - 1, type(e).__name__, e)
             with self._cond:
                 part.error, part.done = e, True
                 self._cond.notify_all()

@@ -30,12 +30,17 @@ import signal
 import subprocess
 import threading
 import weakref
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from .._lazy import lazy_module
 from ..config import get_settings
 from ..errors import ConfigError, WriteError
-from .objectstore import filesystem_for
 from .registry import split_scheme
+
+if TYPE_CHECKING:
+    from . import objectstore
+else:
+    objectstore = lazy_module("shardstream.io.objectstore")  # fsspec's side loads with its first URL
 
 __all__ = ["RemoteSink", "open_for_write"]
 
@@ -192,7 +197,7 @@ def open_for_write(url: str, **options: Any) -> RemoteSink:
                           f"and {', '.join(sorted(s + '://' for s in _FSSPEC_SCHEMES))}; or write locally and upload each "
                           "finished shard with ShardWriter(post=...)")
     settings = get_settings()
-    fs, path = filesystem_for(url, settings, **options)
+    fs, path = objectstore.filesystem_for(url, settings, **options)
     try:
         file = fs.open(path, "wb", block_size=max(_MIN_PART, settings.block_size))
     except Exception as e:

@@ -30,7 +30,10 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ..config import Settings
+from ..redact import redacting_logger
 from .storage_config import storage_options
+
+log = redacting_logger(__name__)
 
 __all__ = ["S3Body", "host_header", "presign_v4", "presigned_url", "sigv4_url"]
 
@@ -127,7 +130,8 @@ def presigned_url(fs: Any, path: str, expires: int = 12 * 3600) -> str | None:
         return None
     try:
         return fs.url(path, expires=expires)
-    except Exception:  # noqa: BLE001 - credentials that cannot sign: read through the fsspec client
+    except Exception as e:  # noqa: BLE001 - credentials that cannot sign: read through the fsspec client
+        log.debug("s3fs cannot sign a GET URL for %s (%s): reading through s3fs", path, type(e).__name__)
         return None
 
 
@@ -152,6 +156,9 @@ class S3Body:
 
     async def _get(self, start: int, end: int) -> list[bytes]:
         if self._body is None or self._at != start:
+            if start:
+                log.info("s3://%s/%s: %s at byte %d", self._request["Bucket"], self._request["Key"],
+                         "resuming" if self._at == start else "reading", start)
             self._drop()
             resp = await self.fs._call_s3("get_object", Range=f"bytes={start}-", **self._request)
             self._body, self._at = resp["Body"], start
@@ -164,7 +171,9 @@ class S3Body:
                     break
                 chunks.append(chunk)
                 n += len(chunk)
-        except Exception:
+        except Exception as e:
+            log.info("s3://%s/%s: the body broke at byte %d (%s: %s)%s", self._request["Bucket"], self._request["Key"],
+                     start + n, type(e).__name__, e, "" if n else "; the read is retried")
             self._drop()
             if not n:
                 raise

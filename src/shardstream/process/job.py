@@ -21,18 +21,21 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError, ProcessingError
 from ..io.urls import expand_inputs
+from ..logs import progress_bar
+from ..redact import redacting_logger
 from ..writer import ShardInfo
 from .engines import Engine, make_engine, run_calls
 from .outputs import Output, TarOutput, is_remote
 from .sources import ShardSource, Skip, TaskSource
 from .tasks import Task, TaskResult, load_complete
+
+log = redacting_logger(__name__)
 
 __all__ = ["EngineSession", "JobResult", "TaskFailure", "map_dataset", "run_in_session", "run_tasks"]
 
@@ -75,14 +78,8 @@ class JobResult:
 
 class _Bar:
     def __init__(self, show: bool | None, total: int, engine: Engine):
-        if show is None:
-            show = bool(getattr(sys.stderr, "isatty", lambda: False)())
-        self.bar: Any = None
         self.samples = self.shards = 0
-        if show:
-            from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only progress bars need
-
-            self.bar = tqdm(total=total, unit=" tasks", desc=f"{engine.name} x{engine.workers}", file=sys.stderr)
+        self.bar = progress_bar(show, total, unit=" tasks", desc=f"{engine.name} x{engine.workers}")
 
     def update(self, tasks: int = 0, samples: int = 0, shards: int = 0) -> None:
         self.samples += samples
@@ -175,6 +172,8 @@ def run_in_session(tasks: Sequence[Task], session: EngineSession, *, retries: in
         if done is None:
             todo.append(task)
         else:
+            log.info("task %d (%s): complete already (its manifest is current), not run again", task.index,
+                     task.source.url)
             results[task.index] = done
     failures: list[TaskFailure] = []
     if todo:
@@ -188,7 +187,8 @@ def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None,
     bar = _Bar(progress, len(todo) + reused, engine)
     bar.update(tasks=reused)
     attempts = {t.index: 0 for t in todo}
-    running = {engine.submit(t): t for t in todo}
+    log.info("running %d tasks on %s (%d complete already)", len(todo), type(engine).__name__, reused)
+    running = {_start(engine, t, 1): t for t in todo}
     try:
         while running:
             for handle in engine.wait(list(running), timeout=0.5):
@@ -199,18 +199,29 @@ def _loop(engine: Engine, todo: list[Task], retries: int, progress: bool | None,
                 except Exception as e:
                     engine.recover(e)
                     if attempts[task.index] <= retries:
-                        running[engine.submit(task)] = task
+                        log.warning("task %d (%s) failed on attempt %d of %d (%s: %s); retrying", task.index,
+                                    task.source.url, attempts[task.index], retries + 1, type(e).__name__, e)
+                        running[_start(engine, task, attempts[task.index] + 1)] = task
                         continue
+                    log.error("task %d (%s) failed after %d attempts: %s: %s", task.index, task.source.url,
+                              attempts[task.index], type(e).__name__, e)
                     text = "".join(traceback.format_exception(e))
                     failures.append(TaskFailure(task.index, task.source.url, f"{type(e).__name__}: {e}",
                                                 attempts[task.index], text))  # fmt: skip
                     bar.update(tasks=1)
                     continue
+                log.info("task %d (%s) finished: %d samples read, %d written, %d shards, %.2f s", task.index,
+                         task.source.url, result.samples_in, result.samples, len(result.shards), result.seconds)
                 results[task.index] = result
                 bar.update(tasks=1, shards=len(result.shards))
             bar.update(samples=engine.drain())
     finally:
         bar.close()
+
+
+def _start(engine: Engine, task: Task, attempt: int) -> Any:
+    log.debug("task %d (%s): started%s", task.index, task.source.url, f" (attempt {attempt})" if attempt > 1 else "")
+    return engine.submit(task)
 
 
 def _worker_cpu(results: list[TaskResult], planning: dict[str, float]) -> dict[str, float]:

@@ -77,6 +77,8 @@ class TrainingDataset(Resumable, IterableDatasetBase):
     :param cache_dir: remote shards go through this shard cache
     :param keys: the key rule (see :class:`shardstream.samples.KeyRule`)
     :param allow_commands: let a dataset index ``.json`` name ``pipe:CMD`` shards (runs commands: trusted files only)
+    :param progress: a progress bar on stderr while the shards are indexed or counted (their sidecars built where
+        missing or stale): None (the default) when stderr is a terminal, True, or False
     """
 
     def __init__(self, source: Any, *, batch_size: int, seed: int | str = 0, shuffle: str = "global",
@@ -84,7 +86,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
                  map: Callable[[Any], Any] | None = None, collate: Callable[[list[Any]], Any] | None = default_collation_fn,
                  rank: int | None = None, world_size: int | None = None,
                  lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None,
-                 allow_commands: bool = False):
+                 allow_commands: bool = False, progress: bool | None = None):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise ConfigError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -110,7 +112,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
                 raise ConfigError(f"a dataset spec is mixed exactly with shuffle='global', not {shuffle!r}")
             source, shards, spec = training_sources(source, allow_commands=allow_commands)
         resolved = resolve(source, stream=self.stream, lengths=lengths, cache_dir=cache_dir, rule=keys, opener=opener,
-                           allow_commands=allow_commands)
+                           allow_commands=allow_commands, progress=progress)
         self.lengths, self._indexed, self._urls = resolved.lengths, resolved.reader, resolved.urls
         if spec is not None:
             ends = list(itertools.accumulate(shards, initial=0))  # each source's shards, laid end to end

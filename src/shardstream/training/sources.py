@@ -34,9 +34,13 @@ from ..indexed.shardindex import rule_spec
 from ..indexed.source import open_source
 from ..io.cache import cache_opener
 from ..io.urls import expand_urls, local_path
+from ..logs import progress_bar
 from ..pipeline.stages import reading
+from ..redact import redacting_logger
 
 __all__ = ["Resolved", "resolve"]
+
+log = redacting_logger(__name__)
 
 
 @dataclasses.dataclass
@@ -99,6 +103,7 @@ def _entry(shard: str, rule: Any) -> tuple[ShardEntry, ShardIndex, Any]:
         where = index.save()
     except OSError:  # a read-only dataset directory
         where = index.save(_private_index_path(shard))
+    log.info("built the index of %s (%d samples): %s", shard, len(index), where)
     return ShardEntry(shard, where, len(index), index.size, index.fingerprint), index, None
 
 
@@ -109,6 +114,21 @@ def _count(url: str, rule: Any, opener: Any) -> int:
         if index is not None:
             return len(index)
     return sum(1 for _ in reading.tarfile_samples([url], keys=rule, opener=opener))
+
+
+def _each(shards: list[str], progress: bool | None, desc: str, fn: Any) -> list[Any]:
+    """``[fn(shard) for shard in shards]`` with a progress bar (see :func:`~shardstream.logs.progress_bar`)."""
+    bar = progress_bar(progress, len(shards), desc=desc, unit=" shards")
+    if bar is None:
+        return [fn(shard) for shard in shards]
+    try:
+        results = []
+        for shard in shards:
+            results.append(fn(shard))
+            bar.update(1)
+        return results
+    finally:
+        bar.close()
 
 
 def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:
@@ -124,8 +144,10 @@ def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:
 
 
 def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mapping[str, int] | None = None,
-            cache_dir: Any = None, rule: Any = None, opener: Any = None, allow_commands: bool = False) -> Resolved:
-    """Resolve ``source`` for indexed reading, or for streaming when ``stream`` (see the module docstring)."""
+            cache_dir: Any = None, rule: Any = None, opener: Any = None, allow_commands: bool = False,
+            progress: bool | None = False) -> Resolved:
+    """Resolve ``source`` for indexed reading, or for streaming when ``stream`` (see the module docstring);
+    ``progress``: a progress bar of the shards indexed or counted (see :func:`~shardstream.logs.progress_bar`)."""
     if isinstance(source, IndexedDataset):
         if stream:
             raise ConfigError("an IndexedDataset is read by random access: pass shard URLs for shuffle='stream'")
@@ -141,12 +163,14 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
     if not urls:
         raise ConfigError(f"no shards in {source!r}")
     if stream:
-        counts = _given_lengths(lengths, urls) if lengths is not None else tuple(_count(u, rule, opener) for u in urls)
+        if lengths is not None:
+            return Resolved(_given_lengths(lengths, urls), urls=tuple(urls))
+        counts = tuple(_each(urls, progress, "counting", lambda url: _count(url, rule, opener)))
         return Resolved(counts, urls=tuple(urls))
     local = _fetched(urls, cache_dir)
     remote = [url for url in local if local_path(url) is None]
     try:
-        found = [_entry(shard, rule) for shard in local]
+        found = _each(local, progress, "indexing", lambda shard: _entry(shard, rule))
     except (OpenError, ConfigError) as e:
         if not remote:
             raise

@@ -15,23 +15,32 @@ here: a tensor can only exist if torch already is.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from ..._lazy import lazy_module
 from ...errors import ConfigError
 from ...resume.fields import refuse
 from ..bases import int_packer
 from ..core import stage
 from ..cursors import Counted, Cursor
 
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # loads with the first batch, not with shardstream
+
 __all__ = ["batched", "default_collation_fn", "listed", "unbatched", "unlisted"]
 
-_INT = np.array([0]).dtype  # numpy's type for Python ints in the int64 range (int64, or int32 on numpy 1 on Windows)
+
+@functools.cache
+def _int() -> np.dtype:
+    """numpy's type for Python ints in the int64 range (int64, or int32 on numpy 1 on Windows)."""
+    return np.array([0]).dtype
 
 
 def _is_tensor(value: Any) -> bool:
@@ -44,13 +53,13 @@ def scalar_array(values: list[Any]) -> np.ndarray:
     accelerator straight into the array numpy would make (its dtype, its values), without numpy's per-item type
     discovery; any other column (floats, bools, larger ints, no accelerator) goes to ``np.array``.
 
-    >>> scalar_array([1, -2]).tolist(), scalar_array([1, 2.5]).tolist(), scalar_array([True, 3]).dtype == _INT
+    >>> scalar_array([1, -2]).tolist(), scalar_array([1, 2.5]).tolist(), scalar_array([True, 3]).dtype == _int()
     ([1, -2], [1.0, 2.5], True)
     """
-    if values.__class__ is list and values and values[0].__class__ is int and _INT.itemsize == 8:
+    if values.__class__ is list and values and values[0].__class__ is int and _int().itemsize == 8:
         pack = int_packer()
         if pack is not None:
-            out = np.empty(len(values), _INT)
+            out = np.empty(len(values), _int())
             if pack(values, out):
                 return out
     return np.array(values)

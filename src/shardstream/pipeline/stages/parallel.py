@@ -27,7 +27,6 @@ Neither stage is resumable: ``state_dict()`` of a pipeline holding one raises
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -60,6 +59,8 @@ def _parallel_map(
     limit = 2 * workers if inflight is None else inflight
     if not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"parallel_map: inflight must be a positive integer, got {inflight!r}")
+    import concurrent.futures  # noqa: PLC0415 - loads with the first parallel map, not with shardstream
+
     pending: collections.deque[tuple[Any, concurrent.futures.Future[Any]]] = collections.deque()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shardstream-map")
     try:

@@ -23,8 +23,8 @@ from typing import Any
 
 from ...errors import StateError
 from ...io import finish_stream, open_url
-from ...io.http import redact
 from ...reading import ColumnRequest, ColumnRun, iter_samples, with_local_path
+from ...redact import redact
 from ...resume.fields import MAX_COUNT, field, within
 from ...samples import KeyRule, group_samples
 from ...tar import iter_tar
