@@ -8,7 +8,7 @@ bucket that is still too large is scattered again). Memory stays near ``--memory
 the temporary shards (in ``--tmpdir``) need about the size of the dataset on disk, and each sample is read and
 written twice. The order depends only on the input and ``--seed``, never on ``--memory`` or ``--buckets``:
 the same input and seed give byte-identical output. ``-j N`` reads, scatters and sorts local shards on N
-processes (:mod:`shardstream.cli._pshuffle`), with the same bytes as one process.
+processes, with the same bytes as one process.
 
 >>> data = [{"__key__": str(i), "x": b"0123456789"} for i in range(50)]
 >>> in_memory = [s["__key__"] for s in shuffled(data, 2, memory=1 << 20)]
