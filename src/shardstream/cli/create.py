@@ -1,8 +1,7 @@
 """``shardstream create``: build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines.
 
 SOURCE is a directory tree (files sharing a key form a sample), an ImageFolder, a recipe file or JSON Lines
-(see the examples). Bytes are copied as they are, never decoded or
-re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
+(see the examples). Bytes are copied as they are, never decoded or re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
 beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``. A class list
 already there that names the same classes is kept (``train`` and ``val`` ImageFolders can share a folder);
 another one, a symbolic link or a folder in its place is an error unless ``--overwrite``, which replaces the
@@ -56,7 +55,8 @@ EXAMPLES = examples(
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p = command(sub, parents, "create", "build a dataset from files, a recipe or JSONL", __doc__, EXAMPLES)
-    p.add_argument("source", help="a directory, a recipe file, a JSON Lines file (.jsonl), or '-' (stdin)")
+    p.add_argument("source", metavar="SOURCE", help="a directory, a recipe file, a JSON Lines file (.jsonl), or - "
+                                                    "(standard input)")
     p.add_argument("--from", dest="kind", choices=("auto", "dir", "recipe", "jsonl"), default="auto",
                    help="what SOURCE is (default: a directory is a tree, *.jsonl/*.ndjson JSON Lines, else a recipe)")
     add_output_options(p, workers=WORKERS_HELP)
