@@ -80,32 +80,9 @@ def _help(action: argparse.Action) -> str:
     return _cell(text)
 
 
-def _usage(name: str, parser: argparse.ArgumentParser) -> str:
-    if parser.usage:
-        return parser.usage.replace("%(prog)s", parser.prog)
-    parts = [parser.prog]
-    for action in parser._actions:
-        if action.option_strings and action.required:
-            parts.append(f"{action.option_strings[0]} {action.metavar or action.dest.upper()}")
-    parts.append("[options]")
-    for action in parser._actions:
-        if action.option_strings or action.help == argparse.SUPPRESS:
-            continue
-        meta = str(action.metavar or action.dest)
-        if action.nargs == "+":
-            parts.append(f"{meta} [{meta} ...]")
-        elif action.nargs == "*":
-            parts.append(f"[{meta} ...]")
-        elif action.choices is not None and action.metavar is None:
-            parts.append("{" + ",".join(map(str, action.choices)) + "}")
-        else:
-            parts.append(meta)
-    return " ".join(parts)
-
-
 def _section(name: str, summary: str, aliases: list[str], parser: argparse.ArgumentParser) -> str:
     title = f"## `shardstream {name}`" + (f" (alias: {', '.join(aliases)})" if aliases else "") + f" {{#shardstream-{name}}}"
-    out = [title, "", f"{summary[0].upper()}{summary[1:]}.", "", _text(f"usage: {_usage(name, parser)}")]
+    out = [title, "", f"{summary[0].upper()}{summary[1:]}.", "", _text(f"usage: {(parser.usage or '').replace('%(prog)s', parser.prog)}")]
     out += [_text(parser.description or "")]
     rows = [a for a in parser._actions if a.help != argparse.SUPPRESS and not set(a.option_strings) & SHARED]
     positional = [a for a in rows if not a.option_strings]

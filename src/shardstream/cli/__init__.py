@@ -48,7 +48,7 @@ from ..errors import ConfigError, ShardstreamError
 from ..redact import SecretFilter, redacted_stdio, redacting_logger
 from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
 from ._common import EXIT_DATA, EXIT_USAGE, CommandError
-from ._options import HelpFormatter, common_parents, describe
+from ._options import HelpFormatter, common_parents, compact_usage, describe
 
 __all__ = ["build_parser", "main"]
 
@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub, parents)
+    for command in set(sub.choices.values()):
+        command.usage = command.usage or compact_usage(command)
     return parser
 
 

@@ -35,7 +35,7 @@ from ..redact import redacting_logger
 from ._common import EXIT_USAGE, CommandError, positive_int
 from ._inputs import INPUT_HELP
 
-__all__ = ["SPELLINGS", "HelpFormatter", "add_inputs", "add_old_spelling", "add_options", "command", "common_parents", "describe",
+__all__ = ["SPELLINGS", "HelpFormatter", "add_inputs", "add_old_spelling", "add_options", "command", "common_parents", "compact_usage", "describe",
            "examples", "output_or_last"]
 
 log = redacting_logger("shardstream.cli")
@@ -168,6 +168,30 @@ def command(sub: Any, parents: dict[str, argparse.ArgumentParser], name: str, su
     uses = [parents["common"], parents["read"]] if read else [parents["common"]]
     return sub.add_parser(name, parents=uses, help=summary, description=describe(doc), epilog=epilog,
                           formatter_class=HelpFormatter, **options)
+
+
+def _shown(action: argparse.Action) -> str:
+    meta = action.metavar if action.metavar is not None else action.dest.upper()
+    if action.choices is not None and action.metavar is None:
+        meta = "{" + ",".join(map(str, action.choices)) + "}"
+    if not action.option_strings:
+        return {"+": f"{meta} [{meta} ...]", "*": f"[{meta} ...]", "?": f"[{meta}]"}.get(str(action.nargs), str(meta))
+    return f"{action.option_strings[0]} {meta}"
+
+
+def compact_usage(parser: argparse.ArgumentParser) -> str:
+    """A usage line that shows what the command takes: ``%(prog)s`` and its arguments, its required options, then
+    ``[options]`` (the full list follows in --help).
+
+    >>> p = argparse.ArgumentParser(prog="shardstream demo")
+    >>> _ = p.add_argument("inputs", nargs="+", metavar="INPUT"); _ = p.add_argument("-o", required=True, metavar="OUT")
+    >>> compact_usage(p)
+    '%(prog)s INPUT [INPUT ...] -o OUT [options]'
+    """
+    actions = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    parts = ["%(prog)s", *(_shown(a) for a in actions if not a.option_strings)]
+    parts += [_shown(a) for a in actions if a.option_strings and a.required]
+    return " ".join([*parts, "[options]"])
 
 
 def add_inputs(p: argparse.ArgumentParser, nargs: str = "+", metavar: str = "INPUT") -> None:

@@ -71,7 +71,8 @@ def _weights(text: str) -> list[float]:
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "cat", "concatenate or mix datasets", __doc__, EXAMPLES)
+    p = command(sub, parents, "cat", "concatenate or mix datasets", __doc__, EXAMPLES,
+                usage="%(prog)s INPUT [INPUT ...] -o OUT [options]\n       %(prog)s --spec FILE -o OUT [options]")
     add_inputs(p, nargs="*")
     p.add_argument("--spec", metavar="FILE", help="a dataset spec (YAML/JSON) instead of INPUTs: one epoch of its mix")
     p.add_argument("--epoch", type=int, default=0, help="the epoch of --spec to write (default 0)")

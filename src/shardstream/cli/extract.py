@@ -49,7 +49,8 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "extract", "unpack samples into a directory, safely", __doc__, EXAMPLES)
+    p = command(sub, parents, "extract", "unpack samples into a directory, safely", __doc__, EXAMPLES,
+                usage="%(prog)s INPUT [INPUT ...] -o DIR [options]")
     add_inputs(p)
     add_options(p, output="the directory to write the files to (created); -C DIR is the old spelling",
                 output_metavar="DIR", required_output=False,

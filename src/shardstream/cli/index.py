@@ -39,7 +39,8 @@ EXAMPLES = examples(
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "index", "build shard indexes and DALI .idx files", __doc__, EXAMPLES)
+    p = command(sub, parents, "index", "build shard indexes and DALI .idx files", __doc__, EXAMPLES,
+                usage="%(prog)s SHARD [SHARD ...] [-o PATH] [options]")
     add_inputs(p, metavar="SHARD")
     add_options(p, output="also write the dataset index (JSON) to PATH (the sidecar indexes are always written "
                           "beside their shards)", output_metavar="PATH", required_output=False,
