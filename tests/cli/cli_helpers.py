@@ -17,6 +17,7 @@ import tarfile
 
 import numpy as np
 import PIL.Image
+
 from shardstream.cli import main
 from shardstream.testing import write_shards
 

@@ -26,13 +26,13 @@ def hostile_tar(path) -> None:
 
 
 def test_extracts_every_field(inputs):
-    assert run_cli("extract", "a.tar", "-C", "out") == 0
+    assert run_cli("extract", "a.tar", "-o", "out") == 0
     for name, data in members("a.tar"):
         assert (inputs / "out" / name).read_bytes() == data
 
 
 def test_fields_and_limit(inputs):
-    assert run_cli("extract", "dataset.tar", "-C", "out", "--fields", "cls, txt", "--limit", "3") == 0
+    assert run_cli("extract", "dataset.tar", "-o", "out", "--fields", "cls, txt", "--limit", "3") == 0
     assert sorted(os.listdir(inputs / "out")) == [f"d{i:06d}.{e}" for i in range(3) for e in ("cls", "txt")]
 
 
@@ -42,7 +42,7 @@ def test_hostile_names_are_refused(inputs, tmp_path, capsys):
     outside.mkdir()
     (inputs / "dest").mkdir()
     os.symlink(outside, inputs / "dest" / "link")  # a link already in the destination
-    assert main(["extract", "hostile.tar", "-C", "dest"]) == 1
+    assert main(["extract", "hostile.tar", "-o", "dest"]) == 1
     err = capsys.readouterr().err
     for name in ("../up.txt", "/abs/root.txt", "x/../../up2.txt", "win\\path.txt", "link/c.txt"):
         assert f"refused {name!r}" in err, name
@@ -53,15 +53,15 @@ def test_hostile_names_are_refused(inputs, tmp_path, capsys):
 
 
 def test_existing_files_and_overwrite(inputs, capsys, tmp_path):
-    assert run_cli("extract", "a.tar", "-C", "out") == 0
-    assert run_cli("extract", "a.tar", "-C", "out") == 1
+    assert run_cli("extract", "a.tar", "-o", "out") == 0
+    assert run_cli("extract", "a.tar", "-o", "out") == 1
     assert "exists" in capsys.readouterr().err
-    assert run_cli("extract", "a.tar", "-C", "out", "--overwrite") == 0
+    assert run_cli("extract", "a.tar", "-o", "out", "--overwrite") == 0
     target = tmp_path / "secret"
     target.write_bytes(b"keep")
     os.remove(inputs / "out/a000000.txt")
     os.symlink(target, inputs / "out/a000000.txt")
-    assert run_cli("extract", "a.tar", "-C", "out", "--overwrite") == 1  # never writes through a link
+    assert run_cli("extract", "a.tar", "-o", "out", "--overwrite") == 1  # never writes through a link
     assert target.read_bytes() == b"keep"
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from cli_helpers import shell
 
 from shardstream.cli import build_parser
-
-from cli_helpers import shell
 
 COMMANDS = ["create", "cat", "split", "shuffle", "sort", "ls", "info", "verify", "extract", "index", "cache", "view"]
 

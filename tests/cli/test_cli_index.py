@@ -18,7 +18,7 @@ def test_sidecars_are_built_then_kept(inputs, capsys):
     assert ShardIndex.load("a.tar").keys() == [f"a{i:06d}" for i in range(6)]
     assert main(["index", "a.tar", "b.tar"]) == 0
     assert "0 built, 2 already fresh" in capsys.readouterr().err
-    assert main(["index", "a.tar", "--rebuild"]) == 0
+    assert main(["index", "a.tar", "--overwrite"]) == 0
     assert "1 built" in capsys.readouterr().err
     (inputs / "a.tar").write_bytes((inputs / "b.tar").read_bytes())  # the shard changed: rebuilt
     assert main(["index", "a.tar"]) == 0
@@ -27,7 +27,7 @@ def test_sidecars_are_built_then_kept(inputs, capsys):
 
 def test_dataset_index_opens_as_an_indexed_dataset(inputs):
     shards = [f"shards-{i:06d}.tar" for i in range(4)]
-    assert run_cli("index", *shards, "--dataset", "train.json") == 0
+    assert run_cli("index", *shards, "-o", "train.json") == 0
     assert json.loads((inputs / "train.json").read_text())["samples"] == 20
     ds = IndexedDataset("train.json")
     assert len(ds) == 20 and ds[7]["__key__"] == "s000007"

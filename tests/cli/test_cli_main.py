@@ -9,7 +9,7 @@ import sys
 import pytest
 from cli_helpers import run_cli, shell
 
-from shardstream.cli import _common, main
+from shardstream.cli import _common, _options, main
 
 
 def test_version_and_help(capsys):
@@ -120,7 +120,7 @@ def test_sizes_and_descriptions():
     assert _common.parse_size("2K") == 2048 and _common.parse_size("3MB") == 3 << 20
     with pytest.raises(argparse.ArgumentTypeError):
         _common.parse_size("-1")
-    assert _common.describe("A ``x`` and :func:`~a.b.c`.\n\n>>> 1\n1") == "A 'x' and c."
+    assert _options.describe("A ``x`` and :func:`~a.b.c`.\n\n>>> 1\n1") == "A 'x' and c."
 
 
 def test_python_dash_m_and_console_script(inputs):

@@ -1,12 +1,15 @@
-"""Progress on a terminal: a counter with a spinner when the total is unknown; nothing when stderr is not a
-terminal or with --quiet."""
+"""Progress on a terminal: one display for every command (tqdm, as the processing jobs use): a counter and a
+rate when the total is unknown, cleared when done; nothing when stderr is not a terminal or with --quiet."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
+import struct
 import subprocess
 import sys
+import termios
 
 import pytest
 
@@ -14,6 +17,7 @@ import pytest
 def run_on_terminal(args: list[str], cwd) -> bytes:
     """Run ``shardstream ARGS`` with stderr on a pseudo-terminal; what it drew there."""
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a size
     try:
         proc = subprocess.Popen([sys.executable, "-m", "shardstream", *args], cwd=cwd, stderr=slave,
                                 stdout=subprocess.DEVNULL)
@@ -36,12 +40,18 @@ def run_on_terminal(args: list[str], cwd) -> bytes:
 SLOW = ["cat", "a.tar", "pipe:sleep 0.4; cat b.tar", "-o", "slow.tar"]
 
 
-def test_counter_and_spinner_when_the_total_is_unknown(inputs):
+def test_counter_when_the_total_is_unknown(inputs):
     drawn = run_on_terminal(SLOW, inputs).decode()
-    frames = [f for f in drawn.split("\r") if f.startswith("cat: ")]
-    assert frames and frames[0].startswith("cat: | 0 samples")
-    assert any(f.startswith("cat: ") and " 7 samples (" in f for f in frames), frames  # drawn after the wait
+    frames = [f.strip() for f in drawn.split("\r") if f.startswith("cat: ")]
+    assert frames and frames[0].startswith("cat: 0 samples [")  # tqdm's counter: count, elapsed, rate
+    assert any(" 7 samples [" in f or " 12 samples [" in f for f in frames), frames  # drawn after the wait
     assert drawn.rstrip().endswith("wrote 12 samples (51200 bytes) to slow.tar")
+
+
+def test_bar_when_the_total_is_known(inputs):
+    drawn = run_on_terminal(["info", "a.tar", "b.tar"], inputs).decode()
+    frames = [f.strip() for f in drawn.split("\r") if f.startswith("info: ")]
+    assert frames and frames[0].startswith("info:   0%|") and "| 0/2 [" in frames[0], frames
 
 
 @pytest.mark.parametrize("extra", [["--quiet"]])

@@ -150,7 +150,7 @@ def test_ls_fields_table(inputs, capsys):
 
 
 def test_dry_run_of_extract_index_and_cache_clear(inputs, capsys):
-    assert run_cli("extract", "dataset.tar", "-C", "x", "--limit", "1", "--dry-run") == 0
+    assert run_cli("extract", "dataset.tar", "-o", "x", "--limit", "1", "--dry-run") == 0
     assert sorted(capsys.readouterr().out.split()) == [f"x/d000000.{e}" for e in ("cls", "json", "png", "txt")]
     assert not os.path.exists("x")
     assert run_cli("index", "a.tar", "b.tar", "--dali", "--dry-run") == 0

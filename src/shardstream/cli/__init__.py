@@ -1,23 +1,15 @@
-"""The ``shardstream`` command line: create, concatenate, split, shuffle, inspect, verify and extract datasets.
+"""The ``shardstream`` command line: create, convert, concatenate, split, shuffle, inspect, verify and extract
+datasets.
 
-One entry point (``shardstream``, or ``python -m shardstream``) with subcommands, one module each::
+One entry point (``shardstream``, or ``python -m shardstream``) with subcommands, one module each;
+``shardstream --help`` lists them and ``shardstream COMMAND --help`` shows a command's options and examples
+(docs/cli.md has them all). The commands share one vocabulary: ``-o/--output`` for every output,
+``-j/--workers`` for processes, ``--overwrite`` to replace outputs, ``--redo`` to recompute finished tasks,
+``--dry-run`` and ``--json`` on every command that writes.
 
-    create    build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines
-    convert   convert HF datasets, Parquet, TFRecord, CSV/JSONL, ImageFolders to shards, in parallel (Dask too)
-    map       apply a Python function or a shell command to every sample, in parallel
-    cat       concatenate datasets into one stream or new shards; --mix interleaves them randomly
-    split     (alias: reshard) rewrite a dataset into N shards or shards of a given count or size
-    shuffle   rewrite a dataset in a seeded, globally shuffled order, in bounded memory
-    sort      rewrite a dataset sorted by key or by a field's value, in bounded memory
-    ls, info  list samples; count samples, extensions and sizes (--json)
-    verify    check every header, key, extension and field; report each problem
-    extract   unpack samples into a directory, safely
-    index     build the shard index and DALI .idx files
-    cache     list and clear the local shard cache
-    view      thumb through a dataset in a web browser
-
-Every command reads local paths, ``-`` (standard input), ``pipe:CMD`` and every URL scheme registered with
-:mod:`shardstream.io`. ``shardstream COMMAND --help`` shows each command's options and examples.
+Every command that reads shards takes the same INPUTs: local paths, directories of shards, globs, brace patterns
+(``'train-{000..009}.tar'``), dataset specs (``.yaml``), dataset indexes (``.json``), ``-`` (standard input),
+``pipe:CMD`` and every URL scheme registered with :mod:`shardstream.io`.
 
 Exit codes, stable for scripts:
 
@@ -55,7 +47,8 @@ from ..config import Settings
 from ..errors import ConfigError, ShardstreamError
 from ..redact import SecretFilter, redacted_stdio, redacting_logger
 from . import cache, cat, convert, create, extract, index, info, map, shuffle, sort, split, verify, view
-from ._common import EXIT_DATA, EXIT_USAGE, CommandError, common_parents, describe
+from ._common import EXIT_DATA, EXIT_USAGE, CommandError
+from ._options import HelpFormatter, common_parents, compact_usage, describe
 
 __all__ = ["build_parser", "main"]
 
@@ -79,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shardstream",
         description=describe(__doc__),
         epilog="Run 'shardstream COMMAND --help' for the options and examples of a command.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"shardstream {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary lines")
@@ -90,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub, parents)
+    for command in set(sub.choices.values()):
+        command.usage = command.usage or compact_usage(command)
     return parser
 
 

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from ..errors import ConfigError
 from ..io import finish_stream, open_url
-from ..io.urls import expand_inputs, local_path
+from ..io.urls import local_path
 from ..samples import KeyRule, group_samples
 from ..tar import iter_tar
 
@@ -32,11 +30,7 @@ __all__ = [
     "EXIT_USAGE",
     "META",
     "Progress",
-    "common_parents",
     "dataset_samples",
-    "describe",
-    "examples",
-    "expand_inputs",
     "fields",
     "human",
     "is_local_file",
@@ -99,54 +93,6 @@ def key_rule(args: argparse.Namespace, *, lowercase: bool) -> KeyRule:
     """The key rule of ``--key-rule``. Commands that rewrite shards keep the case of extensions (names are copied
     as they are); commands that read and check use the reader's rule (lower-cased extensions)."""
     return KeyRule(getattr(args, "key_rule", None) or "first-dot", lowercase=lowercase)
-
-
-def common_parents() -> dict[str, argparse.ArgumentParser]:
-    """Parent parsers: ``common`` (-q, -v, --debug: also accepted after the subcommand), ``read`` (--key-rule)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                        help="no progress bars and no summary lines on stderr")
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show the full traceback of an error")
-    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                        help="log what the library does on stderr (downloads, shards written...); -vv: debug")
-    read = argparse.ArgumentParser(add_help=False)
-    read.add_argument("--key-rule", metavar="RULE", default="first-dot",
-                      help="how member names split into key and extension: first-dot (WebDataset's rule, "
-                           "default), last-dot, or a regular expression with two groups (key, extension)")
-    return {"common": common, "read": read}
-
-
-def describe(doc: str | None) -> str:
-    """A module docstring as ``--help`` text: the paragraphs before the first doctest, without reST markup."""
-    paragraphs = []
-    for paragraph in (doc or "").strip().split("\n\n"):
-        if paragraph.lstrip().startswith(">>>"):
-            break
-        paragraphs.append(paragraph)
-    text = re.sub(r":\w+:`~[\w.]*\.([^`]+)`", r"\1", "\n\n".join(paragraphs))
-    text = re.sub(r":\w+:`([^`]+)`", r"\1", text)
-    return text.replace("``", "'").replace("'-'", "-").replace("::", ":")
-
-
-def command(sub: Any, parents: dict[str, argparse.ArgumentParser], name: str, summary: str, doc: str | None,
-            epilog: str, *, read: bool = True, **options: Any) -> argparse.ArgumentParser:
-    """A subcommand's parser: ``summary`` in the command list, the module docstring ``doc`` as its description,
-    ``epilog`` (:func:`examples`) after the options, the common options and, with ``read``, the reading ones."""
-    uses = [parents["common"], parents["read"]] if read else [parents["common"]]
-    return sub.add_parser(name, parents=uses, help=summary, description=describe(doc), epilog=epilog,
-                          formatter_class=argparse.RawDescriptionHelpFormatter, **options)
-
-
-def add_inputs(p: argparse.ArgumentParser, nargs: str = "+", what: str = "shards") -> None:
-    """The positional inputs of a command that reads datasets."""
-    p.add_argument("inputs", nargs=nargs, metavar="INPUT", help=f"{what}: paths, URLs, brace patterns, '-' (stdin)")
-
-
-def examples(*commands: str, note: str = "") -> str:
-    """The ``--help`` epilog: example commands, one per line (the test suite runs them)."""
-    lines = ["examples:", *(f"  $ {c}" for c in commands)]
-    return "\n".join(lines) + (f"\n\n{note}" if note else "")
 
 
 # -- inputs ----------------------------------------------------------------------------------------------------
@@ -214,53 +160,31 @@ def progress_enabled(args: argparse.Namespace, stream: Any = None) -> bool:
 
 
 class Progress:
-    """A one-line progress display on stderr, or nothing (same methods) when progress is off.
-
-    With a known total: ``desc: 12/40 shards (30%)``; with an unknown total (streams, ``pipe:``): a spinner and a
-    counter, ``desc: ⠹ 1234 samples (410/s)``. Redrawn at most every 0.1 s, cleared when done.
-    """
-
-    _SPIN = "|/-\\"
+    """The one progress display of the commands: a tqdm bar on stderr, or nothing (same methods) when progress is
+    off (stderr not a terminal, or ``--quiet``). With a known total it shows ``desc: 30%|███| 12/40 shards``;
+    without one (streams, ``pipe:``) a counter and a rate. The bar is cleared when done."""
 
     def __init__(self, args: argparse.Namespace, *, desc: str, unit: str = " samples", total: int | None = None,
                  stream: Any = None):
-        self._stream = sys.stderr if stream is None else stream
-        self._on = progress_enabled(args, self._stream)
-        self.desc, self.unit, self.total = desc, unit, total
-        self.n = 0
-        self._extra = ""
-        self._start = self._last = time.monotonic()
-        self._drawn = 0
-        if self._on:
-            self._draw()
+        stream = sys.stderr if stream is None else stream
+        self._bar: Any = None
+        if progress_enabled(args, stream):
+            from tqdm.auto import tqdm  # noqa: PLC0415 - a heavy import that only a terminal needs
 
-    def _draw(self) -> None:
-        if self.total:
-            text = f"{self.desc}: {self.n}/{self.total}{self.unit} ({100 * self.n // self.total}%)"
-        else:
-            rate = self.n / max(time.monotonic() - self._start, 1e-6)
-            text = f"{self.desc}: {self._SPIN[self._drawn % 4]} {self.n}{self.unit} ({rate:.0f}/s)"
-        text += f" {self._extra}" if self._extra else ""
-        self._stream.write("\r" + text[:200] + "\x1b[K")
-        self._stream.flush()
-        self._drawn += 1
+            self._bar = tqdm(total=total, desc=desc, unit=unit, file=stream, leave=False, mininterval=0.1)
 
     def update(self, n: int = 1) -> None:
-        self.n += n
-        if self._on:
-            now = time.monotonic()
-            if now - self._last >= 0.1:
-                self._last = now
-                self._draw()
+        if self._bar is not None:
+            self._bar.update(n)
 
     def describe(self, text: str) -> None:
-        self._extra = text
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
 
     def close(self) -> None:
-        if self._on:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-            self._on = False
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def __enter__(self) -> Progress:
         return self

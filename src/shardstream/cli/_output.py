@@ -39,6 +39,7 @@ from typing import Any
 from ..errors import ConfigError, EncodeError
 from ..writer import ShardWriter, TarWriter
 from ._common import CommandError, local_path, message, parse_size, plural, positive_int
+from ._options import add_options
 from ._replace import OutputPlan, is_pattern, pattern_regex, shard_name
 
 __all__ = ["DUPLICATE_POLICIES", "MIN_MAXSIZE", "SampleOutput", "add_output_options", "finish", "is_pattern",
@@ -58,11 +59,16 @@ def _maxsize(text: str) -> int:
     return size
 
 
-def add_output_options(parser: Any, *, sizes: bool = True) -> None:
-    """``-o``, ``--maxcount``, ``--maxsize``, ``--duplicate-keys``, ``--overwrite``, ``--dry-run`` and ``--json``."""
-    parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="one tar file, '-' for standard output, or a shard pattern such as "
-                             "'out/train-%%06d.tar' (directories are created)")
+def add_output_options(parser: Any, *, sizes: bool = True, workers: str | None = None) -> None:
+    """The options of a command that writes samples (:func:`~shardstream.cli._options.add_options`): ``-o``,
+    ``--maxcount``, ``--maxsize``, ``--duplicate-keys``, ``--overwrite``, ``--dry-run``, ``--json`` and, with
+    ``workers`` (its help text), ``-j``."""
+    add_options(parser, output="one tar file, - for standard output, or a shard pattern such as "
+                               "'out/train-%%06d.tar' (directories are created)",
+                overwrite="replace an existing output file, or the whole existing set of shards of the pattern",
+                dry_run="read the input and report what would be written (shards, samples, bytes); write nothing",
+                json="print the result as one JSON document on stdout",
+                workers=workers)
     if sizes:
         parser.add_argument("--maxcount", type=positive_int, metavar="N", help="at most N samples per shard")
         parser.add_argument("--maxsize", type=_maxsize, metavar="SIZE",
@@ -70,11 +76,6 @@ def add_output_options(parser: Any, *, sizes: bool = True) -> None:
     parser.add_argument("--duplicate-keys", choices=DUPLICATE_POLICIES, default="error",
                         help="a key repeated within one output shard: error (default), rename (key_1, key_2...) "
                              "or allow (write it anyway)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing output file, or the whole existing set of shards of the pattern")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="read the input and report what would be written (shards, samples, bytes); write nothing")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
 
 
 class _CountingSink:

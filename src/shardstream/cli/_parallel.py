@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..samples import KeyRule
-from ._common import Progress, message, plural, positive_int, shard_samples
+from ._common import Progress, message, plural, shard_samples
 from ._output import SampleOutput
 from ._replace import OutputPlan, is_pattern, shard_name
 
-__all__ = ["add_workers_option", "can_write_in_parallel", "count_pieces", "ordered_map", "write_parallel"]
+__all__ = ["WORKERS_HELP", "can_write_in_parallel", "count_pieces", "ordered_map", "write_parallel"]
 
 
-def add_workers_option(parser: Any) -> None:
-    parser.add_argument("-j", "--workers", type=positive_int, default=1, metavar="N",
-                        help="processes to use (default 1); the output is the same for any N")
+#: the help of ``-j/--workers`` in the commands that write shards in parallel
+WORKERS_HELP = ("processes to use (default 1): a shard pattern with --maxcount (no --maxsize) is written in "
+                "parallel; the output is the same for any N")
 
 
 def ordered_map(function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]], *, workers: int

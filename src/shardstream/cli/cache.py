@@ -17,7 +17,8 @@ from typing import Any
 from ..config import get_settings
 from ..errors import ConfigError
 from ..io.cache import ShardCache
-from ._common import command, examples, human, message, parse_size, plural
+from ._common import human, message, parse_size, plural
+from ._options import command, examples
 
 __all__ = ["register", "run"]
 

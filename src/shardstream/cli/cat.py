@@ -1,7 +1,7 @@
 """``shardstream cat``: concatenate datasets into one tar stream or new shards; ``--mix`` interleaves them.
 
-Each INPUT argument is one dataset: a shard, or a brace pattern of shards read in order
-(``'data-{000..009}.tar'``). Without ``--mix`` the datasets follow one another; with ``--mix`` each next sample
+Each INPUT argument is one dataset, its shards read in order: a shard, a directory of shards, a glob, a brace
+pattern (``'data-{000..009}.tar'``) or a dataset spec (all the shards of its sources). Without ``--mix`` the datasets follow one another; with ``--mix`` each next sample
 comes from a dataset picked at random (seeded, ``--seed``, default 0) among those that still have samples, with
 probabilities proportional to ``--weights`` (default: equal), so every order is reproducible. ``--skip N``,
 ``--count N`` and ``--slice START:STOP[:STEP]`` then select from the resulting stream (as ``itertools.islice``).
@@ -30,15 +30,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import (
-    Progress,
-    add_inputs,
-    command,
-    dataset_samples,
-    examples,
-    expand_inputs,
-    key_rule,
-)
+from ._common import Progress, dataset_samples, key_rule
+from ._inputs import resolve_inputs
+from ._options import add_inputs, command, examples
 from ._output import SampleOutput, add_output_options, finish, output_options
 
 __all__ = ["mix", "parse_slice", "register", "run"]
@@ -77,8 +71,9 @@ def _weights(text: str) -> list[float]:
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "cat", "concatenate or mix datasets", __doc__, EXAMPLES)
-    add_inputs(p, nargs="*", what="datasets")
+    p = command(sub, parents, "cat", "concatenate or mix datasets", __doc__, EXAMPLES,
+                usage="%(prog)s INPUT [INPUT ...] -o OUT [options]\n       %(prog)s --spec FILE -o OUT [options]")
+    add_inputs(p, nargs="*")
     p.add_argument("--spec", metavar="FILE", help="a dataset spec (YAML/JSON) instead of INPUTs: one epoch of its mix")
     p.add_argument("--epoch", type=int, default=0, help="the epoch of --spec to write (default 0)")
     add_output_options(p)
@@ -136,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--skip and --count must not be negative")
     if args.spec is not None:
         return _write(args, _spec_samples(args), [])
-    datasets = [expand_inputs([arg]) for arg in args.inputs]
-    expand_inputs([url for urls in datasets for url in urls])  # '-' at most once, over all inputs
+    datasets = [resolve_inputs([arg]) for arg in args.inputs]
+    resolve_inputs([url for urls in datasets for url in urls])  # '-' at most once, over all inputs
     rule = key_rule(args, lowercase=False)
     streams = [dataset_samples(urls, rule) for urls in datasets]
     samples = (mix(streams, random.Random(args.seed or 0), args.weights) if args.mix

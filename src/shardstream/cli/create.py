@@ -1,7 +1,7 @@
 """``shardstream create``: build a dataset from a directory tree, an ImageFolder, a recipe file or JSON Lines.
 
-The sources are described in :mod:`shardstream.cli._sources`. Bytes are copied as they are, never decoded or
-re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
+SOURCE is a directory tree (files sharing a key form a sample), an ImageFolder, a recipe file or JSON Lines
+(see the examples). Bytes are copied as they are, never decoded or re-encoded. ``--imagefolder`` adds a ``cls`` field (the class number) to every sample and writes the class list
 beside the output: ``classes.txt``, one class name per line, line ``i`` (from 0) naming class ``i``. A class list
 already there that names the same classes is kept (``train`` and ``val`` ImageFolders can share a folder);
 another one, a symbolic link or a folder in its place is an error unless ``--overwrite``, which replaces the
@@ -26,9 +26,10 @@ from typing import Any
 from ..errors import ConfigError
 from ..io.files import write_file
 from ..redact import redacting_logger
-from ._common import Progress, command, examples, key_rule, local_path, message, opened
+from ._common import Progress, key_rule, local_path, message, opened
+from ._options import command, examples
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
-from ._parallel import add_workers_option, can_write_in_parallel, count_pieces, summary, write_parallel
+from ._parallel import WORKERS_HELP, can_write_in_parallel, count_pieces, summary, write_parallel
 from ._sources import Planned, jsonl_samples, recipe_samples, tree_samples
 
 __all__ = ["register", "run"]
@@ -54,10 +55,11 @@ EXAMPLES = examples(
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p = command(sub, parents, "create", "build a dataset from files, a recipe or JSONL", __doc__, EXAMPLES)
-    p.add_argument("source", help="a directory, a recipe file, a JSON Lines file (.jsonl), or '-' (stdin)")
+    p.add_argument("source", metavar="SOURCE", help="a directory, a recipe file, a JSON Lines file (.jsonl), or - "
+                                                    "(standard input)")
     p.add_argument("--from", dest="kind", choices=("auto", "dir", "recipe", "jsonl"), default="auto",
                    help="what SOURCE is (default: a directory is a tree, *.jsonl/*.ndjson JSON Lines, else a recipe)")
-    add_output_options(p)
+    add_output_options(p, workers=WORKERS_HELP)
     p.add_argument("--imagefolder", action="store_true",
                    help="top-level folders are classes: add a .cls field and write classes.txt")
     p.add_argument("--class-list", metavar="PATH",
@@ -67,7 +69,6 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-commands", "--allow-pipe", dest="allow_pipe", action="store_true",
                    help="allow pipe:CMD sources (runs shell commands: trusted files only)")
     p.add_argument("--include-hidden", action="store_true", help="include files and folders starting with '.'")
-    add_workers_option(p)
     p.set_defaults(run=run)
 
 

@@ -1,6 +1,6 @@
 """``shardstream extract``: unpack the samples of a dataset into a directory, safely.
 
-Each field becomes the file ``DIR/KEY.EXT`` (the member's name in the tar). Names that could write outside
+Each field becomes the file ``DIR/KEY.EXT`` (``-o DIR``) (the member's name in the tar). Names that could write outside
 ``DIR`` are refused with a message and skipped: absolute paths, ``..`` components, backslashes, NUL. Links in
 the tar are never followed or created (the reader skips them), and a path that would go through a symbolic
 link already present under ``DIR`` is refused too, as is an existing file, unless ``--overwrite`` (which still
@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
+import sys
 from typing import Any
 
 from ..redact import redacting_logger
 from ._common import (
     EXIT_PROBLEMS,
-    add_inputs,
-    command,
-    examples,
-    expand_inputs,
+    EXIT_USAGE,
+    CommandError,
     fields,
     key_rule,
     message,
@@ -32,27 +32,34 @@ from ._common import (
     progress,
     shard_samples,
 )
+from ._inputs import resolve_inputs
+from ._options import add_inputs, add_old_spelling, add_options, command, examples
 
 __all__ = ["register", "run", "unsafe_reason", "write_member"]
 
 log = redacting_logger(__name__)
 
 EXAMPLES = examples(
-    "shardstream extract dataset.tar -C extracted/",
-    "shardstream extract shards-*.tar -C labels/ --fields cls,txt --limit 5",
-    "shardstream extract dataset.tar -C extracted/ --overwrite",
-    "shardstream extract dataset.tar -C elsewhere/ --limit 2 --dry-run",
+    "shardstream extract dataset.tar -o extracted/",
+    "shardstream extract shards-*.tar -o labels/ --fields cls,txt --limit 5",
+    "shardstream extract dataset.tar -o extracted/ --overwrite",
+    "shardstream extract dataset.tar -o elsewhere/ --limit 2 --dry-run",
+    "shardstream extract dataset.tar -o elsewhere/ --limit 1 --json",
 )
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "extract", "unpack samples into a directory, safely", __doc__, EXAMPLES)
+    p = command(sub, parents, "extract", "unpack samples into a directory, safely", __doc__, EXAMPLES,
+                usage="%(prog)s INPUT [INPUT ...] -o DIR [options]")
     add_inputs(p)
-    p.add_argument("-C", "--directory", required=True, metavar="DIR", help="where to write the files (created)")
+    add_options(p, output="the directory to write the files to (created); -C DIR is the old spelling",
+                output_metavar="DIR", required_output=False,
+                overwrite="replace existing files (never through links)",
+                dry_run="print the paths that would be written; write nothing",
+                json="print the result (files written, names refused) as one JSON document on stdout")
+    add_old_spelling(p, "-C", "--directory", dest="output", new="-o DIR", metavar="DIR")
     p.add_argument("--fields", metavar="EXT,...", help="only these extensions (comma-separated)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="only the first N samples")
-    p.add_argument("--overwrite", action="store_true", help="replace existing files (never through links)")
-    p.add_argument("--dry-run", action="store_true", help="print the paths that would be written; write nothing")
     p.set_defaults(run=run)
 
 
@@ -118,15 +125,19 @@ def write_member(root: str, name: str, data: bytes, *, overwrite: bool = False, 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output is None:
+        raise CommandError("give the directory to extract to: -o DIR", EXIT_USAGE)
     rule = key_rule(args, lowercase=False)
     wanted = {f.strip() for f in args.fields.split(",") if f.strip()} if args.fields else None
-    root = args.directory
+    root = args.output
     if not args.dry_run:
         os.makedirs(root, exist_ok=True)
-    written = refused = samples = 0
+    samples = 0
+    paths: list[str] = []
+    refused: list[dict[str, str]] = []
 
     def all_samples() -> Any:
-        for url in expand_inputs(args.inputs):
+        for url in resolve_inputs(args.inputs):
             yield from shard_samples(url, rule)
 
     for sample in progress(args, all_samples(), desc="extract"):
@@ -139,14 +150,18 @@ def run(args: argparse.Namespace) -> int:
                 continue
             name = f"{key}.{ext}"
             reason = write_member(root, name, data, overwrite=args.overwrite, dry_run=args.dry_run)
-            if reason is None and args.dry_run:
-                print(os.path.join(root, name))
             if reason is None:
-                written += 1
+                paths.append(os.path.join(root, name))
+                if args.dry_run and not args.json:
+                    print(paths[-1])
             else:
-                refused += 1
+                refused.append({"name": name, "url": sample["__url__"], "reason": reason})
                 log.warning("refused %r from %s: %s", name, sample["__url__"], reason)
+    if args.json:
+        json.dump({"command": "extract", "output": root, "dry_run": args.dry_run, "samples": samples, "files": paths,
+                   "refused": refused}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     verb = "dry run: would extract" if args.dry_run else "extracted"
-    message(args, f"{verb} {plural(written, 'file')} of {plural(samples, 'sample')} to {root}"
-            + (f"; refused {refused}" if refused else ""))
+    message(args, f"{verb} {plural(len(paths), 'file')} of {plural(samples, 'sample')} to {root}"
+            + (f"; refused {len(refused)}" if refused else ""))
     return EXIT_PROBLEMS if refused else 0

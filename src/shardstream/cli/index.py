@@ -2,7 +2,7 @@
 
 For each shard ``NAME.tar`` this writes its sidecar index ``NAME.tar.ssidx`` (see
 :mod:`shardstream.indexed`) by scanning the headers only (member data is not read). Sidecars that already match
-their shard are kept unless ``--rebuild``. ``--dataset PATH`` also writes the dataset index, one JSON file for
+their shard are kept unless ``--overwrite``. ``-o PATH`` also writes the dataset index, one JSON file for
 the whole dataset (``IndexedDataset(PATH)`` opens it). ``--dali`` also writes NVIDIA DALI's index ``NAME.idx``
 (format v1.2) for ``fn.readers.webdataset(index_paths=...)``. Shards must be local, uncompressed files: random
 access needs offsets in a file (copy remote shards first; decompress ``.tar.gz``).
@@ -13,7 +13,9 @@ access needs offsets in a file (copy remote shards first; decompress ``.tar.gz``
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -21,25 +23,33 @@ from ..errors import OpenError, SampleFormatError, StaleIndexError
 from ..indexed import ShardIndex, index_dataset, index_shard, open_source, sidecar_path, write_dali_index
 from ..indexed.shardindex import rule_spec
 from ..samples import KeyRule
-from ._common import command, examples, expand_inputs, key_rule, local_path, message, plural, progress
+from ._common import key_rule, local_path, message, plural, progress
+from ._inputs import resolve_inputs
+from ._options import add_inputs, add_old_spelling, add_options, command, examples
 
 __all__ = ["dali_path", "index_problems", "register", "run"]
 
 EXAMPLES = examples(
     "shardstream index dataset.tar",
-    "shardstream index shards-*.tar --dataset shards.json --dali",
-    "shardstream index shards-*.tar --rebuild --quiet",
+    "shardstream index shards-*.tar -o shards.json --dali",
+    "shardstream index shards-*.tar --overwrite --quiet",
+    "shardstream index . --json",
     "shardstream index shards-*.tar --dali --dry-run",
 )
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "index", "build shard indexes and DALI .idx files", __doc__, EXAMPLES)
-    p.add_argument("inputs", nargs="+", metavar="SHARD", help="local, uncompressed shards (paths or file: URLs)")
-    p.add_argument("--dataset", metavar="PATH", help="also write the dataset index (JSON) to PATH")
+    p = command(sub, parents, "index", "build shard indexes and DALI .idx files", __doc__, EXAMPLES,
+                usage="%(prog)s SHARD [SHARD ...] [-o PATH] [options]")
+    add_inputs(p, metavar="SHARD")
+    add_options(p, output="also write the dataset index (JSON) to PATH (the sidecar indexes are always written "
+                          "beside their shards)", output_metavar="PATH", required_output=False,
+                overwrite="rebuild the index files even when they match their shard",
+                dry_run="print the index files that would be written; write nothing",
+                json="print the index files written (or kept) as one JSON document on stdout")
+    add_old_spelling(p, "--dataset", dest="output", new="-o PATH", metavar="PATH")
+    add_old_spelling(p, "--rebuild", dest="overwrite", new="--overwrite", flag=True)
     p.add_argument("--dali", action="store_true", help="also write DALI index files (NAME.idx beside NAME.tar)")
-    p.add_argument("--rebuild", action="store_true", help="rebuild sidecars even when they match their shard")
-    p.add_argument("--dry-run", action="store_true", help="print the index files that would be written; write nothing")
     p.set_defaults(run=run)
 
 
@@ -54,36 +64,54 @@ def _rule_for_index(rule: KeyRule) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=True)
-    shards = expand_inputs(args.inputs)
+    shards = resolve_inputs(args.inputs)
     if args.dry_run:
         return _dry_run(args, shards, rule)
-    built = kept = 0
+    built: list[str] = []
+    kept: list[str] = []
+    written: list[str] = []
     for shard in progress(args, shards, desc="index", unit=" shards", total=len(shards)):
-        if args.dataset is None:  # (index_dataset below builds or reuses the sidecars itself)
-            if args.rebuild or not _fresh(shard, rule):
+        if args.output is None:  # (index_dataset below builds or reuses the sidecars itself)
+            if args.overwrite or not _fresh(shard, rule):
                 index_shard(shard, rule=_rule_for_index(rule))
-                built += 1
+                built.append(sidecar_path(shard))
             else:
-                kept += 1
+                kept.append(sidecar_path(shard))
         if args.dali:
             write_dali_index(shard, dali_path(shard), rule=_rule_for_index(rule))
+            written.append(dali_path(shard))
     dali = "; DALI .idx files written" if args.dali else ""
-    if args.dataset is not None:
-        result = index_dataset(shards, args.dataset, rule=_rule_for_index(rule), rebuild=args.rebuild)
-        counts = f"{plural(len(shards), 'shard')}, {plural(len(result), 'sample')}"
-        message(args, f"indexed {counts}; dataset index {args.dataset}{dali}")
+    samples = None
+    if args.output is not None:
+        result = index_dataset(shards, args.output, rule=_rule_for_index(rule), rebuild=args.overwrite)
+        samples = len(result)
+        written.append(args.output)
+        line = f"indexed {plural(len(shards), 'shard')}, {plural(samples, 'sample')}; dataset index {args.output}{dali}"
     else:
-        message(args, f"indexed {plural(len(shards), 'shard')} ({built} built, {kept} already fresh){dali}")
+        line = f"indexed {plural(len(shards), 'shard')} ({len(built)} built, {len(kept)} already fresh){dali}"
+    if args.json:
+        _print_json({"command": "index", "dry_run": False, "shards": shards, "built": built, "kept": kept,
+                     "written": written, "samples": samples})
+    message(args, line)
     return 0
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def _dry_run(args: argparse.Namespace, shards: list[str], rule: KeyRule) -> int:
     """Print the index files that would be written (one path a line); write nothing."""
-    paths = [sidecar_path(s) for s in shards if args.rebuild or not _fresh(s, rule)]
+    paths = [sidecar_path(s) for s in shards if args.overwrite or not _fresh(s, rule)]
     paths += [dali_path(s) for s in shards] if args.dali else []
-    paths += [args.dataset] if args.dataset is not None else []
-    for path in paths:
-        print(path)
+    paths += [args.output] if args.output is not None else []
+    if args.json:
+        _print_json({"command": "index", "dry_run": True, "shards": shards, "written": paths})
+    else:
+        for path in paths:
+            print(path)
     message(args, f"dry run: would write {plural(len(paths), 'index file')}")
     return 0
 
@@ -124,7 +152,7 @@ def index_problems(url: str, rule: KeyRule) -> list[str]:
             same_rule = (index.rule, index.lowercase) == _spec(rule)
             if same_rule and index != index_shard(url, rule=_rule_for_index(rule), save=False):
                 problems.append(f"the index {sidecar_path(path)!r} does not list the shard's current members; "
-                                f"rebuild it with `shardstream index --rebuild {url}`")
+                                f"rebuild it with `shardstream index --overwrite {url}`")
         except StaleIndexError as e:
             problems.append(str(e))
         except (SampleFormatError, OpenError, ValueError):

@@ -24,17 +24,9 @@ import json
 import sys
 from typing import Any
 
-from ._common import (
-    add_inputs,
-    command,
-    examples,
-    expand_inputs,
-    fields,
-    human,
-    key_rule,
-    progress,
-    shard_samples,
-)
+from ._common import fields, human, key_rule, progress, shard_samples
+from ._inputs import resolve_inputs
+from ._options import add_inputs, add_options, command, examples
 
 __all__ = ["Summary", "field_value", "register", "run_info", "run_ls"]
 
@@ -58,7 +50,7 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     ):
         p = command(sub, parents, name, doc, __doc__, epilog)
         add_inputs(p)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        add_options(p, json="machine-readable output")
         if name == "ls":
             p.add_argument("--fields", metavar="NAME,...",
                            help="print a table of these: key, url, a field's text (cls, txt), a JSON value (json:a.b)")
@@ -102,7 +94,7 @@ def run_ls(args: argparse.Namespace) -> int:
     specs = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     if specs is not None and not args.json:
         out.write("\t".join(specs) + "\n")
-    for url in expand_inputs(args.inputs):
+    for url in resolve_inputs(args.inputs):
         for sample in shard_samples(url, rule):
             if specs is not None:
                 values = [field_value(sample, spec) for spec in specs]
@@ -169,7 +161,7 @@ class Summary:
 
 def run_info(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=True)
-    urls = expand_inputs(args.inputs)
+    urls = resolve_inputs(args.inputs)
     total = Summary()
     shards = []
     for url in progress(args, urls, desc="info", unit=" shards", total=len(urls)):

@@ -5,7 +5,8 @@ The function receives a sample dict (``__key__`` and one bytes value per field) 
 sample; the key is kept unless it sets one), a list of dicts, or None (the sample is dropped); with
 --per shard it receives an iterator of samples and returns an iterable. A shell command runs once per sample
 in a temporary folder holding the fields as files sample.EXT; the files sample.EXT left there form the output
-sample. Commands run only with --allow-shell. Output shards, resuming and retries are as in
+sample. Commands run only with --allow-shell. INPUT is what every command reads (shards, directories, globs,
+brace patterns, specs). Output shards (``-o DEST``), resuming (``--redo``) and retries are as in
 'shardstream convert'.
 """
 
@@ -18,23 +19,26 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from ..process import ShellCommand, map_dataset
-from ._common import CommandError, command, examples, expand_inputs
-from .convert import add_job_options, finish, job_kwargs
+from ..process import ShardSource, ShellCommand, TarOutput, Task, map_dataset
+from ._inputs import INPUT_HELP, resolve_inputs
+from ._jobs import add_job_options, dry_run, finish, job_kwargs, output_of
+from ._options import command, examples
 
 __all__ = ["load_function", "register", "run"]
 
 EXAMPLES = examples(
-    "shardstream map 'shards-{000000..000003}.tar' upper/ --shell 'tr a-z A-Z < sample.txt > sample.out.txt' "
-    "--allow-shell --workers 2",
-    "shardstream map dataset.tar small/ --function transforms:drop_json --on-error skip --engine inline",
+    "shardstream map 'shards-{000000..000003}.tar' -o upper/ --shell 'tr a-z A-Z < sample.txt > sample.out.txt' "
+    "--allow-shell -j 2",
+    "shardstream map dataset.tar -o small/ --function transforms:drop_json --on-error skip --engine inline",
+    "shardstream map dataset.tar -o small/ --function transforms:drop_json --dry-run --json",
     note="--function MODULE:NAME imports MODULE (the current directory is on the path) and calls NAME.",
 )
 
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
-    p = command(sub, parents, "map", "apply a function or command to every sample", __doc__, EXAMPLES)
-    p.add_argument("source", nargs="+", help="input shards (brace patterns are expanded), then DEST")
+    p = command(sub, parents, "map", "apply a function or command to every sample, in parallel", __doc__, EXAMPLES,
+                usage="%(prog)s INPUT [INPUT ...] -o DEST (--function MODULE:NAME | --shell COMMAND) [options]")
+    p.add_argument("source", nargs="+", metavar="INPUT", help=INPUT_HELP)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--function", "-f", metavar="MODULE:NAME", help="a Python function to apply")
     what.add_argument("--shell", "-c", metavar="COMMAND", help="a shell command run per sample (--allow-shell)")
@@ -67,15 +71,19 @@ def load_function(spec: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.source) < 2:
-        raise CommandError("give SOURCE... DEST", 2)
-    *sources, dest = args.source
+    sources, dest = output_of(args, "map")
     if args.shell is not None:
         fn: Any = ShellCommand(args.shell, allow_shell=args.allow_shell)
     else:
         if args.allow_shell:
             raise ConfigError("--allow-shell goes with --shell")
         fn = load_function(args.function)
+    urls = resolve_inputs(sources)
+    if args.dry_run:
+        output = TarOutput(dest, prefix=args.prefix, maxcount=args.maxcount, maxsize=args.maxsize, index=args.index)
+        tasks = [Task(i, ShardSource(url, args.key_rule), output, fn, args.per, args.on_error, args.fn_version)
+                 for i, url in enumerate(urls)]
+        return dry_run(args, "map", dest, tasks)
     kwargs = job_kwargs(args)
-    return finish(args, lambda: map_dataset(expand_inputs(sources), dest, fn, per=args.per, on_error=args.on_error,
-                                            version=args.fn_version, rule=args.key_rule, **kwargs))
+    return finish(args, "map", dest, lambda: map_dataset(urls, dest, fn, per=args.per, on_error=args.on_error,
+                                                         version=args.fn_version, rule=args.key_rule, **kwargs))

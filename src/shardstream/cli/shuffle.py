@@ -8,7 +8,7 @@ bucket that is still too large is scattered again). Memory stays near ``--memory
 the temporary shards (in ``--tmpdir``) need about the size of the dataset on disk, and each sample is read and
 written twice. The order depends only on the input and ``--seed``, never on ``--memory`` or ``--buckets``:
 the same input and seed give byte-identical output. ``-j N`` reads, scatters and sorts local shards on N
-processes (:mod:`shardstream.cli._pshuffle`), with the same bytes as one process.
+processes, with the same bytes as one process.
 
 >>> data = [{"__key__": str(i), "x": b"0123456789"} for i in range(50)]
 >>> in_memory = [s["__key__"] for s in shuffled(data, 2, memory=1 << 20)]
@@ -26,20 +26,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ._bucketsort import Sorter
-from ._common import (
-    Progress,
-    add_inputs,
-    command,
-    dataset_samples,
-    examples,
-    expand_inputs,
-    key_rule,
-    local_path,
-    parse_size,
-    positive_int,
-)
+from ._common import Progress, dataset_samples, key_rule, local_path, parse_size, positive_int
+from ._inputs import resolve_inputs
+from ._options import add_inputs, command, examples
 from ._output import SampleOutput, add_output_options, finish, output_options
-from ._parallel import add_workers_option
 from ._pshuffle import can_shuffle_in_parallel, parallel_shuffled
 
 __all__ = ["register", "run", "shuffled"]
@@ -58,14 +48,14 @@ _SPAN = 1 << 64
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p = command(sub, parents, "shuffle", "rewrite a dataset in a seeded shuffled order", __doc__, EXAMPLES)
     add_inputs(p)
-    add_output_options(p)
+    add_output_options(p, workers="processes to use (default 1): local shards are read, scattered and sorted "
+                                     "in parallel; the output is the same for any N")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0): same input and seed, same bytes")
     p.add_argument("--memory", type=parse_size, default=parse_size("1G"), metavar="SIZE",
                    help="memory for samples before spilling to temporary shards (default 1G)")
     p.add_argument("--buckets", type=positive_int, metavar="K",
                    help="temporary shards per scatter pass (default: from the input size, or 64)")
     p.add_argument("--tmpdir", metavar="DIR", help="directory for the temporary shards (default: the system's)")
-    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -90,7 +80,7 @@ def _auto_buckets(inputs: list[str], memory: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = expand_inputs(args.inputs)
+    inputs = resolve_inputs(args.inputs)
     buckets = args.buckets or _auto_buckets(inputs, args.memory)
     rule = key_rule(args, lowercase=False)
     if can_shuffle_in_parallel(inputs, args.workers):

@@ -30,18 +30,9 @@ from typing import Any
 from ..errors import ConfigError
 from ..samples import KeyRule
 from ..writer import TarWriter
-from ._common import (
-    CommandError,
-    Progress,
-    add_inputs,
-    command,
-    dataset_samples,
-    examples,
-    expand_inputs,
-    key_rule,
-    parse_size,
-    shard_samples,
-)
+from ._common import CommandError, Progress, dataset_samples, key_rule, parse_size, shard_samples
+from ._inputs import resolve_inputs
+from ._options import add_inputs, command, examples
 from ._output import SampleOutput, add_output_options, finish, output_options
 
 __all__ = ["register", "run", "sort_value", "sorted_samples"]
@@ -196,7 +187,7 @@ def sorted_samples(samples: Iterable[dict[str, Any]], by: str = "key", *, revers
 def run(args: argparse.Namespace) -> int:
     if args.by != "key" and not args.by.partition(":")[0]:
         raise ConfigError(f"--by {args.by!r}: name a field, e.g. --by cls or --by json:meta.width")
-    inputs = expand_inputs(args.inputs)
+    inputs = resolve_inputs(args.inputs)
     samples = dataset_samples(inputs, key_rule(args, lowercase=False))
     ordered = sorted_samples(samples, args.by, reverse=args.reverse, missing=args.missing, memory=args.memory,
                              tmpdir=args.tmpdir)

@@ -22,22 +22,12 @@ import functools
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import (
-    CommandError,
-    Progress,
-    add_inputs,
-    command,
-    dataset_samples,
-    examples,
-    expand_inputs,
-    key_rule,
-    message,
-    plural,
-    positive_int,
-)
+from ._common import CommandError, Progress, dataset_samples, key_rule, message, plural, positive_int
+from ._inputs import resolve_inputs
+from ._options import add_inputs, command, examples
 from ._output import SampleOutput, add_output_options, finish, is_pattern, output_options, shard_name
 from ._parallel import (
-    add_workers_option,
+    WORKERS_HELP,
     can_write_in_parallel,
     count_pieces,
     count_samples,
@@ -68,10 +58,9 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p = command(sub, parents, "split",
                 "rewrite a dataset into N shards or shards of a given count/size", __doc__, EXAMPLES, aliases=["reshard"])
     add_inputs(p)
-    add_output_options(p)
+    add_output_options(p, workers=WORKERS_HELP)
     p.add_argument("-n", "--shards", type=positive_int, metavar="N",
                    help="exactly N shards: sample i goes to shard i mod N (one pass, works on streams)")
-    add_workers_option(p)
     p.set_defaults(run=run)
 
 
@@ -91,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give the number of shards (-n N) or their size (--maxcount N, --maxsize SIZE)")
     if args.shards is not None and (args.maxcount is not None or args.maxsize is not None):
         raise ConfigError("-n cannot be combined with --maxcount/--maxsize")
-    inputs = expand_inputs(args.inputs)
+    inputs = resolve_inputs(args.inputs)
     options = output_options(args)
     samples = dataset_samples(inputs, key_rule(args, lowercase=False))
     if args.shards is None and can_write_in_parallel(args):

@@ -39,17 +39,15 @@ from ..samples import KeyRule, group_samples
 from ..tar import TruncatedTarWarning, iter_tar
 from ._common import (
     EXIT_PROBLEMS,
-    add_inputs,
-    command,
-    examples,
-    expand_inputs,
     fields,
     key_rule,
     opened,
     plural,
     progress,
 )
-from ._parallel import add_workers_option, ordered_map
+from ._inputs import resolve_inputs
+from ._options import add_inputs, add_options, command, examples
+from ._parallel import ordered_map
 from .index import index_problems
 
 __all__ = ["Problem", "ShardReport", "register", "run", "verify_shard"]
@@ -101,8 +99,8 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--no-decode", action="store_true", help="check the tar and sample structure only")
     p.add_argument("--allow-unsafe", action="store_true", help="also decode unsafe fields (.pyd, .pickle: unpickling)")
     p.add_argument("--no-index", action="store_true", help="do not check the indexes beside the shards")
-    p.add_argument("--json", action="store_true", help="one JSON report on stdout")
-    add_workers_option(p)
+    add_options(p, workers="shards checked at a time, each in its own process (default 1); the report is the "
+                "same for any N", json="one JSON report on stdout")
     p.set_defaults(run=run)
 
 
@@ -185,7 +183,7 @@ def _check_index(report: ShardReport, rule: KeyRule) -> None:
 
 def run(args: argparse.Namespace) -> int:
     rule = key_rule(args, lowercase=True)
-    urls = expand_inputs(args.inputs)
+    urls = resolve_inputs(args.inputs)
     reports = []
     jobs = [(url, rule, not args.no_decode, args.allow_unsafe) for url in urls]
     for report in progress(args, ordered_map(_verify, jobs, workers=args.workers), desc="verify", unit=" shards",

@@ -5,11 +5,12 @@ it in a browser. The page shows a grid of thumbnails with paging, a jump to a sa
 sample and a filter by extension; clicking a sample shows every field (images, text, JSON, class labels with the
 names of ``classes.txt`` beside the shards, audio, arrays). Ctrl-C stops the server.
 
-DATASET is shard paths or URLs, brace patterns (``'train-{000..009}.tar'``), globs, a directory of shards, or a
-dataset index (``.json``, from ``shardstream index --dataset``). Shards are opened for random access: a
-sidecar index beside a shard is used when it is fresh, otherwise the headers are scanned into an index in memory
-(nothing is written beside your data). Remote shards are downloaded once into the shard cache (``--cache-dir``,
-default ``SHARDSTREAM_CACHE_DIR``, else a temporary directory removed when the viewer stops).
+DATASET is what every command reads: shard paths or URLs, brace patterns (``'train-{000..009}.tar'``), globs,
+a directory of shards, a dataset spec (``.yaml``), or a dataset index (``.json``, from ``shardstream index -o``).
+Shards are opened for random access: a sidecar index beside a shard is used when it is fresh, otherwise the
+headers are scanned into an index in memory (nothing is written beside your data). Remote shards are downloaded
+once into the shard cache (``--cache-dir``, default ``SHARDSTREAM_CACHE_DIR``, else a temporary directory removed
+when the viewer stops).
 
 The page marks broken samples (a field that does not decode, a field most samples have but this one lacks,
 an odd size) and can show only those; it has a statistics page (labels, field presence and sizes, image
@@ -36,7 +37,9 @@ from ..errors import ConfigError
 from ..redact import redacting_logger
 from ..viewer import ViewerData, ViewerServer, self_test
 from ..viewer.transform import TransformedView, load_function
-from ._common import command, examples, key_rule, message, plural
+from ._common import key_rule, message, plural
+from ._inputs import resolve_inputs
+from ._options import add_inputs, command, examples
 
 __all__ = ["register", "run"]
 
@@ -52,8 +55,7 @@ EXAMPLES = examples(
 
 def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p = command(sub, parents, "view", "thumb through a dataset in a web browser", __doc__, EXAMPLES)
-    p.add_argument("inputs", nargs="+", metavar="DATASET",
-                   help="shards, URLs, brace patterns, globs, a directory, or a dataset index (.json)")
+    add_inputs(p, metavar="DATASET")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free port)")
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     if args.decode or args.transform:
         transformed = TransformedView(args.decode, load_function(args.transform) if args.transform else None)
     rule = key_rule(args, lowercase=True)
-    data = ViewerData(args.inputs, cache_dir=args.cache_dir, classes=args.classes,
+    inputs = resolve_inputs(args.inputs, keep_indexes=True)
+    data = ViewerData(inputs, cache_dir=args.cache_dir, classes=args.classes,
                       rule=None if rule.rule in (None, "first-dot") else rule, allow_commands=args.allow_commands)  # fmt: skip
     try:
         for problem in data.problems:
