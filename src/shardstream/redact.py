@@ -42,13 +42,15 @@ __all__ = ["MASK", "RedactedText", "SecretFilter", "is_secret_name", "parse_prob
 MASK = "***"
 
 _SECRET_WORDS = ("signature", "token", "secret", "password", "passwd", "credential", "apikey", "api_key",
-                 "api-key", "auth", "session")
+                 "api-key", "auth", "session", "account_key", "accountkey", "connection_string",
+                 "connectionstring", "private_key", "sas_")
 _SECRET_NAMES = {"sig", "key", "pwd", "pass", "code", "x-amz-credential", "x-goog-credential"}
 # a URL inside text: a scheme, ``://``, then anything up to a space, a quote or a bracket
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+")
 _WHOLE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+\Z")
 # header-like secrets in free text: ``Authorization: Basic xyz``, ``Bearer xyz``, ``X-Api-Key: xyz``
-_HEADER = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|x-amz-security-token|api-key)"
+_HEADER = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|x-amz-security-token|api-key|accountkey"
+                     r"|sharedaccesssignature)"
                      r"(\s*[:=]\s*)(?:(basic|bearer|token|aws4-hmac-sha256)\s+)?[^\s'\",;]+")
 _BEARER = re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9._~+/=-]{8,}")
 _MAX_KNOWN = 4096  # the masking pattern stays small whatever a program registers

@@ -233,3 +233,21 @@ def test_a_settings_or_spec_file_that_does_not_parse_shows_no_line_of_it():
     with pytest.raises(ConfigError, match="line 3") as caught:
         read_text(spec, "spec.yaml")
     assert CANARY not in _everything_shown(caught.value)
+
+
+@pytest.mark.parametrize("name", ["account_key", "AccountKey", "connection_string", "sas_token", "private_key"])
+def test_azure_and_gcs_credentials_in_a_rules_options_are_masked(name):
+    """fsspec's Azure and GCS options carry the secret under their own names; a rule's options register them."""
+    secret = f"{CANARY}{name}=="
+    StorageRule.from_dict({"prefix": "az://masked-container/", "options": {"account_name": "acct", name: secret}})
+    shown = redact_text(f"cannot open 'az://masked-container/a.tar' with options {name}={secret}")
+    assert secret not in shown
+    assert secret not in str(OpenError(f"failed with {secret}", url="az://masked-container/a.tar"))
+
+
+def test_an_azure_connection_string_in_text_is_masked():
+    text = (f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={CANARY}+/x==;"
+            f"SharedAccessSignature=sv=2024&sig={CANARY}2;EndpointSuffix=core.windows.net")
+    shown = redact_text(f"connection failed: {text}")
+    assert CANARY not in shown
+    assert "AccountName=acct" in shown
