@@ -1,6 +1,8 @@
 """Every code example in the README, the docs and the docstrings runs, and the documentation site builds.
 
 - ```python blocks of README.md and docs/**/*.md run in order, one namespace per file, in a fresh temp directory.
+  The blocks after a ``<!-- needs: s3 -->`` line need an S3 store: tests/io/test_docs_on_s3.py runs the whole page
+  with the suite's RadosGW.
 - ```console blocks run their ``$ `` lines in a shell (with the venv's bin first on PATH), except the two set-up
   commands ``make demo`` / ``make test`` (the demo has its own test; ``make test`` is this very suite).
 - doctest examples in every module of the package run.
@@ -28,10 +30,17 @@ FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)
 SETUP_COMMANDS = {"make demo", "make test"}
 #: fenced blocks that are shown, not run: program output and file contents
 SHOWN = {"text"}
+#: the rest of a page from this line on needs a service (``<!-- needs: s3 -->``), provided by its own test
+NEEDS = re.compile(r"^<!-- needs: (\w+) -->$", re.M)
 
 
-def blocks(path: pathlib.Path, lang: str) -> list[str]:
-    return [body for kind, body in FENCE.findall(path.read_text()) if kind == lang]
+def blocks(path: pathlib.Path, lang: str, *, services: bool = False) -> list[str]:
+    """The page's blocks of ``lang``, in order; without ``services``, only those before a ``needs`` line."""
+    text = path.read_text()
+    needs = NEEDS.search(text)
+    if needs and not services:
+        text = text[:needs.start()]
+    return [body for kind, body in FENCE.findall(text) if kind == lang]
 
 
 def with_blocks(lang: str) -> list[pathlib.Path]:

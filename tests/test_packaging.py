@@ -169,10 +169,11 @@ def test_the_cibuildwheel_configuration_builds_cpython_310_to_313_on_three_platf
         assert identifiers == {f"cp3{minor}-{arch}" for minor in (10, 11, 12, 13) for arch in expected}, platform
 
 
-def test_every_extra_is_in_the_readme_and_asks_for_a_range():
+def test_every_extra_is_on_the_install_page_and_asks_for_a_range():
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    table = "\n".join(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `"))
-    assert [name for name in extras if f"`{name}`" not in table] == [], "extras missing from the README's table"
+    page = (ROOT / "docs" / "install.md").read_text()
+    table = "\n".join(line for line in page.splitlines() if line.startswith("| `"))
+    assert [name for name in extras if f"`{name}`" not in table] == [], "extras missing from docs/install.md's table"
     pins = [(name, req) for name, reqs in extras.items() for req in reqs if "==" in req]
     assert pins == [], "pins belong in the Makefile's dev setup"
