@@ -8,9 +8,6 @@ rewritten: a link to a file under ``docs/`` (absolute or relative) becomes a lin
 so the site is self-contained and ``mkdocs build --strict`` checks every such link (a missing page is left for
 mkdocs to report, never turned silently into a link elsewhere); a relative link to any other file of the
 repository becomes a link to it in the source repository (``repo_url``).
-
-:data:`PENDING_PAGES` are pages another branch adds: while they are missing, links to them point at the source
-repository instead of failing the build (tests/test_docs_links.py fails once one exists, to have it removed here).
 """
 from __future__ import annotations
 
@@ -24,14 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO = "https://github.com/shardstream/shardstream"
 #: absolute URLs of the repository's files, as the README writes them: pages (blob) and images (raw)
 PREFIXES = (f"{REPO}/blob/main/", "https://raw.githubusercontent.com/shardstream/shardstream/main/")
-#: pages (paths under docs/) linked before they exist: another branch adds them
-PENDING_PAGES = frozenset({
-    "cloud-storage.md",
-    "migrating/from-webdataset.md",
-    "migrating/from-litdata.md",
-    "migrating/from-streaming.md",
-    "migrating/from-hf-datasets.md",
-})
 _LINK = re.compile(r"\]\((?!mailto:|#)([^)\s]+)\)")
 
 
@@ -79,8 +68,6 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
             site = "index.md"
         elif path.startswith(docs + "/"):
             site = path[len(docs) + 1:]
-            if site in PENDING_PAGES and files.get_file_from_path(site) is None:
-                return f"]({REPO}/blob/main/{path}{anchor})"
         elif link.startswith(PREFIXES):
             return match.group(0)  # already a link into the source repository
         else:  # a file that is not a page: link to it in the source repository

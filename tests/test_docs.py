@@ -1,8 +1,10 @@
 """Every code example in the README, the docs and the docstrings runs, and the documentation site builds.
 
 - ```python blocks of README.md and docs/**/*.md run in order, one namespace per file, in a fresh temp directory.
-  The blocks after a ``<!-- needs: s3 -->`` line need an S3 store: tests/io/test_docs_on_s3.py runs the whole page
-  with the suite's RadosGW.
+  A block whose info string names a peer library (```python {peer="litdata"}```: the code of the library a
+  migration guide starts from) runs as a script in that peer's venv (``.venv-peers-NAME``, made by
+  ``make bench-peers``), in the same directory, after the page's earlier blocks; without that venv it is not run
+  and the page's test is skipped once its other blocks have passed, naming the block and the reason.
 - ```console blocks run their ``$ `` lines in a shell (with the venv's bin first on PATH), except the two set-up
   commands ``make demo`` / ``make test`` (the demo has its own test; ``make test`` is this very suite).
 - doctest examples in every module of the package run.
@@ -32,15 +34,74 @@ SETUP_COMMANDS = {"make demo", "make test"}
 SHOWN = {"text"}
 #: the rest of a page from this line on needs a service (``<!-- needs: s3 -->``), provided by its own test
 NEEDS = re.compile(r"^<!-- needs: (\w+) -->$", re.M)
+#: the info string of a python block that a peer library runs: ```python {peer="litdata" title="litdata"}```
+PEER = re.compile(r'\bpeer="([^"]*)"')
+PY_FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.S | re.M)
+#: the peers whose venvs the migration guides' blocks run in (benchmarks/peers/setup.sh makes them)
+PEERS = ("litdata", "streaming")
+#: where the peer venvs are: the repository root, or the folder named by this variable (a worktree's venvs)
+PEER_VENVS = pathlib.Path(os.environ.get("SHARDSTREAM_PEER_VENVS") or ROOT)
+
+
+def page_text(path: pathlib.Path, *, services: bool = False) -> str:
+    """The page's markdown; without ``services``, only what comes before a ``needs`` line."""
+    text = path.read_text()
+    needs = NEEDS.search(text)
+    return text[:needs.start()] if needs and not services else text
 
 
 def blocks(path: pathlib.Path, lang: str, *, services: bool = False) -> list[str]:
     """The page's blocks of ``lang``, in order; without ``services``, only those before a ``needs`` line."""
-    text = path.read_text()
-    needs = NEEDS.search(text)
-    if needs and not services:
-        text = text[:needs.start()]
-    return [body for kind, body in FENCE.findall(text) if kind == lang]
+    return [body for kind, body in FENCE.findall(page_text(path, services=services)) if kind == lang]
+
+
+def python_blocks(path: pathlib.Path) -> list[tuple[str | None, str]]:
+    """The page's python blocks before any ``needs`` line, in order, each with the peer that runs it (None: this
+    venv, in process)."""
+    return [(peer.group(1) if (peer := PEER.search(info)) else None, body)
+            for info, body in PY_FENCE.findall(page_text(path))]
+
+
+def peer_python(peer: str) -> pathlib.Path | None:
+    """The python of the peer's venv, or None when that venv was not made."""
+    python = PEER_VENVS / f".venv-peers-{peer}" / "bin" / "python"
+    return python if python.exists() else None
+
+
+#: mosaicml-streaming imports torchvision's dataset classes on ``import streaming`` and uses none of them here; the
+#: peers venv has no torchvision (no build matches its torch), so a stub package stands in for it
+_TORCHVISION_STUB = {
+    "__init__.py": "from . import datasets, transforms\n",
+    "datasets.py": "class VisionDataset:\n    pass\n\n\nclass CIFAR10(VisionDataset):\n    pass\n",
+    "transforms/__init__.py": "from . import functional\n",
+    "transforms/functional.py": "to_tensor = None\n",
+}
+
+
+def _peer_path(peer: str, python: pathlib.Path, stubs: pathlib.Path) -> list[str]:
+    """What the peer's scripts import besides their venv: this tree's shardstream (as if installed next to the
+    peer) and, for a venv without torchvision, its stub."""
+    path = [str(ROOT / "src")]
+    if peer == "streaming":
+        probe = subprocess.run([python, "-c", "import torchvision"], capture_output=True, timeout=120)
+        if probe.returncode != 0:
+            for name, text in _TORCHVISION_STUB.items():
+                (stubs / "torchvision" / name).parent.mkdir(parents=True, exist_ok=True)
+                (stubs / "torchvision" / name).write_text(text)
+            path.append(str(stubs))
+    return path
+
+
+def run_peer_block(peer: str, python: pathlib.Path, body: str, where: pathlib.Path, name: str) -> None:
+    """Run one block as a script (a file: a peer's worker processes may re-import ``__main__``) in ``where``."""
+    stubs = where.parent / f"{where.name}-peer-stubs"
+    script = stubs / f"{name}.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(body)
+    extra = _peer_path(peer, python, stubs)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*extra, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    r = subprocess.run([str(python), str(script)], cwd=where, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{name} (peer {peer}) exited {r.returncode}:\n{body}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
 
 
 def with_blocks(lang: str) -> list[pathlib.Path]:
@@ -53,22 +114,98 @@ def test_every_example_is_python_or_console():
     other = []
     for path in DOCS:
         fences = [line[3:].strip() for line in path.read_text().splitlines() if line.startswith("```")]
-        other += [(path.name, kind or "(none)") for kind in fences[::2] if kind not in {"python", "console", *SHOWN}]
+        kinds = [(info.split(maxsplit=1) or [""])[0] for info in fences[::2]]
+        other += [(path.name, kind or "(none)") for kind in kinds if kind not in {"python", "console", *SHOWN}]
     assert other == []
+
+
+def test_every_peer_block_names_a_known_peer():
+    """A ``peer=`` naming no venv the set-up makes would be skipped for ever: peers are the ones of PEERS."""
+    named = {(path.name, peer) for path in DOCS for peer, _ in python_blocks(path) if peer is not None}
+    assert {(page, peer) for page, peer in named if peer not in PEERS} == set()
 
 
 @pytest.mark.parametrize("path", with_blocks("python"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_examples_run(path, tmp_path, monkeypatch):
-    code = blocks(path, "python")
+    code = python_blocks(path)
     if not code:
         pytest.skip(f"{path.name} has no python examples")
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__docs__"}
-    for i, body in enumerate(code):
+    not_run = []
+    for i, (peer, body) in enumerate(code):
+        name = f"{path.name}[python block {i}]"
+        if peer is not None:
+            python = peer_python(peer)
+            if python is None:
+                not_run.append(f"block {i} (peer {peer}: no {PEER_VENVS / f'.venv-peers-{peer}'}; `make bench-peers`)")
+            else:
+                run_peer_block(peer, python, body, tmp_path, f"{path.stem}-block-{i}")
+            continue
         try:
-            exec(compile(body, f"{path.name}[python block {i}]", "exec"), namespace)
+            exec(compile(body, name, "exec"), namespace)
         except Exception as e:  # pragma: no cover - failure path
-            raise AssertionError(f"{path.name} python block {i} failed:\n{body}") from e
+            raise AssertionError(f"{name} failed:\n{body}") from e
+    if not_run:
+        pytest.skip(f"{path.name}: the other blocks ran; not run: {', '.join(not_run)}")
+
+
+_PEER_PAGE = """# A page
+
+```python
+open("mine.txt", "w").write("from the docs venv")
+```
+
+```python {peer="litdata" title="litdata"}
+import sys
+
+if __name__ == "__main__":
+    import shardstream  # importable there too, as if installed next to the peer
+    open("theirs.txt", "w").write(open("mine.txt").read() + " via " + sys.executable)
+```
+
+```python
+ran = True
+```
+"""
+
+
+def _fake_peer_venv(root: pathlib.Path, peer: str) -> pathlib.Path:
+    """A stand-in for ``.venv-peers-PEER``: its bin/python is this interpreter."""
+    (root / f".venv-peers-{peer}" / "bin").mkdir(parents=True)
+    (root / f".venv-peers-{peer}" / "bin" / "python").symlink_to(sys.executable)
+    return root / f".venv-peers-{peer}" / "bin" / "python"
+
+
+def test_a_peer_block_runs_in_its_venv_after_the_blocks_before_it(tmp_path, monkeypatch):
+    page, venvs, work = tmp_path / "page.md", tmp_path / "venvs", tmp_path / "work"
+    page.write_text(_PEER_PAGE)
+    work.mkdir()
+    python = _fake_peer_venv(venvs, "litdata")
+    monkeypatch.setattr(sys.modules[__name__], "PEER_VENVS", venvs)
+    assert [peer for peer, _ in python_blocks(page)] == [None, "litdata", None]
+    test_python_examples_run(page, work, monkeypatch)
+    assert (work / "theirs.txt").read_text() == f"from the docs venv via {python}"
+
+
+def test_a_peer_block_without_its_venv_is_skipped_naming_it(tmp_path, monkeypatch):
+    page, work = tmp_path / "page.md", tmp_path / "work"
+    page.write_text(_PEER_PAGE.replace("ran = True", "open('after.txt', 'w').write('ran')"))
+    work.mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "PEER_VENVS", tmp_path / "nowhere")
+    with pytest.raises(pytest.skip.Exception, match=r"not run: block 1 \(peer litdata: no .*venv-peers-litdata"):
+        test_python_examples_run(page, work, monkeypatch)
+    assert (work / "mine.txt").exists() and (work / "after.txt").exists() and not (work / "theirs.txt").exists()
+
+
+def test_a_failing_peer_block_fails_the_page(tmp_path, monkeypatch):
+    page, venvs, work = tmp_path / "page.md", tmp_path / "venvs", tmp_path / "work"
+    page.write_text(_PEER_PAGE.replace('open("theirs.txt"', 'open("missing/theirs.txt"'))
+    work.mkdir()
+    _fake_peer_venv(venvs, "litdata")
+    monkeypatch.setattr(sys.modules[__name__], "PEER_VENVS", venvs)
+    with pytest.raises(AssertionError, match=r"page-block-1 \(peer litdata\) exited 1"):
+        test_python_examples_run(page, work, monkeypatch)
 
 
 @pytest.mark.parametrize("path", with_blocks("console"), ids=lambda p: str(p.relative_to(ROOT)))

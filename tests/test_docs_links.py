@@ -7,7 +7,6 @@
 - The README is a front page: at most 250 lines.
 - docs/*.md link with relative paths to files that exist.
 - mkdocs.yml's nav lists every page once.
-Pages another branch adds (``PENDING_PAGES`` of the hook) may be linked while they are missing.
 """
 
 from __future__ import annotations
@@ -55,8 +54,6 @@ def test_the_readmes_links_into_the_repository_exist():
         path = hooks.repo_target(target.partition("#")[0], "README.md")
         if path is None or (ROOT / path).exists():
             continue
-        if path.startswith("docs/") and path[len("docs/"):] in hooks.PENDING_PAGES:
-            continue
         missing.append(target)
     assert missing == [], f"README.md links to files that do not exist: {missing}"
     assert any(t.startswith(hooks.PREFIXES[1]) for t in links(README)), "the README shows a screenshot"
@@ -76,16 +73,8 @@ def test_the_pages_link_to_files_that_exist():
             path = hooks.repo_target(target.partition("#")[0], here) if target.partition("#")[0] else None
             if path is None or target.startswith(hooks.PREFIXES) or (ROOT / path).exists():
                 continue
-            if path.startswith("docs/") and path[len("docs/"):] in hooks.PENDING_PAGES:
-                continue
             broken.append(f"{here}: {target}")
     assert broken == []
-
-
-def test_pending_pages_are_still_missing():
-    """Once another branch's page is merged, it leaves PENDING_PAGES and joins mkdocs.yml's nav."""
-    arrived = sorted(p for p in _hooks().PENDING_PAGES if (ROOT / "docs" / p).exists())
-    assert arrived == [], f"remove {arrived} from PENDING_PAGES in scripts/mkdocs_hooks.py and add them to the nav"
 
 
 def test_the_nav_lists_each_page_once():
