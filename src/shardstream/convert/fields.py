@@ -82,9 +82,17 @@ def safe_key(key: str) -> str:
 _GENERIC = {"image", "img", "id", "index", "count", "class"}
 
 
+_AUDIO = ("bin", "mp3", "wav", "flac", "ogg")
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_extension(name: str) -> bool:
-    return (name.lower() in CODECS and name.lower() not in _GENERIC) or name.lower().rsplit(".", 1)[-1] in ("bin", "mp3", "wav", "flac", "ogg")
+    """Whether the column ``name`` is a field name already: an extension (``jpg``), or ``NAME.EXT`` (``caption.txt``,
+    as shards written to Parquet name their columns)."""
+    lowered = name.lower()
+    if "." in lowered:
+        return lowered.rsplit(".", 1)[-1] in CODECS or lowered.rsplit(".", 1)[-1] in _AUDIO
+    return (lowered in CODECS and lowered not in _GENERIC) or lowered in _AUDIO
 
 
 @functools.lru_cache(maxsize=4096)
