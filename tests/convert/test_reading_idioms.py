@@ -212,3 +212,11 @@ def test_a_missing_field_in_converter_output_gives_advice_that_holds(tmp_path, i
     with pytest.raises(MissingFieldError, match=r"did you mean 'image.jpg'\?") as caught:
         getfirst({"__key__": "k", "image.jpg": b"", "mask.png": b"", "cls": b"1"}, "jpg")
     assert "last-dot" not in str(caught.value)
+
+
+def test_tfrecord_lists_under_a_label_name_keep_their_names(tmp_path):
+    from shardstream.convert.tfrecord import _feature_field, _feature_names  # noqa: PLC0415 - internals
+
+    for values, name in (([b"\xff\x00", b"\xfe"], "label.msgpack"), ([1, 2], "label.json")):
+        names = _feature_names({"label": values}, {})
+        assert names == {"label": "<label>"} and _feature_field("label", values, names)[0] == name

@@ -42,7 +42,7 @@ from ..codecs.basic import msgpack_dumps
 from ..errors import RecordFormatError
 from ..io import open_url
 from ..process import Skip
-from .fields import column_field, field_names, safe_key, sniff_extension
+from .fields import EXTENSION, LABEL, column_field, field_names, safe_key, sniff_extension
 
 __all__ = ["MAX_RECORD", "TFRecordSource", "crc32c", "frame_record", "iter_records", "parse_example", "read_examples"]
 
@@ -332,7 +332,8 @@ def _feature_field(name: str, values: list[Any], names: dict[str, str] | None = 
         try:
             return column_field(column, [v.decode("utf-8") for v in values], rename=names)
         except UnicodeDecodeError:
-            return (names or {}).get(column) or f"{column}.msgpack", msgpack_dumps(values)
+            name = (names or {}).get(column)
+            return name if name not in (None, EXTENSION, LABEL) else f"{column}.msgpack", msgpack_dumps(values)
     return column_field(column, values, rename=names)
 
 
