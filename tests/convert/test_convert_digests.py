@@ -73,10 +73,11 @@ OPTIONS = {"jsonl": {"per_task": 1100, "maxcount": 400}, "jsonl-mixed": {"per_ta
            "csv": {"per_task": 700, "key": "id", "maxsize": 200_000},
            "parquet": {"per_task": 750, "maxsize": 250_000}}  # fmt: skip
 EXPECTED = {  # case -> (samples, skipped, (shards + DALI indexes, digest)), taken from the per-sample path
-    "csv": (2000, 0, (68, "e27c88548a57ba2e55e28794bbdd8aa1")),
-    "jsonl": (3000, 0, (16, "c8b00b884c2f3496e5b91a9215b7b087")),
-    "jsonl-mixed": (2499, 1, (42, "fc8f84590ba79b12cda78a875d891a7f")),
-    "parquet": (2000, 0, (54, "c31f37dae23f231c2a2172c7911f0241")),
+    # (re-taken when the label column became `cls` and the one image column `jpg`; the batch path agreed)
+    "csv": (2000, 0, (68, "e31e7814315d8f36d21707034fb46fe9")),
+    "jsonl": (3000, 0, (16, "0f271c12a8626d1867f19f0c0dd77d90")),
+    "jsonl-mixed": (2499, 1, (42, "59b0809dad5a297fbc4bccd7c4420fd7")),
+    "parquet": (2000, 0, (54, "2664ded51e1a1bd5c70d125c967e2593")),
 }
 
 
@@ -115,7 +116,7 @@ def test_table_sources_hand_uniform_rows_over_as_one_batch(tmp_path):
         return {k: v.encode() if isinstance(v, str) and k != "__key__" else v for k, v in sample.items()}
 
     assert list(map(as_bytes, items[0].samples())) == list(map(as_bytes, source.samples()))
-    assert items[0].fields == ("caption.txt", "label.cls") and len(items[0].keys) == 3000
+    assert items[0].fields == ("caption.txt", "cls") and len(items[0].keys) == 3000
 
 
 def test_table_sources_fall_back_to_rows_where_columns_differ(tmp_path):

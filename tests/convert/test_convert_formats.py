@@ -32,8 +32,8 @@ def test_parquet_binary_columns_keep_their_bytes(tmp_path, jpegs):
     assert result.tasks == 3 and result.samples == 12
     samples = read(result)
     assert [s["__key__"] for s in samples] == [f"img{i}" for i in range(12)]
-    assert [s["image.jpg"] for s in samples] == jpegs
-    assert samples[4]["label.cls"] == b"1" and samples[4]["score.json"] == b"2.0" and samples[4]["caption.txt"] == b"a photo 4"
+    assert [s["jpg"] for s in samples] == jpegs
+    assert samples[4]["cls"] == b"1" and samples[4]["score.json"] == b"2.0" and samples[4]["caption.txt"] == b"a photo 4"
     assert "caption.txt" not in samples[5]  # a null is no field
 
 
@@ -49,8 +49,8 @@ def test_hf_dataset_saved_to_disk_keeps_image_bytes(tmp_path, jpegs):
     result = convert(str(tmp_path / "hf"), str(tmp_path / "out"), engine="inline")
     samples = read(result)
     assert [s["__key__"] for s in samples] == [f"{i:08d}" for i in range(13)]  # numbered across the Arrow files
-    assert [s["image.jpg"] for s in samples[:12]] == jpegs and samples[12]["image.png"] == png
-    assert samples[3]["label.cls"] == b"3"
+    assert [s["jpg"] for s in samples[:12]] == jpegs and samples[12]["png"] == png
+    assert samples[3]["cls"] == b"3"
 
 
 def test_hf_dataset_dict_needs_a_split_and_dataset_objects_convert(tmp_path):
@@ -88,7 +88,7 @@ def test_tfrecord_examples_written_by_the_tfrecord_package(tmp_path, jpegs, name
     samples = read(result)
     assert [s["__key__"] for s in samples] == [f"im{i}" for i in range(12)]
     first = samples[1]
-    assert first["image_encoded.jpg"] == jpegs[1] and first["image_class_label.cls"] == b"1"
+    assert first["jpg"] == jpegs[1] and first["cls"] == b"1" and first["name.bin"] == b"im1"
     assert json.loads(first["bbox.json"]) == [0.25, 0.5, -1.0] and json.loads(first["tags.json"]) == ["x", "y"]
 
 
@@ -121,7 +121,8 @@ def test_csv_and_jsonl_with_path_columns_report_missing_files(tmp_path, jpegs):
                          engine="inline")  # fmt: skip
         assert result.tasks == 3 and result.samples == 4
         samples = read(result)
-        assert [s["image.jpg"] for s in samples] == jpegs[:4] and samples[2]["__key__"] == "r2"
+        assert [s["jpg"] for s in samples] == jpegs[:4] and samples[2]["__key__"] == "r2"
+        assert [s["cls"] for s in samples] == [b"0", b"1", b"2", b"3"]
         ((_url, skip),) = result.skipped
         assert skip.key == "r4" and "no file 'img/4.jpg'" in skip.reason
 

@@ -125,7 +125,7 @@ def test_a_task_skips_records_that_are_not_examples_and_keeps_the_rest(tmp_path)
     items = list(TFRecordSource(str(path)).samples())
     skips = [item for item in items if isinstance(item, Skip)]
     assert len(skips) == len(WRONG_SHAPES) and all("not a tf.train.Example" in s.reason for s in skips)
-    assert items[-1] == {"__key__": f"mixed-{len(WRONG_SHAPES):08d}", "label.cls": b"7"}
+    assert items[-1] == {"__key__": f"mixed-{len(WRONG_SHAPES):08d}", "cls": b"7"}
 
 
 def test_a_key_feature_that_is_not_utf8_skips_its_record(tmp_path):

@@ -29,6 +29,7 @@ EXAMPLES = examples(
     "shardstream convert samples.jsonl -o captions/ --maxcount 1000 --engine inline",
     "shardstream convert 'shards-{000000..000003}.tar' -o as-parquet/ --to parquet -j 2",
     "shardstream convert samples.jsonl -o captions/ --engine inline --dry-run",
+    "shardstream convert samples.jsonl -o named/ --engine inline --fields txt=caption.txt",
     note="Engines: local (a process pool, default; -j N), dask (--scheduler tcp://HOST:8786, or a\n"
     "LocalCluster of -j processes), inline (this process, for debugging).",
 )
@@ -45,8 +46,11 @@ def register(sub: Any, parents: dict[str, argparse.ArgumentParser]) -> None:
     p.add_argument("--key", metavar="COLUMN", help="the column or feature that holds each sample's key")
     p.add_argument("--paths", metavar="COLUMNS", help="comma-separated CSV/JSONL columns naming files to include "
                    "(default: columns ending in path, file or filename)")
+    p.add_argument("--fields", metavar="COL=FIELD,...", action="append", default=[],
+                   help="name the fields of columns, over the default names (the one file/image column: its "
+                   "extension, e.g. jpg; the one integer label column: cls); e.g. image=img.png,label=label.cls")
     p.add_argument("--rename", metavar="COL=FIELD", action="append", default=[],
-                   help="name the field of a column (e.g. image=jpg); repeatable")
+                   help="name the field of one column (older spelling of --fields); repeatable")
     p.add_argument("--split", help="the split of a Hugging Face DatasetDict (default: every split into DEST/SPLIT)")
     p.add_argument("--per-task", type=positive_int, metavar="N", help="rows or files per task (default: about 32 "
                    "tasks, 1,000-100,000 rows or 16-256 MiB of files each)")
@@ -75,11 +79,12 @@ def run(args: argparse.Namespace) -> int:
     sources, dest = output_of(args, "convert")
     src: Any = sources[0] if len(sources) == 1 else sources
     rename = {}
-    for item in args.rename:
-        column, sep, field = item.partition("=")
-        if not sep or not column or not field:
-            raise CommandError(f"--rename {item!r}: expected COLUMN=FIELD", EXIT_USAGE)
-        rename[column] = field
+    for flag, items in (("--rename", args.rename), ("--fields", [i for f in args.fields for i in f.split(",") if i])):
+        for item in items:
+            column, sep, field = item.partition("=")
+            if not sep or not column or not field:
+                raise CommandError(f"{flag} {item!r}: expected COLUMN=FIELD", EXIT_USAGE)
+            rename[column] = field
     options = {"kind": args.kind, "to": args.to, "key": args.key, "rename": rename, "per_task": args.per_task,
                "paths": None if args.paths is None else [c for c in args.paths.split(",") if c]}
     kind = detect(src) if args.kind == "auto" else args.kind

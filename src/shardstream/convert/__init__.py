@@ -12,8 +12,10 @@ Sources (``kind``, detected from ``src`` when ``"auto"``):
 - ``"imagefolder"``: ``ROOT/<class>/<file>``, with a ``cls`` field;
 - ``"shards"``: WebDataset shards (re-sharding), or to Parquet with ``to="parquet"``.
 
-Columns become fields by one rule (:mod:`.fields`): ``image`` -> ``image.jpg`` (original bytes), ``label`` ->
-``label.cls``, ``caption`` -> ``caption.txt``; ``rename={"image": "jpg"}`` picks other names. Keys come from
+Columns become fields by one rule (:mod:`.fields`), so that ``.to_tuple("jpg", "cls")`` reads the output: the
+one column of files or image/audio bytes is named by their extension (``jpg``, original bytes), the one integer
+label column (``label``, ``class``, ``target``...) is ``cls``, other columns keep their names (``caption`` ->
+``caption.txt``); ``fields={"image": "img.jpg"}`` picks other names. Keys come from
 ``key=`` (a column), else a ``__key__`` column, else the row's position. What cannot be converted (a missing
 file, a record that is not an Example, an empty row) is listed in ``result.skipped``, never dropped silently.
 
@@ -25,7 +27,9 @@ file, a record that is not an Example, an empty row) is listed in ``result.skipp
 (5, ['small-shards/part-000000-000.tar'])
 >>> import shardstream as wds
 >>> sorted(next(iter(wds.WebDataset(result.urls))))
-['__key__', '__local_path__', '__url__', 'image.jpg', 'label.cls']
+['__key__', '__local_path__', '__url__', 'cls', 'jpg']
+>>> next(iter(wds.WebDataset(result.urls).to_tuple("jpg", "cls")))[1]
+b'0'
 """
 
 from __future__ import annotations
@@ -191,18 +195,22 @@ def _hf_files(src: Any, split: str | None) -> list[str]:
 
 def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterable[str] | None = None,
          rename: Mapping[str, str] | None = None, split: str | None = None, per_task: int | None = None,
-         rule: str = "first-dot", mapper: Mapper | None = None) -> list[TaskSource]:
+         rule: str = "first-dot", mapper: Mapper | None = None,
+         fields: Mapping[str, str] | None = None) -> list[TaskSource]:
     """The task sources that convert ``src``: one per input file or chunk of rows (see the module docstring).
+
+    ``fields`` maps a column (a TFRecord feature with ``/`` written ``_``; for an ImageFolder, ``cls`` or an
+    extension) to the name of its field, over the default names; ``rename`` is its older name.
 
     ``mapper`` runs the listing of an ImageFolder's class folders (``mapper(fn, [args, ...])`` -> results in
     order): :func:`convert` lists them on the job's workers, beside each other; by default, here."""
     kind = detect(src) if kind == "auto" else kind
-    renamed = tuple(sorted((rename or {}).items()))
+    renamed = tuple(sorted({**(rename or {}), **(fields or {})}.items()))
     if kind == "shards":
         return [ShardSource(url, rule) for url in _files(src)]
     if kind == "tfrecord":
         suffixes = (".tfrecord", ".tfrecords", ".tfrec", ".tfrecord.gz", ".tfrecords.gz")
-        return [TFRecordSource(url, key) for url in _folder_files(src, suffixes)]
+        return [TFRecordSource(url, key, rename=renamed) for url in _folder_files(src, suffixes)]
     if kind == "parquet":
         out: list[TaskSource] = []
         files = _folder_files(src, (".parquet",))
@@ -251,7 +259,7 @@ def plan(src: Any, kind: str = "auto", *, key: str | None = None, paths: Iterabl
                     limit = budget // 2
         if current:
             chunks.append(current)
-        return [ImageFolderSource(src, chunk) for chunk in chunks]
+        return [ImageFolderSource(src, chunk, renamed) for chunk in chunks]
     raise ConfigError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
 
@@ -276,13 +284,15 @@ def convert(
     retries: int = 2,
     progress: bool | None = None,
     overwrite: bool = False,
+    fields: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Convert ``src`` into shards (``to="shards"``) or Parquet files (``to="parquet"``) under ``dst``.
 
     ``dst`` is a directory or a URL prefix (``s3://bucket/out``). Engine and output options are those of
     :func:`shardstream.process.map_dataset`. Returns the job's result (``result.skipped`` lists what could not
     be converted, with the reason); a task that fails after its retries raises
-    :class:`~shardstream.errors.ProcessingError` at the end.
+    :class:`~shardstream.errors.ProcessingError` at the end. ``fields`` (column -> field name) overrides the
+    default names (see the module docstring; ``rename`` is its older name).
     """
     if to == "shards":
         output: Any = TarOutput(dst, prefix=prefix, maxcount=maxcount, maxsize=maxsize, index=index)
@@ -293,7 +303,7 @@ def convert(
     session = EngineSession(engine, workers=workers, scheduler=scheduler)
     try:  # the planning's listing runs on the workers the tasks run on (their CPU counts in worker_cpu)
         sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task,
-                       mapper=session.map)  # fmt: skip
+                       mapper=session.map, fields=fields)  # fmt: skip
         if not sources:
             raise ConfigError(f"nothing to convert in {src!r}")
         tasks = [Task(i, source, output) for i, source in enumerate(sources)]

@@ -28,6 +28,7 @@ from ..errors import MissingDependencyError, RecordFormatError, ShardstreamError
 from ..io import open_url
 from ..io.urls import local_path
 from ..writer import SampleBatch
+from .fields import field_names
 from .tables import Item, _batch, _keys, _stem, row_sample
 
 __all__ = ["ArrowSource", "ParquetSource", "arrow_rows", "parquet_rows"]
@@ -148,8 +149,10 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
                 batched: bool = False) -> Iterator[SampleBatch | Item]:
     """Rows ``start:stop`` as samples (``batched``: a :class:`SampleBatch` per record batch where it can be);
     keys ``FILESTEM-ROW``, or ``first + ROW`` (8 digits) when ``first`` is given (a dataset of several files
-    numbered as one)."""
+    numbered as one). Fields are named by :func:`.fields.field_names` from the schema (``rename``: the user's
+    names): binary columns and image/audio structs are the media columns."""
     stem, number = _stem(url), 0
+    names: dict[str, str] | None = None
     local = local_path(url)
     base = os.path.dirname(os.path.abspath(local)) if local is not None else posixpath.dirname(url)
     for batch in batches:
@@ -158,17 +161,27 @@ def _table_rows(batches: Iterable[Any], url: str, start: int, stop: int | None, 
         if number + batch.num_rows <= start:
             number += batch.num_rows
             continue
+        if names is None:
+            names = field_names(batch.schema.names, _media_columns(batch.schema), rename)
         rows = batch.to_pylist()
         lo, hi = max(start - number, 0), len(rows) if stop is None else min(stop - number, len(rows))
         rows = rows[lo:hi] if lo or hi < len(rows) else rows
         named = _keys(rows, key, stem, number + lo) if first is None else _keys(rows, key, "", first + number + lo)
         number += batch.num_rows
-        whole = _batch(rows, named, rename) if batched and rows else None
+        whole = _batch(rows, named, names) if batched and rows else None
         if whole is not None:
             yield whole
             continue
         for row, name in zip(rows, named, strict=True):
-            yield row_sample(row, name, rename=rename, base=base, document=url)
+            yield row_sample(row, name, rename=names, base=base, document=url)
+
+
+def _media_columns(schema: Any) -> list[str]:
+    """The columns of an Arrow ``schema`` that hold files: binary ones, and image/audio structs (a ``bytes``
+    field, as Hugging Face's ``Image()`` and ``Audio()`` store them)."""
+    types = _pyarrow().types
+    return [f.name for f in schema if types.is_binary(f.type) or types.is_large_binary(f.type)
+            or types.is_fixed_size_binary(f.type) or (types.is_struct(f.type) and f.type.get_field_index("bytes") >= 0)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,17 @@
 """The one rule that turns a column (or a feature) of another format into a field of a WebDataset sample.
 
-A value becomes a field named ``COLUMN.EXT`` (``image.jpg``, ``label.cls``, ``caption.txt``), or plain
-``COLUMN`` when the column's name is already an extension (``jpg``, ``cls``, ``json``...); ``rename`` maps a
-column to the field name you want (``{"image": "jpg"}``). Bytes are kept exactly as they are, never re-encoded:
+Fields are named so that the usual reading idioms work on the output (``.to_tuple("jpg", "cls")``):
+
+- the table's one *media* column (a path column naming files, or image/audio bytes) is named by the value's
+  extension alone: ``jpg``, ``png``, ``wav`` (:func:`field_names`; several media columns keep ``COLUMN.EXT``,
+  and so do bytes without a known signature: ``data.bin``);
+- the table's one *label* column (named ``label``, ``class``, ``target``, ``category``... or ending in
+  ``_label``), when it holds an integer (or an integer's digits, as CSV does), is ``cls``;
+- every other column keeps its name, with the extension of its kind: ``COLUMN.EXT`` (``caption.txt``,
+  ``score.json``), or plain ``COLUMN`` when the name is already an extension (``jpg``, ``json``...).
+
+``fields`` (``--fields`` on the command line) maps a column to the field name you want, over the defaults
+(``{"image": "img.png", "label": "label.cls"}``). Bytes are kept exactly as they are, never re-encoded:
 
 - bytes (and Hugging Face's image/audio structs ``{"bytes": ..., "path": ...}``): the original bytes; the
   extension comes from the struct's path, else from the bytes' signature (JPEG, PNG, GIF, WebP, TIFF, BMP,
@@ -11,10 +20,13 @@ column to the field name you want (``{"image": "jpg"}``). Bytes are kept exactly
   :func:`column_field` given one raises :class:`~shardstream.errors.ConfigError` naming the column;
 - str: UTF-8 text, ``txt``; bool and int: ``cls``; float, list, dict: ``json``; None: no field.
 
->>> column_field("image", b"\\xff\\xd8\\xff\\xe0 rest of a JPEG")
-('image.jpg', b'\\xff\\xd8\\xff\\xe0 rest of a JPEG')
->>> column_field("label", 3), column_field("caption", "a cat"), column_field("box", [1.5, 2])
-(('label.cls', b'3'), ('caption.txt', b'a cat'), ('box.json', b'[1.5, 2]'))
+>>> names = field_names(["image", "label", "caption"], media=["image"])
+>>> column_field("image", b"\\xff\\xd8\\xff\\xe0 rest of a JPEG", rename=names)
+('jpg', b'\\xff\\xd8\\xff\\xe0 rest of a JPEG')
+>>> column_field("label", 3, rename=names), column_field("caption", "a cat", rename=names)
+(('cls', b'3'), ('caption.txt', b'a cat'))
+>>> column_field("image", b"\\xff\\xd8\\xff\\xe0"), column_field("box", [1.5, 2])
+(('image.jpg', b'\\xff\\xd8\\xff\\xe0'), ('box.json', b'[1.5, 2]'))
 >>> column_field("image", {"bytes": b"\\x89PNG\\r\\n", "path": "cats/001.png"}, rename={"image": "png"})
 ('png', b'\\x89PNG\\r\\n')
 >>> column_field("json", {"a": 1}), column_field("missing", None)
@@ -27,13 +39,15 @@ import functools
 import json
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..codecs import CODECS
 from ..errors import ConfigError
 
-__all__ = ["column_field", "column_values", "external_path", "safe_key", "sniff_extension"]
+__all__ = ["EXTENSION", "LABEL", "column_field", "column_values", "external_path", "field_names", "is_label",
+           "safe_key", "sniff_extension"]
 
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpg"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\x89PNG", "png"), (b"GIF87a", "gif"),
@@ -68,9 +82,17 @@ def safe_key(key: str) -> str:
 _GENERIC = {"image", "img", "id", "index", "count", "class"}
 
 
+_AUDIO = ("bin", "mp3", "wav", "flac", "ogg")
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_extension(name: str) -> bool:
-    return (name.lower() in CODECS and name.lower() not in _GENERIC) or name.lower().rsplit(".", 1)[-1] in ("bin", "mp3", "wav", "flac", "ogg")
+    """Whether the column ``name`` is a field name already: an extension (``jpg``), or ``NAME.EXT`` (``caption.txt``,
+    as shards written to Parquet name their columns)."""
+    lowered = name.lower()
+    if "." in lowered:
+        return lowered.rsplit(".", 1)[-1] in CODECS or lowered.rsplit(".", 1)[-1] in _AUDIO
+    return (lowered in CODECS and lowered not in _GENERIC) or lowered in _AUDIO
 
 
 @functools.lru_cache(maxsize=4096)
@@ -78,10 +100,65 @@ def _plain_name(column: str, ext: str) -> str:
     return column if _is_extension(column) else f"{column}.{ext}"
 
 
+#: in a field-name mapping (:func:`field_names`): name this column's field by the value's extension alone
+EXTENSION = "<extension>"
+#: in a field-name mapping: name this column's field ``cls`` when the value is an integer (else the usual rule)
+LABEL = "<label>"
+#: the words that name a label column (the last word of its name: ``label``, ``fine_label``, ``image/class/label``)
+_LABEL_WORDS = frozenset({"label", "labels", "class", "cls", "target", "category"})
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def is_label(column: str) -> bool:
+    """Whether ``column`` is named as a sample's class is (its last word is ``label``, ``class``, ``target``...).
+
+    >>> is_label("label"), is_label("image/class/label"), is_label("fine_label"), is_label("labelled")
+    (True, True, True, False)
+    """
+    return re.split(r"[/_.\- ]", column.lower())[-1] in _LABEL_WORDS
+
+
+def field_names(columns: Iterable[str], media: Iterable[str] = (),
+                fields: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The field-name mapping of a table with ``columns`` (see the module docstring), for :func:`column_field`.
+
+    ``media`` are the columns that hold files (path columns, image/audio bytes): the one media column is named
+    by its extension (:data:`EXTENSION`), unless another column is already named as a field (``jpg``,
+    ``json``...); the one label column is ``cls`` where it holds integers (:data:`LABEL`). ``fields`` (column ->
+    field name) wins over both.
+
+    >>> field_names(["image_path", "label", "caption"], media=["image_path"], fields={"caption": "txt"})
+    {'image_path': '<extension>', 'label': '<label>', 'caption': 'txt'}
+    >>> field_names(["image", "mask", "fine_label", "coarse_label"], media=["image", "mask"])
+    {}
+    """
+    columns = [c for c in columns if c != "__key__"]
+    files = [c for c in media if c in columns]
+    labels = [c for c in columns if is_label(c)]
+    names: dict[str, str] = {}
+    if len(files) == 1 and not any(_is_extension(c) for c in columns if c != files[0] and c not in labels):
+        names[files[0]] = EXTENSION
+    if len(labels) == 1:
+        names[labels[0]] = LABEL
+    names.update(fields or {})
+    return names
+
+
 def _name(column: str, ext: str, rename: Mapping[str, str] | None) -> str:
-    if rename and column in rename:
-        return rename[column]
+    if rename:
+        name = rename.get(column)
+        if name == EXTENSION:
+            return ext if ext != "bin" else _plain_name(column, ext)
+        if name == LABEL:
+            return "cls" if ext == "cls" else _plain_name(column, ext)
+        if name is not None:
+            return name
     return _plain_name(column, ext)
+
+
+def _label_text(column: str, value: str, rename: Mapping[str, str] | None) -> bool:
+    """Whether ``value`` is the digits of an integer in the label column (CSV holds every value as text)."""
+    return rename is not None and rename.get(column) == LABEL and _INTEGER.fullmatch(value) is not None
 
 
 def _json(value: Any) -> bytes:
@@ -126,6 +203,8 @@ def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = 
         return None
     kind = type(value)
     if kind is str:
+        if _label_text(column, value, rename):
+            return "cls", value.encode("ascii")
         return _name(column, "txt", rename), value.encode("utf-8")
     if kind is int or kind is bool:
         return _name(column, "cls", rename), str(int(value)).encode("ascii")
@@ -143,7 +222,7 @@ def column_field(column: str, value: Any, *, rename: Mapping[str, str] | None = 
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _name(column, sniff_extension(value), rename), bytes(value)
     if isinstance(value, str):
-        return _name(column, "txt", rename), value.encode("utf-8")
+        return column_field(column, str(value), rename=rename)
     if isinstance(value, (bool, int)) and not hasattr(value, "shape"):
         return _name(column, "cls", rename), str(int(value)).encode("ascii")
     return _name(column, "json", rename), _json(value)
@@ -160,6 +239,11 @@ def column_values(column: str, values: list[Any], rename: Mapping[str, str] | No
     if not kinds:
         return None
     if kinds == {str}:
+        if rename and rename.get(column) == LABEL:
+            if all(_INTEGER.fullmatch(value) for value in values):
+                return "cls", [value.encode("ascii") for value in values]
+            if any(_INTEGER.fullmatch(value) for value in values):
+                return None  # some rows are cls, others txt: row by row
         return _name(column, "txt", rename), values  # the writer encodes str as UTF-8, as column_field does
     if kinds <= {int, bool}:
         return _name(column, "cls", rename), [b"%d" % value for value in values]

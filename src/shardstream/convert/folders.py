@@ -2,7 +2,8 @@
 
 Classes are the top-level folders, sorted and numbered from 0 as torchvision numbers them; each file becomes
 a sample keyed by its path without extension (``cat/0001``) with the file's bytes under its own extension (as
-it is, lower-cased) and ``cls``, the class number. Hidden files and files outside class folders are reported as
+it is, lower-cased) and ``cls``, the class number (``rename`` names these fields otherwise: ``{"cls":
+"label.cls", "jpg": "image.jpg"}``). Hidden files and files outside class folders are reported as
 skipped; so are files sharing a key with another file of a different extension (``a.jpg`` and ``a.png``).
 
 >>> import os
@@ -122,10 +123,12 @@ def _name(entry: os.DirEntry[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ImageFolderSource:
-    """Some files of an ImageFolder, ``(relative path, class number)`` each, read as they are."""
+    """Some files of an ImageFolder, ``(relative path, class number)`` each, read as they are; ``rename`` maps
+    ``cls`` and file extensions to other field names."""
 
     root: str
     files: tuple[tuple[str, int], ...] | list[tuple[str, int]]
+    rename: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "files", tuple(tuple(f) for f in self.files))
@@ -138,6 +141,8 @@ class ImageFolderSource:
         return f"imagefolder {os.path.abspath(self.root)} {self.files[0][0] if self.files else ''} n={len(self.files)}"
 
     def samples(self) -> Iterator[dict[str, Any] | Skip]:
+        names = dict(self.rename)
+        label = names.get("cls", "cls")
         for rel, number in self.files:
             stem, ext = os.path.splitext(rel)
             key = f"{os.path.dirname(stem)}/{os.path.basename(stem).replace('.', '_')}"
@@ -147,4 +152,5 @@ class ImageFolderSource:
             except OSError as e:
                 yield Skip(key, f"cannot read {rel!r}: {e.strerror or e}")
                 continue
-            yield {"__key__": key, ext[1:].lower(): data, "cls": str(number).encode("ascii")}
+            ext = ext[1:].lower()
+            yield {"__key__": key, names.get(ext, ext): data, label: str(number).encode("ascii")}

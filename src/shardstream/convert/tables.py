@@ -5,14 +5,15 @@ Each row is one sample; columns become fields by :func:`~shardstream.convert.fie
 is the ``key`` column where one is given (or a ``__key__`` column), else ``FILESTEM-ROWNUMBER``. In CSV and
 JSON Lines, *path columns* (``paths=``; by default the columns whose names end in ``path``, ``file`` or
 ``filename``) name local files, relative to the table's directory: the field holds the file's bytes as they
-are, named ``COLUMN.EXT`` (``image_path`` -> ``image.jpg``). A row whose file is missing is reported as skipped.
+are, named by the file's extension (``jpg``) when it is the table's one path column, else ``COLUMN.EXT``
+(``image_path`` -> ``image.jpg``). A row whose file is missing is reported as skipped.
 
 >>> import csv
 >>> with open("photos.csv", "w", newline="") as f:
 ...     csv.writer(f).writerows([["id", "image_path", "label"], ["a", "photos.csv", "1"], ["b", "gone.jpg", "0"]])
 >>> rows = list(CsvSource("photos.csv", key="id").samples())
 >>> rows[0]["__key__"], sorted(rows[0]), rows[1]
-('a', ['__key__', 'id.txt', 'image.csv', 'label.txt'], Skip(key='b', reason="column 'image_path': no file 'gone.jpg'"))
+('a', ['__key__', 'cls', 'csv', 'id.txt'], Skip(key='b', reason="column 'image_path': no file 'gone.jpg'"))
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..io.trust import urls_from_document
 from ..io.urls import local_path
 from ..process import Skip
 from ..writer import SampleBatch
-from .fields import column_field, column_values, external_path, safe_key
+from .fields import EXTENSION, LABEL, column_field, column_values, external_path, field_names, safe_key
 from .lines import jsonl_chunks
 
 __all__ = ["CsvSource", "csv_chunks", "default_path_columns", "row_sample"]
@@ -55,8 +56,9 @@ def default_path_columns(columns: Iterable[str]) -> tuple[str, ...]:
     return tuple(c for c in columns if c.lower().endswith(("path", "file", "filename")))
 
 
-def _path_field(column: str, value: Any, base: str) -> tuple[str, bytes] | str:
-    """The field of a path column, or the reason it cannot be read."""
+def _path_field(column: str, value: Any, base: str, rename: Mapping[str, str] | None) -> tuple[str, bytes] | str:
+    """The field of a path column (named as ``rename`` says, :func:`.fields.field_names`), or the reason it
+    cannot be read."""
     if not isinstance(value, str) or not value:
         return f"column {column!r}: not a file path: {value!r}"
     path = value if os.path.isabs(value) else os.path.join(base, value)
@@ -65,12 +67,17 @@ def _path_field(column: str, value: Any, base: str) -> tuple[str, bytes] | str:
             data = f.read()
     except OSError:
         return f"column {column!r}: no file {value!r}"
+    ext = os.path.splitext(value)[1][1:].lower() or "bin"
+    name = (rename or {}).get(column)
+    if name is not None and name not in (EXTENSION, LABEL):
+        return name, data
+    if name == EXTENSION and ext != "bin":
+        return ext, data
     stem = column
     for suffix in ("_filename", "_path", "_file", "filename", "path", "file"):
         if stem.lower().endswith(suffix) and len(stem) > len(suffix):
             stem = stem[: -len(suffix)]
             break
-    ext = os.path.splitext(value)[1][1:] or "bin"
     return f"{stem}.{ext}", data
 
 
@@ -111,6 +118,7 @@ def _external(column: str, path: str, base: str, document: str) -> bytes | str:
 def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), base: str = ".",
                rename: Mapping[str, str] | None = None, document: str = "<table>") -> Item:
     """One row as a sample ``{"__key__": key, field: bytes...}``, or a :class:`Skip` saying what is wrong.
+    ``rename`` is the table's field-name mapping (:func:`.fields.field_names`).
 
     An image/audio struct that names a file instead of holding its bytes (``load_dataset`` on local files) gets
     the file's bytes (:func:`_external`; ``document`` is the table, ``base`` its folder); a file that cannot be
@@ -121,7 +129,7 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
             continue
         got: tuple[str, bytes] | str | None
         if paths and column in paths:
-            got = _path_field(column, value, base)
+            got = _path_field(column, value, base, rename)
             if isinstance(got, str):
                 return Skip(key, got)
         else:
@@ -136,7 +144,8 @@ def row_sample(row: Mapping[str, Any], key: str, *, paths: Iterable[str] = (), b
                 continue
         name, data = got
         if name in sample:
-            return Skip(key, f"two columns give the field {name!r}; rename one (rename={{...}})")
+            return Skip(key, f"two columns give the field {name!r}; name one with fields={{COLUMN: FIELD}} "
+                             "(--fields COLUMN=FIELD)")
         sample[name] = data
     if len(sample) == 1:
         return Skip(key, "the row has no values")
@@ -301,10 +310,9 @@ class CsvSource:
         rows = list(self._rows())
         if not rows:
             return
-        rename = dict(self.rename)
         paths = default_path_columns(rows[0]) if self.paths is None else self.paths
         keys = _keys(rows, self.key, _stem(self.url), self.first)
-        batch = _batch(rows, keys, rename, paths)
+        batch = _batch(rows, keys, field_names(rows[0], paths, dict(self.rename)), paths)
         if batch is not None:
             yield batch
         else:
@@ -312,16 +320,15 @@ class CsvSource:
 
     def _items(self, rows: Iterable[dict[str, Any]], keys: list[str] | None) -> Iterator[Item]:
         stem, base = _stem(self.url), os.path.dirname(os.path.abspath(self.url))
-        rename = dict(self.rename)
+        fields = dict(self.rename)
         number = self.first
-        known: dict[tuple[str, ...], tuple[str, ...]] = {}  # the path columns of each set of columns
+        known: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, str]]] = {}  # paths and names by columns
         for row in rows:
-            paths = self.paths
-            if paths is None:
-                columns = tuple(row)
-                paths = known.get(columns)
-                if paths is None:
-                    paths = known[columns] = default_path_columns(columns)
+            columns = tuple(row)
+            got = known.get(columns)
+            if got is None:
+                paths = default_path_columns(columns) if self.paths is None else self.paths
+                got = known[columns] = paths, field_names(columns, paths, fields)
             named = _key(row, self.key, stem, number) if keys is None else keys[number - self.first]
-            yield row_sample(row, named, paths=paths, base=base, rename=rename, document=self.url)
+            yield row_sample(row, named, paths=got[0], base=base, rename=got[1], document=self.url)
             number += 1

@@ -7,9 +7,11 @@ gzip signature). Both checksums are verified: a mismatch or a file that ends ins
 
 An ``Example`` is parsed from the protobuf wire format: ``features`` (field 1) holds a map from feature name
 to ``Feature``, one of ``bytes_list`` (1), ``float_list`` (2) or ``int64_list`` (3), packed or not. Each
-feature becomes a field by :func:`~shardstream.convert.fields.column_field`: a single bytes value keeps its
-bytes (``image/encoded`` -> ``image_encoded.jpg``; ``/`` cannot be in a field name), a single int ``cls``, a
-single float or several values ``json`` (several byte strings: a JSON list when they are text, else
+feature becomes a field by the rule of :mod:`~shardstream.convert.fields` (``/`` cannot be in a field name:
+``image/encoded`` is the column ``image_encoded``): a single bytes value keeps its bytes, named by its extension
+alone when it is the record's one image/audio feature (``image/encoded`` -> ``jpg``), else ``COLUMN.EXT``; the
+one label feature holding a single int (``image/class/label``) is ``cls``; another single int ``COLUMN.cls``,
+a single float or several values ``COLUMN.json`` (several byte strings: a JSON list when they are text, else
 MessagePack ``msgpack``).
 
 >>> record = b"\\x0a\\x10\\x0a\\x0e\\x0a\\x05label\\x12\\x05\\x1a\\x03\\x0a\\x01\\x07"  # {"label": int64_list [7]}
@@ -40,7 +42,7 @@ from ..codecs.basic import msgpack_dumps
 from ..errors import RecordFormatError
 from ..io import open_url
 from ..process import Skip
-from .fields import column_field, safe_key
+from .fields import EXTENSION, LABEL, column_field, field_names, safe_key, sniff_extension
 
 __all__ = ["MAX_RECORD", "TFRecordSource", "crc32c", "frame_record", "iter_records", "parse_example", "read_examples"]
 
@@ -308,18 +310,31 @@ def read_examples(data: bytes, url: str = "<bytes>", *, check_crc: bool = True,
             for offset, record in iter_records(stream, url, check_crc=check_crc, max_record=max_record)]  # fmt: skip
 
 
-def _feature_field(name: str, values: list[Any]) -> tuple[str, bytes] | None:
-    column = name.replace("/", "_")
+def _column(feature: str) -> str:
+    return feature.replace("/", "_")
+
+
+def _feature_names(features: dict[str, list[Any]], fields: dict[str, str]) -> dict[str, str]:
+    """The field-name mapping of a record (:func:`.fields.field_names`): its media features are those holding one
+    byte string with a known signature (an encoded image or sound)."""
+    media = [_column(name) for name, values in features.items()
+             if len(values) == 1 and isinstance(values[0], bytes) and sniff_extension(values[0]) != "bin"]  # fmt: skip
+    return field_names(map(_column, features), media, fields)
+
+
+def _feature_field(name: str, values: list[Any], names: dict[str, str] | None = None) -> tuple[str, bytes] | None:
+    column = _column(name)
     if not values:
         return None
     if len(values) == 1:
-        return column_field(column, values[0])
+        return column_field(column, values[0], rename=names)
     if isinstance(values[0], bytes):
         try:
-            return column_field(column, [v.decode("utf-8") for v in values])
+            return column_field(column, [v.decode("utf-8") for v in values], rename=names)
         except UnicodeDecodeError:
-            return f"{column}.msgpack", msgpack_dumps(values)
-    return column_field(column, values)
+            name = (names or {}).get(column)
+            return name if name not in (None, EXTENSION, LABEL) else f"{column}.msgpack", msgpack_dumps(values)
+    return column_field(column, values, rename=names)
 
 
 def _key(features: dict[str, list[Any]], feature: str, default: str) -> str | None:
@@ -339,17 +354,20 @@ def _key(features: dict[str, list[Any]], feature: str, default: str) -> str | No
 @dataclasses.dataclass(frozen=True)
 class TFRecordSource:
     """The ``tf.train.Example`` records of one TFRecord file (gzip-compressed or not), one sample each; the key is
-    the ``key`` feature where given, else ``FILESTEM-RECORDNUMBER``."""
+    the ``key`` feature where given, else ``FILESTEM-RECORDNUMBER``. ``rename`` maps features (``/`` written
+    ``_``: ``image_encoded``) to field names, over the default names."""
 
     url: str
     key: str | None = None
     compression: str | None = None  # None: by the ``.gz`` suffix or the gzip signature; "gzip"; "none"
+    rename: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
-        return f"tfrecord {self.url} key={self.key} compression={self.compression}"
+        return f"tfrecord {self.url} key={self.key} compression={self.compression} rename={self.rename}"
 
     def samples(self) -> Iterator[dict[str, Any] | Skip]:
         stem = self.url.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0]
+        fields = dict(self.rename)
         raw = open_url(self.url)
         try:
             stream: IO[bytes] = raw
@@ -369,8 +387,9 @@ class TFRecordSource:
                                         "not UTF-8 text")  # fmt: skip
                     continue
                 sample: dict[str, Any] = {"__key__": safe_key(key)}
+                names = _feature_names(features, fields)
                 for name, values in sorted(features.items()):
-                    got = _feature_field(name, values)
+                    got = _feature_field(name, values, names)
                     if got is not None:
                         sample[got[0]] = got[1]
                 yield sample if len(sample) > 1 else Skip(sample["__key__"], "the record has no features")
