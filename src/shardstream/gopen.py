@@ -50,7 +50,8 @@ class Pipe:
     def __init__(self, *args: Any, mode: str | None = None, timeout: float = 7200.0, ignore_errors: bool = False,
                  ignore_status: list[int] | None = None, **kw: Any):
         if secure_mode():
-            raise secure_refusal("command", f"running the command {args[:1]!r}", "unset secure mode to run it")
+            raise secure_refusal("command", f"running the command {args[0] if args else kw.get('args')!r}",
+                                 "unset secure mode to run it")
         if mode not in ("rb", "wb", "r", "w"):
             raise ConfigError(f"Pipe mode must be 'rb' or 'wb', not {mode!r}")
         self.ignore_errors, self.ignore_status, self.timeout = ignore_errors, list(ignore_status or []), timeout
