@@ -75,6 +75,7 @@ MISSING = {
     "rename": lambda ds: ds.rename(x="foo", y="bar"),  # test_dataset_missing_rename_raises
     "rename_one": lambda ds: ds.rename(image="missing", cls="cls"),  # test_dataset_rename_handler
     "rename_keep_false": lambda ds: ds.rename(image="missing;foo", keep=False),
+    "to_tuple_batched": lambda ds: ds.decode().to_tuple("cls", "foo").batched(4),  # shardstream's fused plan
 }
 
 
