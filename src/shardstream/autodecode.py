@@ -34,8 +34,8 @@ from .codecs.arrays import npy_loads, npz_loads, tenbin_loads
 from .codecs.basic import cbor_loads, msgpack_loads, pickle_loads
 from .codecs.images import IMAGE_SPECS
 from .codecs.table import CODECS, lookup
-from .config import secure_mode
-from .errors import ConfigError, DecodingError as DecodingError
+from .config import secure_mode, secure_refusal
+from .errors import DecodingError as DecodingError
 
 __all__ = [
     "Continue", "Decoder", "DecodingError", "IMAGE_EXTENSIONS", "ImageHandler", "basichandlers",
@@ -54,7 +54,7 @@ imagespecs = dict(IMAGE_SPECS)
 def unpickle_loads(data: bytes) -> Any:
     """Unpickle (runs code from the data: call it only on data you trust). Refused in secure mode."""
     if secure_mode():
-        raise ConfigError("unpickling is refused in secure mode (WDS_SECURE / utils.enforce_security)")
+        raise secure_refusal("unpickle", "unpickling, which runs code from the data", "unset secure mode to allow it")
     return pickle_loads(data)
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["ENV_PREFIX", "Settings", "choose", "get_settings", "secure_mode"]
+__all__ = ["ENV_PREFIX", "SECURE_REFUSALS", "Settings", "choose", "get_settings", "secure_mode", "secure_refusal"]
 
 ENV_PREFIX = "SHARDSTREAM_"
 T = TypeVar("T")
@@ -271,3 +271,25 @@ def secure_mode(settings: Settings | None = None) -> bool:
     if settings is None and flag is not None:
         return bool(flag)
     return (settings or get_settings()).secure or bool(flag)
+
+
+#: webdataset 1.0.2's message for each thing secure mode refuses. shardstream's error starts with it (code written
+#: for webdataset may match it), then says what was refused and how to allow it: :func:`secure_refusal`.
+SECURE_REFUSALS: dict[str, str] = {
+    "command": "gopen_pipe: unsafe_gopen is False, cannot open pipe URLs",
+    "local": "gopen: unsafe_gopen is False, cannot open local files",
+    "rewrite": "rewrite_url: unsafe_gopen is False, cannot rewrite URLs using environment variables",
+    "unpickle": "Unpickling is not allowed for security reasons when enforce_security is set.",
+}
+
+
+def secure_refusal(kind: str, refused: str, fix: str = "unset secure mode to allow it") -> ConfigError:
+    """The error of secure mode refusing something of ``kind`` (a key of :data:`SECURE_REFUSALS`): webdataset's
+    words, then what was ``refused`` and the ``fix``. A :class:`~shardstream.errors.ConfigError`, so a
+    ``ValueError`` as webdataset's.
+
+    >>> print(secure_refusal("command", "'pipe:cat a.tar', which runs a command", "unset secure mode to open it"))
+    gopen_pipe: unsafe_gopen is False, cannot open pipe URLs (secure mode, from WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security, refuses 'pipe:cat a.tar', which runs a command; unset secure mode to open it)
+    """
+    return ConfigError(f"{SECURE_REFUSALS[kind]} (secure mode, from WDS_SECURE / SHARDSTREAM_SECURE / "
+                       f"utils.enforce_security, refuses {refused}; {fix})")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import IO, Any
 
-from .config import secure_mode
+from .config import secure_mode, secure_refusal
 from .errors import ConfigError, OpenError
 from .io import gopen, known_schemes, open_for_writing, open_url, register_opener, unregister_opener
 from .io.local import path_of
@@ -50,7 +50,8 @@ class Pipe:
     def __init__(self, *args: Any, mode: str | None = None, timeout: float = 7200.0, ignore_errors: bool = False,
                  ignore_status: list[int] | None = None, **kw: Any):
         if secure_mode():
-            raise ConfigError(f"secure mode refuses to run commands ({args[:1]!r})")
+            raise secure_refusal("command", f"running the command {args[0] if args else kw.get('args')!r}",
+                                 "unset secure mode to run it")
         if mode not in ("rb", "wb", "r", "w"):
             raise ConfigError(f"Pipe mode must be 'rb' or 'wb', not {mode!r}")
         self.ignore_errors, self.ignore_status, self.timeout = ignore_errors, list(ignore_status or []), timeout

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, overload
 
-from ..config import secure_mode
+from ..config import secure_mode, secure_refusal
 from ..errors import ConfigError, DecodeError, UnsafeDecodeError
 from .decode_handlers import Continue, ExtensionHandler, gzfilter, handle_extension
 from .failures import decode_failure, failure_cause
@@ -129,8 +129,8 @@ class Decoder:
         handlers: Iterable[Any] | None = None,
     ):
         if allow_unsafe and secure_mode():
-            raise ConfigError("Decoder(allow_unsafe=True) is refused in secure mode (WDS_SECURE / SHARDSTREAM_SECURE "
-                              "/ utils.enforce_security): unpickling runs code from the data")
+            raise secure_refusal("unpickle", "Decoder(allow_unsafe=True): unpickling runs code from the data",
+                                 "decode without allow_unsafe, or unset secure mode")
         chain: list[Callable[[str, bytes], Any]] = [gzfilter] if pre is None else list(pre)
         for item in _flatten((*specs_or_handlers, *(handlers or ()))):
             if isinstance(item, str):

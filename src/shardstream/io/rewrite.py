@@ -21,8 +21,9 @@ import dataclasses
 import functools
 from collections.abc import Iterable
 
-from ..config import Settings, get_settings, secure_mode
+from ..config import Settings, get_settings, secure_mode, secure_refusal
 from ..errors import ConfigError
+from ..redact import redact
 from .aistore import ais_url
 
 __all__ = ["RewriteRules", "rewrite_url"]
@@ -79,7 +80,7 @@ def rewrite_url(url: str, settings: Settings | None = None) -> str:
     if not settings.url_rewrites and not settings.use_ais_for:
         return url
     if settings.url_rewrites and secure_mode(settings):
-        raise ConfigError(f"secure mode refuses URL rewriting from the environment (rewriting {url!r}); unset "
-                          "SHARDSTREAM_URL_REWRITES / GOPEN_REWRITE / WDS_REWRITE or secure mode")
+        raise secure_refusal("rewrite", f"rewriting {redact(url)!r} by rules from the environment",
+                             "unset SHARDSTREAM_URL_REWRITES / GOPEN_REWRITE / WDS_REWRITE, or secure mode")
     return RewriteRules.from_settings(settings)(url)
 

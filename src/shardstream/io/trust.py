@@ -25,7 +25,8 @@ shardstream.errors.UnsafeURLError: 'train.json' names the URL 'pipe:touch /tmp/p
 Secure mode (webdataset's ``WDS_SECURE=1`` / ``utils.enforce_security = True``; ``SHARDSTREAM_SECURE``, read by
 :mod:`shardstream.config`) is the same rule made stricter for every URL, at open time (:func:`check_url`): a
 dataset may only be read from remote URLs; command URLs and local files (paths and ``file:``) are refused with a
-:class:`~shardstream.errors.ConfigError` (a ``ValueError``, as in webdataset), as are URL rewriting from the
+:class:`~shardstream.errors.ConfigError` (a ``ValueError`` that starts with webdataset's words, see
+:func:`shardstream.config.secure_refusal`), as are URL rewriting from the
 environment (:mod:`shardstream.io.rewrite`) and unpickling (the decoder). Standard input/output (``-``) stays
 allowed, as in webdataset.
 
@@ -34,7 +35,7 @@ allowed, as in webdataset.
 >>> check_url("pipe:cat a.tar", Settings(secure=True))
 Traceback (most recent call last):
 ...
-shardstream.errors.ConfigError: secure mode (WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security) refuses 'pipe:cat a.tar': it runs a command; unset secure mode to open it
+shardstream.errors.ConfigError: gopen_pipe: unsafe_gopen is False, cannot open pipe URLs (secure mode, from WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security, refuses 'pipe:cat a.tar', which runs a command; unset secure mode to open it)
 >>> check_url("pipe:cat a.tar", Settings())
 """
 
@@ -43,8 +44,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..config import Settings, get_settings, secure_mode
-from ..errors import ConfigError, UnsafeURLError
+from ..config import Settings, get_settings, secure_mode, secure_refusal
+from ..errors import UnsafeURLError
 from .rewrite import rewrite_url
 from .urls import split_scheme
 
@@ -86,10 +87,7 @@ def check_url(url: str, settings: Settings | None = None) -> None:
         return
     scheme = split_scheme(url)[0]
     if scheme in COMMAND_SCHEMES:
-        why = "it runs a command"
-    elif scheme in ("", "file"):
-        why = "local files are not allowed"
-    else:
-        return
-    raise ConfigError(f"secure mode (WDS_SECURE / SHARDSTREAM_SECURE / utils.enforce_security) refuses {url!r}: "
-                      f"{why}; unset secure mode to open it")
+        raise secure_refusal("command", f"{url!r}, which runs a command", "unset secure mode to open it")
+    if scheme in ("", "file"):
+        raise secure_refusal("local", f"the local file {url!r}", "unset secure mode to open it, or read the shards "
+                             "from a remote URL (http(s)://, s3://...)")

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ...config import secure_mode
+from ...config import secure_mode, secure_refusal
 from ...errors import ConfigError, MissingDependencyError
 from ..core import FluidInterface, stage
 
@@ -72,7 +72,7 @@ def decode_pickle(stream: Any) -> Any:
     """Unpickle a stream: runs code from the data, so it is not among :data:`default_decoders`; pass it
     explicitly (``xdecode(("*.pyd", decode_pickle))``) for data you trust. Refused in secure mode."""
     if secure_mode():
-        raise ConfigError("unpickling is refused in secure mode (WDS_SECURE / utils.enforce_security)")
+        raise secure_refusal("unpickle", "unpickling, which runs code from the data", "unset secure mode to allow it")
     return pickle.load(stream)
 
 
@@ -173,7 +173,8 @@ class LMDBCached(PipelineStage):
         except ImportError:
             raise MissingDependencyError("LMDBCached", "lmdb", "lmdb") from None
         if secure_mode() and pickler is pickle:
-            raise ConfigError("LMDBCached stores samples with pickle, which secure mode refuses; pass another pickler")
+            raise secure_refusal("unpickle", "LMDBCached with pickle (it unpickles the samples it stored)",
+                                 "pass another pickler= (e.g. one of JSON or msgpack), or unset secure mode")
         self.db = lmdb.open(fname, readonly=False, map_size=int(map_size))
         self.pickler, self.chunksize = pickler, chunksize
 

@@ -21,17 +21,18 @@ True
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ...errors import StateError
 from ...resume.fields import MAX_COUNT, field, ints, random_state, refuse, within
 from ..context import Context
-from ..core import stage
-from ..cursors import Counted, Cursor, PassCursor, require, rng_state, unwrap
+from ..core import Stage, StageSpec, stage
+from ..cursors import Counted, Cursor, PassCursor, Restart, require, rng_state, unwrap
 
-__all__ = ["ShuffleCursor", "detshuffle", "shuffle"]
+__all__ = ["DetshuffleStage", "ShuffleCursor", "detshuffle", "shuffle"]
 
 
 class ShuffleCursor(Counted):
@@ -195,9 +196,15 @@ class _PlainShuffle(Cursor):
 _END = object()
 
 
+def _fixed_epoch(ctx: Context, epoch: int) -> int:
+    """The epoch a ``detshuffle`` draws with: its own ``epoch`` when given (``>= 0``), else the pipeline's."""
+    return epoch if epoch >= 0 else ctx.epoch
+
+
 class _Detshuffle(ShuffleCursor):
     """webdataset's ``detshuffle``: ``shuffle`` with an explicit seed (every shuffle here is deterministic);
-    ``epoch >= 0`` replaces the pipeline's epoch.
+    ``epoch >= 0`` replaces the pipeline's epoch. The stage records the epoch of its latest iteration in
+    ``.epoch``, as webdataset's does (see :class:`DetshuffleStage`).
 
     >>> list(detshuffle(10, seed=1)(range(5))) == list(detshuffle(10, seed=1)(range(5)))
     True
@@ -205,10 +212,57 @@ class _Detshuffle(ShuffleCursor):
 
     def __init__(self, upstream: Cursor, bufsize: int = 1000, initial: int = 100, seed: int | str = 0,
                  epoch: int = -1, *, ctx: Context, name: str):
-        if bufsize >= 2 and epoch >= 0:
-            ctx = ctx.replace(epoch=epoch)
+        if bufsize >= 2:
+            ctx = ctx.replace(epoch=_fixed_epoch(ctx, epoch))
         super().__init__(upstream, bufsize, initial, seed, ctx=ctx, name=name)
 
 
+class DetshuffleStage(Stage):
+    """What ``detshuffle(...)`` makes: a :class:`~shardstream.pipeline.core.Stage` whose ``.epoch`` is, as on
+    webdataset's ``detshuffle``, the epoch its latest iteration shuffled with (its ``epoch`` argument, -1 by
+    default, until it runs). It is a record, like a pipeline's ``state_dict()`` after a ``break``: the order
+    itself comes from ``(seed, epoch)``. Inside DataLoader workers the record is the workers' copy's.
+
+    >>> from shardstream.pipeline import DataPipeline
+    >>> pipeline = DataPipeline(range(5), detshuffle(10, seed=1))
+    >>> pipeline.stage(1).epoch
+    -1
+    >>> first, second = list(pipeline), list(pipeline)  # two epochs: 0 then 1
+    >>> pipeline.stage(1).epoch, sorted(second) == sorted(first), second != first
+    (1, True, True)
+    """
+
+    __slots__ = ("epoch",)
+
+    def __init__(self, spec: StageSpec, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None):
+        super().__init__(spec, args, kwargs)
+        self.epoch: int = self.arguments["epoch"]
+
+    def cursor_over(self, upstream: Cursor, ctx: Context, restart: Restart | None, name: str) -> Cursor:
+        cursor = super().cursor_over(upstream, ctx, restart, name)
+        self.epoch = _fixed_epoch(ctx, self.arguments["epoch"])
+        return cursor
+
+    def replace(self, **kwargs: Any) -> DetshuffleStage:
+        made = super().replace(**kwargs)
+        return DetshuffleStage(made.spec, made.args, made.kwargs)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (*super().__getstate__(), self.epoch)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        super().__setstate__(state[:3])
+        self.epoch = state[3]
+
+
+def _recording(factory: Callable[..., Stage]) -> Callable[..., DetshuffleStage]:
+    """``factory`` (the registered ``detshuffle``), making :class:`DetshuffleStage` objects."""
+    def detshuffle(*args: Any, **kwargs: Any) -> DetshuffleStage:
+        made = factory(*args, **kwargs)
+        return DetshuffleStage(made.spec, made.args, made.kwargs)
+
+    return functools.update_wrapper(detshuffle, factory)
+
+
 shuffle = stage(ShuffleCursor, name="shuffle", shuffles=True, keeps_count=True)
-detshuffle = stage(_Detshuffle, fluid=False, shuffles=True, keeps_count=True)
+detshuffle = _recording(stage(_Detshuffle, fluid=False, shuffles=True, keeps_count=True))
