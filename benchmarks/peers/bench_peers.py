@@ -2,7 +2,7 @@
 MosaicML Streaming, ratios to the best peer of each row.
 
     make bench-peers                                    # venvs (benchmarks/peers/setup.sh), then this script
-    .venv-bench/bin/python benchmarks/peers/bench_peers.py [--quick] [--only WORKLOAD ...] [--repeat N]
+    .venv-bench/bin/python benchmarks/peers/bench_peers.py [--quick] [--only WORKLOAD ...] [--contenders NAME ...]
 
 Every contender runs in its own interpreter (its own venv: webdataset, shardstream and the limits in .venv-bench,
 each peer in .venv-peers-NAME), one workload at a time, on the same generated data (``bench-data/``; peers that
@@ -197,6 +197,8 @@ def main() -> int:
     parser.add_argument("--min-seconds", type=float, default=2.0,
                         help=f"more timed passes while those so far took less (fast rows; at most {MAX_PASSES})")
     parser.add_argument("--only", nargs="*", choices=[*WORKLOADS, *EXTRA], help="some workloads only")
+    parser.add_argument("--contenders", nargs="*", choices=[*VENVS], metavar="NAME",
+                        help=f"some contenders only (of: {', '.join(VENVS)})")
     parser.add_argument("--worker", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per contender and workload")
     args = parser.parse_args()
@@ -218,6 +220,7 @@ def main() -> int:
     versions: dict[str, str] = {}
     for w in workloads:
         contenders = WORKLOADS[w][1] if w in WORKLOADS else [WDS, SS, "litdata", "FFCV"]
+        contenders = [c for c in contenders if not args.contenders or c in args.contenders]
         results[w] = {}
         for name in contenders:
             t0 = time.perf_counter()
