@@ -14,8 +14,9 @@ Groups (``GROUPS``), each on its own data (benchmarks/_common.py, page cache war
 
 Every contender of a group is built once, then ``--rounds`` rounds run each in turn (the order rotates), a cell
 being the best of ``--passes`` passes; each round gives every option's ratio to the default of that round, and the
-table shows the median ratio with its range. Wall-clock rates: threads only help when a second core is free,
-so read the jpeg group on a quiet machine. ``--rss`` adds the RSS of holding every field of the large
+table shows the median ratio with its range, from wall-clock rates and from rates per CPU-second of the process
+(which a loaded machine moves much less; for the threads row only the wall ratio means anything, and only with a
+second core free). ``--rss`` adds the RSS of holding every field of the large
 group (a fresh interpreter per variant; Linux).
 """
 
@@ -124,34 +125,44 @@ GROUPS = {"batches": batches_group, "jpeg": jpeg_group, "large": large_group}
 PAIRS = {"large": {1: 0, 2: 2, 3: 2}}
 
 
-def measure(contenders: dict[str, Callable[[], int]], rounds: int, passes: int) -> dict[str, list[float]]:
-    """Rates (items/s, best of ``passes``) per contender and round, the order rotating between rounds."""
+def measure(contenders: dict[str, Callable[[], int]], rounds: int, passes: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) rates (items per second and per CPU-second of the process, best of ``passes``) per contender and
+    round, the order rotating between rounds."""
     names = list(contenders)
-    rates: dict[str, list[float]] = {n: [] for n in names}
+    rates: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for name in names:  # one untimed pass each: imports, pools, lazily built state
         contenders[name]()
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            best = 0.0
+            wall = cpu = 0.0
             for _ in range(passes):
-                start = time.perf_counter()
+                w, c = time.perf_counter(), time.process_time()
                 count = contenders[name]()
-                best = max(best, count / (time.perf_counter() - start))
-            rates[name].append(best)
+                w, c = time.perf_counter() - w, time.process_time() - c
+                wall, cpu = max(wall, count / w), max(cpu, count / max(c, 1e-9))
+            rates[name].append((wall, cpu))
     return rates
 
 
-def report(group: str, rates: dict[str, list[float]], unit: str) -> str:
+def _ratio(values: list[float], bases: list[float]) -> str:
+    ratios = [a / b for a, b in zip(values, bases, strict=True)]
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def report(group: str, rates: dict[str, list[tuple[float, float]]], unit: str) -> str:
     names = list(rates)
     width = max(len(n) for n in names)
-    lines = [f"## {group}: {unit}, median of {len(rates[names[0]])} rounds; ratio to the default of each round",
-             f"{'':{width}}  {'rate':>12}  {'ratio (median, range)':>24}"]
+    lines = [f"## {group}: {unit}, median of {len(rates[names[0]])} rounds; ratio to the default of each round, "
+             "wall clock and per CPU-second (threads: read the wall ratio, on free cores)",
+             f"{'':{width}}  {'rate':>12}  {'wall ratio (range)':>22}  {'CPU ratio (range)':>22}"]
     base_of = PAIRS.get(group, {})
     for i, name in enumerate(names):
         base = names[base_of.get(i, 0)]
-        ratios = [a / b for a, b in zip(rates[name], rates[base], strict=True)]
-        text = "" if name == base else f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-        lines.append(f"{name:{width}}  {statistics.median(rates[name]):>12,.0f}  {text:>24}")
+        wall, cpu = [r[0] for r in rates[name]], [r[1] for r in rates[name]]
+        row = f"{name:{width}}  {statistics.median(wall):>12,.0f}"
+        if name != base:
+            row += f"  {_ratio(wall, [r[0] for r in rates[base]]):>22}  {_ratio(cpu, [r[1] for r in rates[base]]):>22}"
+        lines.append(row)
     return "\n".join(lines)
 
 
@@ -202,7 +213,7 @@ def main() -> int:
         unit = "MB/s" if group == "large" else "samples/s"
         rates = measure(contenders, args.rounds, args.passes)
         if group == "large":
-            rates = {n: [r / 1e6 for r in v] for n, v in rates.items()}
+            rates = {n: [(w / 1e6, c / 1e6) for w, c in v] for n, v in rates.items()}
         print(report(group, rates, unit), flush=True)
         print(flush=True)
     if args.rss:
