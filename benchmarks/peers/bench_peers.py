@@ -185,7 +185,7 @@ def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
         row.append(f"{best[0]} {fmt(best[1], w, key)}" if best else "-")
         row.append(f"{ss / best[1]:.2f}x" if ss and best else "-")
         row.append(f"{ss / limit:.2f}x" if ss and limit else "-")
-        row.append(f"{ss / floor:.2f}x" if ss and floor else "-")
+        row.append(f"{ss / floor:.2f}x" if ss and floor and key != "rss" else "-")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
