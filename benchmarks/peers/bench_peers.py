@@ -2,7 +2,7 @@
 MosaicML Streaming, ratios to the best peer of each row.
 
     make bench-peers                                    # venvs (benchmarks/peers/setup.sh), then this script
-    .venv-bench/bin/python benchmarks/peers/bench_peers.py [--quick] [--only WORKLOAD ...] [--repeat N]
+    .venv-bench/bin/python benchmarks/peers/bench_peers.py [--quick] [--only WORKLOAD ...] [--contenders NAME ...]
 
 Every contender runs in its own interpreter (its own venv: webdataset, shardstream and the limits in .venv-bench,
 each peer in .venv-peers-NAME), one workload at a time, on the same generated data (``bench-data/``; peers that
@@ -16,9 +16,11 @@ pipeline and the page cache), then ``--repeat`` timed passes over all the data, 
 pass. One-time setup is therefore excluded for everyone; each pass's count is checked against the data's size.
 
 Rows (``WORKLOADS``): a peer cell is ``rate (rate / best peer)``; rows marked "fast path" run shardstream's variant
-only and are compared with the best peer of the row they refine. ``limit``: the same work without a loader (the
-plain PIL loop over JPEG bytes in memory, alone or split over 2 DataLoader workers; every shard read with
-``readinto`` into one buffer).
+only and are compared with the best peer (and floor) of the row they refine. ``limit``: the same work without a
+loader (the plain PIL loop over JPEG bytes in memory, alone or split over 2 DataLoader workers; every shard read
+with ``readinto`` into one buffer). ``floor`` (the small-sample rows): the least any tar reader does, each shard
+mapped and every header touched (checksum, size) with the payload skipped, in C, no object built
+(floor_walk.c); shardstream's rate is shown as a fraction of it too.
 """
 
 from __future__ import annotations
@@ -38,15 +40,17 @@ sys.path.insert(0, str(HERE))
 
 from peers_data import data  # noqa: E402
 
-LIMIT, WDS, SS = "limit", "webdataset 1.0.2", "shardstream"
+LIMIT, FLOOR, WDS, SS = "limit", "floor", "webdataset 1.0.2", "shardstream"
 PEERS = [WDS, "litdata", "DALI (CPU)", "FFCV", "Streaming"]
-VENVS = {LIMIT: ".venv-bench", WDS: ".venv-bench", SS: ".venv-bench", "litdata": ".venv-peers-litdata",
+VENVS = {LIMIT: ".venv-bench", FLOOR: ".venv-bench", WDS: ".venv-bench", SS: ".venv-bench",
+         "litdata": ".venv-peers-litdata",
          "DALI (CPU)": ".venv-peers-dali", "FFCV": ".venv-peers-ffcv", "Streaming": ".venv-peers-streaming"}
 MAIN = [WDS, "litdata", "DALI (CPU)", "FFCV", SS]
 # id -> (row label, contenders, the row whose peers it is compared with)
 WORKLOADS = {
-    "raw": ("raw small samples, 200k x ~250 B .txt+.cls, per-sample dicts", MAIN, None),
-    "decode": ('txt+cls decode, batches of 256: `.decode().to_tuple("txt", "cls").batched(256)`', MAIN, None),
+    "raw": ("raw small samples, 200k x ~250 B .txt+.cls, per-sample dicts", [FLOOR, *MAIN], None),
+    "decode": ('txt+cls decode, batches of 256: `.decode().to_tuple("txt", "cls").batched(256)`', [FLOOR, *MAIN],
+               None),
     "decode-map": ('the same: `.to_tuple("txt", "cls").map_tuple(bytes.decode, int).batched(256)`', [WDS, SS],
                    "decode"),
     "decode-columns": ("fast path: `tarfile_to_columns(256)` + `decode_columns`", [SS], "decode"),
@@ -61,8 +65,8 @@ WORKLOADS = {
     "big": ("4 MiB samples, copies (GB/s)", [LIMIT, *MAIN], None),
     "big-views": ("4 MiB samples, views (GB/s): shardstream `zero_copy=True`, litdata's memoryviews", ["litdata", SS],
                   None),
-    "shuffle": ("default training shuffle, batches of 100 (rate, diversity/abs Spearman)", [*MAIN[:4], "Streaming", SS],
-                None),
+    "shuffle": ("default training shuffle, batches of 100 (rate, diversity/abs Spearman)",
+                [FLOOR, *MAIN[:4], "Streaming", SS], None),
 }
 MAX_PASSES = 15  # timed passes per cell at most (--min-seconds)
 EXTRA = {"write": "writing all four datasets in the library's format (issue 7; s, lower is better)"}
@@ -84,7 +88,7 @@ def version(contender: str) -> str:
     dist = {WDS: "webdataset", "litdata": "litdata", "DALI (CPU)": "nvidia-dali-cuda130", "FFCV": "ffcv",
             "Streaming": "mosaicml-streaming"}.get(contender)
     try:
-        return v(dist) if dist else "src/"
+        return v(dist) if dist else ("floor_walk.c" if contender == FLOOR else "src/")
     except PackageNotFoundError:
         return "?"
 
@@ -156,14 +160,15 @@ def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
     """Markdown: one row per workload, a column per contender, and shardstream against the best peer and limit
     (for ``key="rss"``, the best is the smallest)."""
     pick = min if key == "rss" else max
-    cols = [LIMIT, *PEERS, SS]
-    head = ["workload", *cols, "best peer", "shardstream / best peer", "shardstream / limit"]
+    cols = [LIMIT, FLOOR, *PEERS, SS]
+    head = ["workload", *cols, "best peer", "shardstream / best peer", "shardstream / limit", "shardstream / floor"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for w, cells in results.items():
         ref = results.get(WORKLOADS[w][2] or w, {}) if w in WORKLOADS else {}
         peers = {n: c[key] for source in (cells, ref) for n, c in source.items() if n in PEERS and c}
         best = pick(peers.items(), key=lambda kv: kv[1]) if peers else None
         limit = (cells.get(LIMIT) or ref.get(LIMIT) or {}).get(key)
+        floor = (cells.get(FLOOR) or ref.get(FLOOR) or {}).get(key)
         row = [WORKLOADS[w][0] if w in WORKLOADS else EXTRA[w]]
         for name in cols:
             c = cells.get(name, "-")
@@ -180,6 +185,7 @@ def table(results: dict[str, dict[str, dict]], key: str = "rate") -> str:
         row.append(f"{best[0]} {fmt(best[1], w, key)}" if best else "-")
         row.append(f"{ss / best[1]:.2f}x" if ss and best else "-")
         row.append(f"{ss / limit:.2f}x" if ss and limit else "-")
+        row.append(f"{ss / floor:.2f}x" if ss and floor and key != "rss" else "-")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -191,6 +197,8 @@ def main() -> int:
     parser.add_argument("--min-seconds", type=float, default=2.0,
                         help=f"more timed passes while those so far took less (fast rows; at most {MAX_PASSES})")
     parser.add_argument("--only", nargs="*", choices=[*WORKLOADS, *EXTRA], help="some workloads only")
+    parser.add_argument("--contenders", nargs="*", choices=[*VENVS], metavar="NAME",
+                        help=f"some contenders only (of: {', '.join(VENVS)})")
     parser.add_argument("--worker", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per contender and workload")
     args = parser.parse_args()
@@ -212,6 +220,7 @@ def main() -> int:
     versions: dict[str, str] = {}
     for w in workloads:
         contenders = WORKLOADS[w][1] if w in WORKLOADS else [WDS, SS, "litdata", "FFCV"]
+        contenders = [c for c in contenders if not args.contenders or c in args.contenders]
         results[w] = {}
         for name in contenders:
             t0 = time.perf_counter()
@@ -226,8 +235,8 @@ def main() -> int:
             shown = f"{cell['rate']:,.2f}" if cell else "n/a"
             print(f"  {w:15} {name:17} {shown:>14}  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     quick = " (--quick: a tenth of the data)" if args.quick else ""
-    print(f"## issue-17 workloads, samples/s (GB/s where marked), best of {args.repeat} passes after a warm-up (more,"
-          f" up to {MAX_PASSES}, while they took under {args.min_seconds:g} s){quick}")
+    print(f"## the workloads side by side, samples/s (GB/s where marked), best of {args.repeat} passes after a warm-up"
+          f" (more, up to {MAX_PASSES}, while they took under {args.min_seconds:g} s){quick}")
     print(table({w: r for w, r in results.items() if w != "write"}))
     print("shuffle cells: rate, diversity/|Spearman| (1000 classes written in order; i.i.d. order gives 1.00/~0.025)")
     print("versions: " + ", ".join(f"{n} {v}" for n, v in versions.items()))

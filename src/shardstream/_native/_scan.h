@@ -47,7 +47,8 @@ enum { M_FILE, M_NODATA, M_NEED, M_OTHER };
  * (tar/buffers.py, WindowBuffer), the walk is the first to touch each line, and each header depends on the one before;
  * the prefetch overlaps those misses (exported as _scan.PREFETCH_AHEAD: source_for maps files only when it is).
  * 2 KiB ahead is two small members ahead; at 1 KiB (one member) part of the misses stayed in the walk: 5-6 % more
- * CPU for small samples, 3 % for JPEG-sized ones, the same for 8 KiB members (docs/performance.md). */
+ * CPU for small samples, 3 % for JPEG-sized ones, the same for 8 KiB members
+ * (benchmarks/results/per-sample-rows.md). */
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH_AHEAD 2048
 #define PREFETCH(p) __builtin_prefetch(p)
