@@ -102,3 +102,10 @@ def test_column_field_never_drops_a_struct_that_names_a_file():
     assert column_field("image", {"bytes": None, "path": None}) is None  # a missing value: no field
     with pytest.raises(ConfigError, match="'image'.*'cat/1.png'"):
         column_field("image", {"bytes": None, "path": "cat/1.png"})
+
+
+def test_a_dataset_in_memory_says_to_save_it_first(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    in_memory = datasets.Dataset.from_dict({"text": ["a", "b"], "label": [0, 1]})
+    with pytest.raises(ConfigError, match=r"lives in memory.*save_to_disk\(PATH\)"):
+        convert(in_memory, str(tmp_path / "out"), engine="inline")

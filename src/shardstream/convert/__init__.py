@@ -305,6 +305,9 @@ def convert(
         sources = plan(src, kind, key=key, paths=paths, rename=rename, split=split, per_task=per_task,
                        mapper=session.map, fields=fields)  # fmt: skip
         if not sources:
+            if type(src).__module__.split(".")[0] == "datasets":  # a Dataset built in memory has no Arrow files
+                raise ConfigError(f"nothing to convert in this {type(src).__name__}: it lives in memory, not in "
+                                  "Arrow files; save it with .save_to_disk(PATH), then convert PATH")
             raise ConfigError(f"nothing to convert in {src!r}")
         tasks = [Task(i, source, output) for i, source in enumerate(sources)]
         log.info("converting %s (%s) to %s under %s: %d tasks", src, type(sources[0]).__name__, to, dst, len(tasks))
