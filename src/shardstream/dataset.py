@@ -136,18 +136,27 @@ class WebDataset(DataPipeline):
         spec = load_spec(urls) if is_spec(urls) else None  # a dataset spec: its sources, mixed exactly
         super().__init__(seed=seed if seed is not None or spec is None else spec.seed)
         self.equalize, self._shares = equalize, None
+        cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
+                             url_to_name=url_to_name)
+        cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
+        options = dict(cached, zero_copy=True) if zero_copy else cached
+        self.cache_dir = cache_dir  # remote shards only (see the module docstring); local shards are read in place
         if spec is not None:
-            if equalize:
-                raise ConfigError("equalize=True needs a list of shard URLs or a dataset index, not a dataset spec")
+            refused = [name for name, given in (("equalize=True", equalize), ("resampled=True", resampled),
+                                                ("repeat=True", repeat)) if given]
+            if refused:  # a spec's sources are endless and mixed exactly: its draws are set in the spec
+                raise ConfigError(f"{', '.join(refused)} cannot apply to a dataset spec: its sources are mixed "
+                                  "exactly; draw shards with a source's resample_shards/choose_shards in the spec "
+                                  "(docs/specs.md), or pass a list of shard URLs")
+            reader = dict(options, select_files=select_files, rename_files=rename_files, keys=keys)
             self.append(spec_source(spec, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
-                                    workersplitter=workersplitter))
+                                    workersplitter=workersplitter, reader=reader))
             return
         counts: dict[str, int] = {}
         if _is_dataset_index(urls):  # its shards, with their sample counts
             index = urls if isinstance(urls, DatasetIndex) else DatasetIndex.load(urls)
             urls = [shard.url for shard in index.shards]
             counts = {shard.url: shard.samples for shard in index.shards}
-        self.cache_dir = cache_dir  # remote shards only (see the module docstring); local shards are read in place
         if isinstance(urls, Source) or (
             not isinstance(urls, (str, os.PathLike, list, tuple)) and isinstance(urls, Iterable)
         ):
@@ -169,10 +178,6 @@ class WebDataset(DataPipeline):
                 if splitter is not None:
                     splitter = _checked(as_splitter(splitter))
                     self.append(_lenient(splitter) if not empty_check else splitter)
-        cache = cache_opener(cache_dir, None if cache_size is None or cache_size < 0 else cache_size,
-                             url_to_name=url_to_name)
-        cached = {} if cache is None else {"opener": cache}  # remote shards through the shard cache
-        options = dict(cached, zero_copy=True) if zero_copy else cached
         countable = select_files is None and rename_files is None and keys is None  # samples as the indexes say
         self._shares = _shares(self.pipeline, ShardCounts(counts), equalize) if countable and not repeat else None
         if equalize:

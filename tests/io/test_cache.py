@@ -268,3 +268,21 @@ def test_dataloader_workers_share_the_cache(tmp_path, local_shards, expected):
         assert [stub.full_gets(f"w/{i}.tar") for i in range(4)] == [1, 1, 1, 1]
     finally:
         stub.stop()
+
+
+def test_a_dataset_spec_reads_through_the_cache_and_refuses_what_cannot_apply(tmp_path, stub, local_shards, expected):
+    """WebDataset(spec, cache_dir=...) caches the spec's remote shards (the argument was ignored), and the options
+    that cannot apply to an exact mix are refused, not ignored."""
+    from shardstream.dataset import WebDataset
+    from shardstream.errors import ConfigError
+
+    with open(local_shards[0], "rb") as f:
+        stub.files["t/a.tar"] = f.read()
+    spec = {"sources": [{"name": "a", "shards": [stub.url("t/a.tar")], "samples": 4}]}
+    ds = WebDataset(spec, shardshuffle=False, cache_dir=str(tmp_path / "c"))
+    got = [s["__key__"] for s in ds]
+    assert len(got) == 4 and set(got) <= {s["__key__"] for s in expected}
+    assert len(cached_files(tmp_path / "c")) == 1
+    for option in ("resampled", "repeat", "equalize"):
+        with pytest.raises(ConfigError, match=f"{option}=True cannot apply to a dataset spec"):
+            WebDataset(spec, **{option: True})

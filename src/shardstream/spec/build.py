@@ -19,7 +19,7 @@ or index opens, for the spec's own URLs and for as long as its shard lists exist
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConfigError
@@ -78,8 +78,10 @@ class SpecShards(Source):
 
 def source_pipeline(source: SourceSpec, rules: tuple[StorageRule, ...] = (), *, handler: Handler = reraise_exception,
                     shardshuffle: int | bool | None = None, nodesplitter: Any = split_by_node,
-                    workersplitter: Any = split_by_worker) -> DataPipeline:
-    """The endless sample stream of one source (see the module docstring)."""
+                    workersplitter: Any = split_by_worker, reader: Mapping[str, Any] | None = None) -> DataPipeline:
+    """The endless sample stream of one source (see the module docstring). ``reader``: options of its tar
+    sources' shard reader (:func:`~shardstream.pipeline.tarfile_to_samples`: ``opener`` for the shard cache,
+    ``zero_copy``, ``select_files``...)."""
     pipeline = DataPipeline(SpecShards(source, rules))
     if shardshuffle:
         size = 100 if shardshuffle is True else int(shardshuffle)
@@ -89,7 +91,7 @@ def source_pipeline(source: SourceSpec, rules: tuple[StorageRule, ...] = (), *, 
         if splitter is not None:
             pipeline.append(as_splitter(splitter))
     if source.format == "tar":
-        pipeline.append(tarfile_to_samples(handler=handler))
+        pipeline.append(tarfile_to_samples(handler=handler, **(reader or {})))
     else:
         pipeline.append(records_to_samples(format=source.format, handler=handler))
     if source.fields is not None or source.rename:
@@ -118,11 +120,14 @@ def source_sizes(spec: DatasetSpec) -> list[int | None]:
 
 
 def spec_source(spec: DatasetSpec, *, handler: Handler = reraise_exception, shardshuffle: int | bool | None = None,
-                nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker) -> ExactMixSource:
-    """The source of a spec's pipeline (what ``WebDataset(spec)`` starts with): its sources' streams, mixed."""
+                nodesplitter: Any = split_by_node, workersplitter: Any = split_by_worker,
+                reader: Mapping[str, Any] | None = None) -> ExactMixSource:
+    """The source of a spec's pipeline (what ``WebDataset(spec)`` starts with): its sources' streams, mixed.
+    ``reader``: the tar sources' shard reader options (see :func:`source_pipeline`)."""
     rules = spec.storage_rules()
     pipelines = [source_pipeline(s, rules, handler=handler, shardshuffle=shardshuffle, nodesplitter=nodesplitter,
-                                 workersplitter=workersplitter) for s in spec.sources]  # their rules are in force
+                                 workersplitter=workersplitter, reader=reader)
+                 for s in spec.sources]  # their rules are in force
     counts = spec.counts(source_sizes(spec) if any(
         s.samples is None and not s.shares and s.choose is None for s in spec.sources) else None)
     return ExactMixSource(pipelines, counts)
