@@ -7,6 +7,7 @@
 - :func:`write_dali_index`: NVIDIA DALI's webdataset index files (v1.2).
 - :class:`ByteSource` / :func:`register_source`: where bytes come from (local memory maps built in).
 
+>>> from shardstream.indexed import IndexedDataset, LocalitySampler, index_dataset, indexed_shard_writer
 >>> with indexed_shard_writer("digits-%02d.tar", maxcount=4) as sink:
 ...     for i in range(10):
 ...         _ = sink.write({"__key__": f"{i:03d}", "cls": i})
