@@ -51,9 +51,8 @@ def main() -> None:
     from peers_data import sorted_shards  # puts this tree's src/ on the path (benchmarks/_common.py)
 
     sys.path.insert(0, str(pathlib.Path(args.src).resolve()))  # ... and the tree measured goes first
-    from peers_run import RUNNERS
-
     import numpy as np
+    from peers_run import RUNNERS
 
     from shardstream.training import batch_diversity, rank_correlation
 
