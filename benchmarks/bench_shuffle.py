@@ -15,17 +15,31 @@
 
     .venv-bench/bin/python benchmarks/bench_shuffle.py [--small 200000] [--medium 40000] [--batch 100] [--cpu]
         [--throughput]
+
+4. ``--peers``: only the "shuffle" row of ``peers/bench_peers.py`` (the default ``TrainingDataset``, batches of 100,
+   200k samples of ~250 B written sorted by class) side by side with FFCV in its venv, and with the shardstream of
+   other trees (``--before SRC ...``, e.g. a worktree of main): each contender in its own interpreter
+   (``shuffle_peer_worker.py``), interleaved ``--rounds`` times; per cell the median of the rounds of the best
+   pass's rate, the peak RSS, the quality (diversity/|Spearman|) and where the resident memory is at the end.
+   ``--venvs DIR`` is where ``.venv-bench`` and ``.venv-peers-ffcv`` are (default: the repository).
+
+    .venv-bench/bin/python benchmarks/bench_shuffle.py --peers [--before ../main/src] [--rounds 3] [--venvs DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from _common import DATA, big_shards, have, small_shards, table, timed, warm
+from _common import DATA, ROOT, big_shards, have, small_shards, table, timed, warm
 
 from shardstream.training import TrainingDataset, TrainingLoader, batch_diversity, rank_correlation
 from shardstream.writer import ShardWriter
@@ -160,6 +174,44 @@ def resume_rows(urls: list[str]) -> list[tuple[str, float, float, float]]:
     return rows
 
 
+def peers(before: list[str], rounds: int, venvs: str) -> None:
+    """The shuffle row, interleaved: ``rounds`` times each contender in turn (see the module docstring, 4.)."""
+    worker = str(ROOT / "benchmarks" / "shuffle_peer_worker.py")
+    here = str(ROOT / "src")
+    contenders = [(f"shardstream {src}", ".venv-bench", "shardstream", src) for src in before]
+    contenders += [(f"shardstream {here} (this tree)", ".venv-bench", "shardstream", here),
+                   ("FFCV", ".venv-peers-ffcv", "FFCV", here)]
+    results: dict[str, list[dict]] = {name: [] for name, *_ in contenders}
+    load = []
+    for r in range(rounds):
+        load.append(os.getloadavg()[0])
+        for name, venv, contender, src in contenders:
+            cmd = [os.path.join(venvs, venv, "bin", "python"), worker, contender, src]
+            env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=src)
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+            if done.returncode:
+                print(f"{name}: failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                continue
+            results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {r + 1} {name}: {results[name][-1]}", file=sys.stderr)
+    ffcv = statistics.median(c["rate"] for c in results["FFCV"]) if results["FFCV"] else None
+    print(f"## the shuffle row: TrainingDataset (default) vs FFCV, median of {rounds} interleaved rounds "
+          f"(load average at the rounds' starts: {', '.join(f'{x:.1f}' for x in load)})")
+    print("| contender | samples/s | / FFCV | samples per CPU-s | peak RSS MiB | diversity / abs Spearman | "
+          "resident at the end, MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for name, cells in results.items():
+        if not cells:
+            print(f"| {name} | n/a | | | | | |")
+            continue
+        rate = statistics.median(c["rate"] for c in cells)
+        where = ", ".join(f"{k} {v:.0f}" for k, v in sorted(cells[-1]["resident"].items(), key=lambda kv: -kv[1]))
+        print(f"| {name} | {rate:,.0f} | {rate / ffcv if ffcv else float('nan'):.2f}x | "
+              f"{statistics.median(c['cpu_rate'] for c in cells):,.0f} | "
+              f"{statistics.median(c['peak_rss'] for c in cells):.0f} | "
+              f"{cells[-1]['diversity']:.2f} / {cells[-1]['spearman']:.3f} | {where} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=200_000, help="samples of the ~250 B dataset")
@@ -167,7 +219,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="samples per batch of the throughput rows")
     parser.add_argument("--cpu", action="store_true", help="samples per CPU-second instead of per second")
     parser.add_argument("--throughput", action="store_true", help="only the throughput rows")
+    parser.add_argument("--peers", action="store_true", help="only the shuffle row next to FFCV (see 4.)")
+    parser.add_argument("--before", nargs="*", default=[], help="--peers: src/ folders of other trees to compare")
+    parser.add_argument("--rounds", type=int, default=3, help="--peers: interleaved rounds")
+    parser.add_argument("--venvs", default=str(ROOT), help="--peers: the folder of .venv-bench, .venv-peers-ffcv")
     args = parser.parse_args()
+    if args.peers:
+        peers(args.before, args.rounds, args.venvs)
+        return
     global CPU, BATCH
     CPU, BATCH = args.cpu, args.batch
     warnings.filterwarnings("ignore", message="set WebDataset")  # webdataset 1.0.2 on shardshuffle=True

@@ -48,7 +48,7 @@ from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
-from .opened import Handles, OpenShard, gather_rows
+from .opened import PACK_BUDGET, Handles, OpenShard, gather_rows
 from .rows import RowIteration, row_runs
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import open_source
@@ -111,6 +111,8 @@ class IndexedDataset(RowIteration):
         self._zero_copy, self._verify = bool(zero_copy), bool(verify)
         self._handles = Handles(loaded)
 
+    _pack = 0  # a budget of bytes for packed copies of small shards (see packed()); 0: read the maps
+
     # -- map-style access -----------------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -138,7 +140,7 @@ class IndexedDataset(RowIteration):
         """
         if not self._stages and not self._zero_copy and isinstance(indices, (np.ndarray, list)):  # one C call
             array = indices if isinstance(indices, np.ndarray) else np.asarray(indices)
-            gathered = gather_rows(array, self._rows, self._ends_array, self._shard, self._here())
+            gathered = gather_rows(array, self._rows, self._ends_array, self._shard, self._here(), pack=self._pack)
             if gathered is not None:
                 return gathered
         if isinstance(indices, np.ndarray):
@@ -178,7 +180,18 @@ class IndexedDataset(RowIteration):
         """
         if self._stages or self._zero_copy or not isinstance(indices, np.ndarray):
             return None
-        return gather_rows(indices, self._rows, self._ends_array, self._shard, self._here(), columns=True)
+        return gather_rows(indices, self._rows, self._ends_array, self._shard, self._here(), columns=True,
+                           pack=self._pack)
+
+    def packed(self, budget: int = PACK_BUDGET) -> IndexedDataset:
+        """This dataset, whose batch reads (``__getitems__``, :meth:`collated`) read shards of small members from
+        copies of their fields (:func:`~shardstream.indexed.opened.pack_table`, up to ``budget`` bytes a process):
+        for readers of whole epochs at random positions (a global shuffle), which would map every page.
+
+        >>> IndexedDataset("train.json").packed().__getitems__([4]) == [IndexedDataset("train.json")[4]]
+        True
+        """
+        return self._derive(_pack=max(0, int(budget)))
 
     def sample_at(self, position: int) -> Any:
         """``self[position]`` for ``0 <= position < len(self)``, without the checks."""
@@ -271,7 +284,6 @@ class IndexedDataset(RowIteration):
             yield self._shard(number), range(row - first, rows[j - 1] - first + (1 if rows.step > 0 else -1),
                                              rows.step)
             k = j
-
 
     # -- fluent -----------------------------------------------------------------------------------------------
 

@@ -220,7 +220,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         order = self.order(epoch)
         if isinstance(order, StreamOrder):
             return StreamReader(self._urls, order, rule=self._keys, opener=self._opener)
-        return IndexedReader(self._indexed, order)  # type: ignore[arg-type]
+        return IndexedReader(self._indexed.packed(), order)  # type: ignore[union-attr, arg-type]
 
     @property
     def collates_raw(self) -> bool:

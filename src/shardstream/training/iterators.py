@@ -1,7 +1,8 @@
 """The cursors of a training epoch: readers of positions, and :class:`PlanIterator`, the stateful batch iterator.
 
 - :class:`IndexedReader` reads the samples at positions of a :class:`~shardstream.order.SampleOrder`
-  by random access (an :class:`~shardstream.indexed.IndexedDataset`: memory maps of local shards).
+  by random access (an :class:`~shardstream.indexed.IndexedDataset`: memory maps of local shards; shards of
+  small samples as packed copies of their fields, see :meth:`~shardstream.indexed.IndexedDataset.packed`).
 - :class:`StreamReader` reads positions of a :class:`~shardstream.order.StreamOrder` front to back:
   it keeps the ``window`` shards of the current group open, reads one block of ``buffer`` samples at a time and
   serves it in the block's permuted order. Jumping to a position (a resumed epoch) reopens the current shards
