@@ -332,8 +332,9 @@ def _feature_field(name: str, values: list[Any], names: dict[str, str] | None = 
         try:
             return column_field(column, [v.decode("utf-8") for v in values], rename=names)
         except UnicodeDecodeError:
-            name = (names or {}).get(column)
-            return name if name not in (None, EXTENSION, LABEL) else f"{column}.msgpack", msgpack_dumps(values)
+            given = (names or {}).get(column)
+            field = given if given is not None and given not in (EXTENSION, LABEL) else f"{column}.msgpack"
+            return field, msgpack_dumps(values)
     return column_field(column, values, rename=names)
 
 
