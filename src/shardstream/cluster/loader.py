@@ -122,6 +122,8 @@ class ClusterLoader(Resumable):
     :param prefer: ``prefer(shards) -> worker addresses or None``: where a task should run (it may run elsewhere
         when those workers are busy or gone); ``shards`` are the numbers (in the dataset's shard list) of the
         shards the task reads, when known (a ``TrainingDataset`` with an indexed shuffle)
+    :param workers: run every task on these Dask workers only (addresses or names: a share of a cluster that
+        other jobs use too); None: any worker
     :param rank, world_size: a pipeline's placement (default: ``torch.distributed``, else ``RANK``/``WORLD_SIZE``);
         a ``TrainingDataset`` has its own
     """
@@ -132,7 +134,7 @@ class ClusterLoader(Resumable):
     def __init__(self, dataset: Any, client: Any = None, *, in_flight: int = 8, batches_per_task: int = 2,
                  slots: int | None = None, collate_fn: Any = TORCH_CONVERT,
                  prefer: Callable[[list[int]], Sequence[str] | None] | None = None,
-                 rank: int | None = None, world_size: int | None = None):
+                 workers: Sequence[str] | None = None, rank: int | None = None, world_size: int | None = None):
         if not isinstance(dataset, (TrainingDataset, DataPipeline)):
             raise ConfigError(f"ClusterLoader needs a TrainingDataset or a WebDataset/DataPipeline, not "
                               f"{type(dataset).__name__}")
@@ -154,7 +156,11 @@ class ClusterLoader(Resumable):
             raise ConfigError(f"give both rank and world_size, with 0 <= rank < world_size (got {rank}, {world_size})")
         self.dataset: Any = dataset
         self.in_flight, self.batches_per_task = in_flight, batches_per_task
+        if prefer is not None and workers is not None:
+            raise ConfigError("ClusterLoader: give prefer= (where tasks should run) or workers= (where they must run), "
+                              "not both")
         self.prefer, self._convert = prefer, _converter(collate_fn)
+        self.workers = None if workers is None else list(workers)
         self._placement = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
         self.client, self._owns_client = _client(client)
         self._recipe: Any = None  # the dataset's future on the cluster (one copy per Dask worker)
@@ -173,7 +179,9 @@ class ClusterLoader(Resumable):
 
     def _submit(self, fn: Callable[..., Any], *args: Any, key: str, priority: int, shards: list[int] | None) -> Any:
         workers = self.prefer(shards) if self.prefer is not None and shards is not None else None
-        extra = {"workers": list(workers), "allow_other_workers": True} if workers else {}
+        extra: dict[str, Any] = {"workers": list(workers), "allow_other_workers": True} if workers else {}
+        if self.workers is not None:
+            extra = {"workers": self.workers}
         return self.client.submit(fn, *args, key=key, priority=priority, retries=0, pure=False, **extra)
 
     def _shards(self, epoch: int, batches: list[int], plan: EpochPlan, rank: int) -> list[int] | None:
@@ -200,7 +208,7 @@ class ClusterLoader(Resumable):
         epoch, pending = self._epoch, self._take_pending()
         if self._recipe is None:
             self._recipe = self.client.submit(keep, self.dataset, key=f"shardstream-recipe-{uuid.uuid4().hex}",
-                                              pure=False, retries=0)
+                                              pure=False, retries=0, workers=self.workers)
         rank, world = self.rank_and_world()
         feed: PlanFeed | SlotFeed
         if self.training:
