@@ -71,8 +71,10 @@ def cluster(tmp_path_factory):
         client = distributed.Client(address, timeout=60)
         client.wait_for_workers(2, timeout=120)
         yield Cluster(address, client)
-        client.shutdown()  # stops the scheduler and the workers
+        client.close()
     finally:
+        for proc in reversed(procs):  # SIGTERM: a graceful stop
+            proc.terminate()
         for proc in reversed(procs):
             try:
                 proc.wait(timeout=15)
