@@ -7,12 +7,14 @@
   ``slots`` would, from a saved position of that slot, for a few batches, and hands back the batches and the
   position after each (the pipeline's own ``state_dict()``): the next task of the slot starts from the last one.
 
-Nothing here keeps state between calls; the trainer holds every position. A task that fails for a data reason
+A pipeline run in slots must save its position (every stage declared, see :func:`shardstream.pipeline.stage`):
+a stage that cannot makes the task raise :class:`~shardstream.errors.StateError` naming it. Nothing here keeps
+state between calls; the trainer holds every position. A task that fails for a data reason
 raises (after the pipeline's own handlers had their say): the loader re-raises it in the trainer, and never
 asks Dask to retry it.
 
->>> from shardstream.pipeline import DataPipeline
->>> pipe = DataPipeline(range(10), lambda src: (x * 10 for x in src))
+>>> from shardstream.pipeline import DataPipeline, map
+>>> pipe = DataPipeline(range(10), map(lambda x: x * 10))  # stages that save their position
 >>> batches, states, ended = slot_batches(pipe, 0, 0, 1, 0, 1, None, 3)
 >>> batches, ended
 ([0, 10, 20], False)
