@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 
 import pytest
-from clusterfns import FailOn
+from clusterfns import FailOn, KillOnce
 
 import shardstream as wds
 from shardstream.cluster import ClusterLoader
@@ -46,7 +48,11 @@ def test_slots_give_a_dataloaders_batches(cluster, five):
     expected = dataloader(pipeline(five))
     with ClusterLoader(pipeline(five), cluster.client, slots=2, in_flight=4, batches_per_task=2) as loader:
         loader.set_epoch(1)
-        assert keys(loader) == expected
+        got = []
+        for batch in loader:
+            got.append(list(batch[0]))
+            assert loader.in_flight_batches <= 4
+        assert got == expected
     served = sorted(key for batch in expected for key in batch)
     assert served == [f"{n:06d}" for n in range(111)]
 
@@ -81,3 +87,17 @@ def test_a_state_of_other_slots_is_refused(cluster, shards):
     with ClusterLoader(pipeline(shards), cluster.client, slots=4, in_flight=8) as other:
         with pytest.raises(StateError, match="slots=2"):
             other.load_state_dict(state)
+
+
+def test_a_worker_killed_mid_epoch_loses_and_repeats_nothing(cluster, five, tmp_path):
+    marker = tmp_path / "killed"
+    expected = dataloader(pipeline(five))
+    with ClusterLoader(pipeline(five, KillOnce(str(marker), "000060")), cluster.client, slots=2) as loader:
+        loader.set_epoch(1)
+        got = keys(loader)
+    assert got == expected
+    served = collections.Counter(key for batch in got for key in batch)
+    assert len(served) == 111 and set(served.values()) == {1}
+    assert marker.exists()
+    cluster.client.wait_for_workers(2, timeout=120)
+    assert int(marker.read_text()) not in set(cluster.client.run(os.getpid).values())

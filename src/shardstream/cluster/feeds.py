@@ -208,7 +208,15 @@ class SlotFeed(_Feed):
         slot.states.extend(states)
         slot.done = ended
         if not ended and self.held + self.per_task <= self.in_flight:  # the slot's next task, from where it ends
-            self._submit(slot, states[-1] if states else None)
+            self._submit(slot, states[-1] if states else slot.state)
+
+    def _top_up(self) -> None:
+        """Submit the next task of the slots that have none, in turn order, while the budget allows."""
+        count = len(self.slots)
+        for k in range(count):
+            slot = self.slots[(self.turn + k) % count]
+            if slot.future is None and not slot.done and self.held + self.per_task <= self.in_flight:
+                self._submit(slot, slot.states[-1] if slot.states else slot.state)
 
     def start(self) -> SlotFeed:
         """Submit each running slot's first task, in turn order, within the budget."""
@@ -239,6 +247,7 @@ class SlotFeed(_Feed):
             batch = slot.batches.popleft()
             slot.state = slot.states.popleft()
             self.turn = (self.turn + 1) % len(self.slots)
+            self._top_up()
             return self.convert(batch)
         raise StopIteration
 

@@ -113,7 +113,8 @@ class ClusterLoader(Resumable):
     :param client: a ``distributed.Client``, a scheduler address (``"tcp://10.0.0.1:8786"``: the loader connects
         and closes its connection on :meth:`close`), or None: Dask's current client
     :param in_flight: batches submitted or received and not yet handed out, at most (the trainer's memory holds
-        at most that many batches, plus the one it is using)
+        at most that many batches, plus the one it is using); at least ``batches_per_task * slots``; default:
+        twice that, and at least 8
     :param batches_per_task: batches one Dask task makes (more: less overhead per batch, coarser backpressure)
     :param slots: a pipeline: the DataLoader workers it is split between (its ``split_by_worker``; default 8);
         a ``TrainingDataset`` with ``shuffle="stream"``: the plan's workers (default 1); others: 1, the only value
@@ -131,7 +132,7 @@ class ClusterLoader(Resumable):
     #: the batches a pass handed out are consumed, whatever epoch the loader is told to serve next
     _epoch_forgets_progress = False
 
-    def __init__(self, dataset: Any, client: Any = None, *, in_flight: int = 8, batches_per_task: int = 2,
+    def __init__(self, dataset: Any, client: Any = None, *, in_flight: int | None = None, batches_per_task: int = 2,
                  slots: int | None = None, collate_fn: Any = TORCH_CONVERT,
                  prefer: Callable[[list[int]], Sequence[str] | None] | None = None,
                  workers: Sequence[str] | None = None, rank: int | None = None, world_size: int | None = None):
@@ -144,6 +145,8 @@ class ClusterLoader(Resumable):
             raise ConfigError(f"slots={slots}: a TrainingDataset with shuffle={dataset.shuffle!r} makes the same "
                               "batches whatever the workers; slots applies to shuffle='stream' and to pipelines")
         self.slots = default_slots if slots is None else int(slots)
+        if in_flight is None and isinstance(batches_per_task, int):
+            in_flight = max(8, 2 * batches_per_task * self.slots)
         for name, value in (("in_flight", in_flight), ("batches_per_task", batches_per_task), ("slots", self.slots)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"ClusterLoader: {name} must be an integer >= 1, got {value!r}")
