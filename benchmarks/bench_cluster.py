@@ -21,12 +21,15 @@ import os
 import sys
 import time
 
+import dask
 import numpy as np
+from distributed import Client, LocalCluster
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 from peers_data import jpeg_shards, pil_work  # noqa: E402
 
+from shardstream.cluster import ClusterLoader  # noqa: E402
 from shardstream.training import TrainingDataset, TrainingLoader  # noqa: E402
 
 
@@ -63,11 +66,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--in-flight", type=int, default=8)
     args = parser.parse_args()
-
-    import dask
-    from distributed import Client, LocalCluster
-
-    from shardstream.cluster import ClusterLoader
 
     shards = jpeg_shards(args.samples, per_shard=max(1, args.samples // 4))
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
