@@ -9,7 +9,10 @@ the same cores, interleaved ``--rounds`` times:
 
 Reported: samples/s and the ratio cluster/local (the goal: >= 0.9x), the trainer's CPU seconds per batch, the time
 to the first batch, and the transport rate (the batches' bytes over the wall time) with the trainer's CPU per MB
-received. Also the per-worker rate (samples/s of one task stream) from which docs/cluster.md estimates K machines.
+received. Also the per-worker rate (samples/s of one task stream) from which docs/cluster.md estimates K machines,
+and the trainer's memory against ``in_flight``: a trainer slower than the cluster (it waits 0.1 s per batch) over
+batches that cost the workers nothing (zeros of the crop's shape), the peak of the memory Python allocated while
+it consumed (``tracemalloc``: the received frames and the arrays over them), for a few budgets.
 
     .venv/bin/python benchmarks/bench_cluster.py [--samples 512] [--batch 32] [--rounds 2] [--in-flight 8]
 """
@@ -20,10 +23,15 @@ import argparse
 import os
 import sys
 import time
+import tracemalloc
 
-import dask
 import numpy as np
-from distributed import Client, LocalCluster
+
+try:
+    import dask
+    from distributed import Client, LocalCluster
+except ImportError:  # the benchmark venv may lack Dask: run_all.py goes on
+    dask = None
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
@@ -43,6 +51,27 @@ def stack(samples: list) -> tuple:
 
 def dataset(shards: list[str], batch: int) -> TrainingDataset:
     return TrainingDataset(shards, batch_size=batch, seed=0, map=crop, collate=stack, drop_last=True)
+
+
+def zeros(sample: dict) -> tuple:
+    return np.zeros((224, 224, 3), np.uint8), int(sample["cls"])
+
+
+def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: int = 24) -> float:
+    """Peak MB allocated by this process while a slow trainer consumes ``batches`` batches."""
+    ds = TrainingDataset(shards, batch_size=batch, seed=0, map=zeros, collate=stack, drop_last=True)
+    with ClusterLoader(ds, client, in_flight=in_flight, batches_per_task=1) as loader:
+        tracemalloc.start()
+        try:
+            for n, (images, _labels) in enumerate(loader):
+                int(images[0, 0, 0, 0])
+                del images, _labels
+                time.sleep(0.1)  # a trainer busier than the cluster: the budget fills
+                if n + 1 == batches:
+                    break
+            return tracemalloc.get_traced_memory()[1] / 1e6
+        finally:
+            tracemalloc.stop()
 
 
 def consume(loader) -> dict:
@@ -66,6 +95,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--in-flight", type=int, default=8)
     args = parser.parse_args()
+    if dask is None:
+        print("skipped: Dask is not installed here (pip install 'shardstream[dask]')")
+        return
 
     shards = jpeg_shards(args.samples, per_shard=max(1, args.samples // 4))
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
@@ -87,6 +119,7 @@ def main() -> None:
         with ClusterLoader(dataset(shards, args.batch), client, workers=sorted(one)[:1], in_flight=args.in_flight,
                            batches_per_task=1) as c:
             single = consume(c)
+        memory = {budget: held_memory(client, shards, args.batch, budget) for budget in (2, 8, 16)}
     finally:
         client.close()
         cluster.close()
@@ -107,7 +140,12 @@ def main() -> None:
               f"{first:>14.2f} {size / wall / 1e6:>8.1f} {cpu / (size / 1e9):>17.2f}")
     print(f"one Dask worker: {single['batches'] * args.batch / single['wall']:.1f} samples/s "
           f"({single['bytes'] / single['wall'] / 1e6:.1f} MB/s)")
+    size = args.batch * 224 * 224 * 3 / 1e6
+    for budget, peak in memory.items():
+        print(f"in_flight={budget:>2}: trainer peak {peak:7.1f} MB allocated = {peak / size:4.1f} batches of "
+              f"{size:.1f} MB")
 
 
 if __name__ == "__main__":
     main()
+
