@@ -10,7 +10,9 @@ in what order their batches come back.
   the batches come out round-robin over the slots still running, as torch's DataLoader returns them.
 
 Both keep at most ``in_flight`` batches submitted or held and not yet handed out (a task counts for all its
-batches from submission until its last batch is handed out), yield in order whatever the Dask workers do, and
+batches from submission until its last batch is handed out), bring each finished task's result here at once
+(:class:`Fetched`: the transport overlaps the trainer's work, and the trainer's memory holds at most
+``in_flight`` batches), yield in order whatever the Dask workers do, and
 :meth:`cancel` their futures (Dask forgets tasks nobody wants: a dropped pass leaves nothing running either).
 """
 
@@ -18,31 +20,83 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..resume import envelope
 from ..training.plan import EpochPlan
 from .tasks import plan_batches, slot_batches
 
-__all__ = ["PlanFeed", "SlotFeed", "Submit"]
+__all__ = ["Fetched", "PlanFeed", "SlotFeed", "Submit"]
 
 #: ``submit(fn, *args, key=, priority=, shards=)`` -> a future (the loader's, which adds placement and retries)
 Submit = Callable[..., Any]
 
-class _Task:
-    """A submitted task: its future, then its result (the batches, kept until handed out)."""
+_pool: tuple[int, ThreadPoolExecutor] | None = None
 
-    __slots__ = ("future", "batches", "size", "left")
+
+def _fetchers() -> ThreadPoolExecutor:
+    """The threads that bring finished results to this process (two: results of two workers travel at once)."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(2, thread_name_prefix="shardstream-cluster-fetch"))
+    return _pool[1]
+
+
+class Fetched:
+    """A future's result, brought to this process as soon as its task finishes (by a background thread), so that
+    the transport of the next batches overlaps the trainer's work on this one; :meth:`get` waits for it and
+    re-raises the task's own error (no retry: a data error is final)."""
+
+    __slots__ = ("future", "_value", "_error", "_ready")
+
+    def __init__(self, future: Any):
+        self.future, self._value, self._error = future, None, None  # type: Any, Any, BaseException | None
+        self._ready = threading.Event()
+        future.add_done_callback(self._finished)
+
+    def _finished(self, future: Any) -> None:
+        try:
+            _fetchers().submit(self._fetch)
+        except RuntimeError:  # the interpreter is shutting down: nobody waits for it any more
+            self._ready.set()
+
+    def _fetch(self) -> None:
+        try:
+            self._value = self.future.result()  # waits on: a result lost with its worker is computed again
+        except BaseException as e:  # noqa: BLE001 - handed to the trainer by get()
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def get(self) -> Any:
+        self._ready.wait()
+        self.future = None  # the scheduler forgets the task once nobody holds its future
+        if self._error is not None:
+            raise self._error
+        value, self._value = self._value, None
+        return value
+
+
+class _Task:
+    """A submitted task: its result on the way, then the batches, kept until handed out."""
+
+    __slots__ = ("fetched", "batches", "size", "left")
 
     def __init__(self, future: Any, size: int):
-        self.future, self.batches, self.size, self.left = future, None, size, size
+        self.fetched, self.batches, self.size, self.left = Fetched(future), None, size, size
+
+    @property
+    def future(self) -> Any:
+        return self.fetched.future
 
     def take(self, index: int) -> Any:
         if self.batches is None:
-            self.batches = self.future.result()  # re-raises the task's own error (no retry: a data error is final)
-            self.future = None  # the scheduler forgets the task once nobody holds its future
+            self.batches = self.fetched.get()
         batch, self.batches[index] = self.batches[index], None  # type: ignore[index]
         self.left -= 1
         return batch
@@ -197,12 +251,13 @@ class SlotFeed(_Feed):
 
     def _submit(self, slot: _Slot, state: dict[str, Any] | None) -> None:
         key = f"shardstream-slot-{self.pass_id}-{self.epoch}-{self.rank}-{slot.number}-{next(self._count)}"
-        slot.future = self.submit(slot_batches, self.recipe, self.epoch, self.rank, self.world_size, slot.number,
-                                  len(self.slots), state, self.per_task, key=key, priority=0, shards=None)
+        slot.future = Fetched(self.submit(slot_batches, self.recipe, self.epoch, self.rank, self.world_size,
+                                          slot.number, len(self.slots), state, self.per_task, key=key, priority=0,
+                                          shards=None))
         slot.size = self.per_task
 
     def _receive(self, slot: _Slot) -> None:
-        batches, states, ended = slot.future.result()  # re-raises the task's own error
+        batches, states, ended = slot.future.get()  # re-raises the task's own error
         slot.future, slot.size = None, 0
         slot.batches.extend(batches)
         slot.states.extend(states)
@@ -262,7 +317,7 @@ class SlotFeed(_Feed):
                         ended=ended)
 
     def futures(self) -> list[Any]:
-        return [s.future for s in self.slots if s.future is not None]
+        return [s.future.future for s in self.slots if s.future is not None and s.future.future is not None]
 
     def _drop(self) -> None:
         for slot in self.slots:
