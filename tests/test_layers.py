@@ -35,6 +35,7 @@ FLOORS = [
     {"convert"},
     {"loader"},
     {"training"},
+    {"cluster"},  # training batches made on a Dask cluster
     {"testing"},
     {"cli", "viewer", "demo", "__main__"},
 ]

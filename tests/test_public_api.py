@@ -22,6 +22,7 @@ PACKAGES = [
     "shardstream.indexed",
     "shardstream.training",
     "shardstream.resume",
+    "shardstream.cluster",
 ]
 
 #: what users of webdataset 1.0.2 reach for as `wds.NAME`

@@ -1,0 +1,93 @@
+"""A real Dask cluster for the cluster tests: a ``dask scheduler`` and two ``dask worker`` processes (one thread each,
+with their nannies, which restart a killed worker) on 127.0.0.1, started once for the session; and small shards."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import shardstream as wds
+
+distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
+
+HERE = pathlib.Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dask() -> list[str]:
+    found = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
+    return [found] if found else [sys.executable, "-m", "distributed.cli.dask_spec"]
+
+
+def worker_env() -> dict[str, str]:
+    """This process's environment with tests/cluster and src first on an absolute PYTHONPATH."""
+    paths = [str(HERE), str(ROOT / "src"), *(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1"}
+
+
+class Cluster:
+    """The running cluster: its address, a client, the worker addresses."""
+
+    def __init__(self, address: str, client: object):
+        self.address, self.client = address, client
+
+    def workers(self) -> list[str]:
+        return sorted(self.client.scheduler_info()["workers"])  # type: ignore[attr-defined]
+
+    def keys(self, prefix: str = "shardstream-") -> list[str]:
+        """The scheduler's task keys that start with ``prefix`` (asked to the scheduler itself)."""
+        return self.client.run_on_scheduler(_keys, prefix)  # type: ignore[attr-defined]
+
+
+def _keys(prefix, dask_scheduler=None):
+    return sorted(str(k) for k in dask_scheduler.tasks if str(k).startswith(prefix))
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("dask-logs")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = worker_env()
+    procs = [subprocess.Popen([*_dask(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "wb"), env=env)]
+    try:
+        for n in range(2):
+            procs.append(subprocess.Popen([*_dask(), "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
+                                           "--no-dashboard", "--name", f"w{n}"], stdout=subprocess.DEVNULL,
+                                          stderr=open(logs / f"worker{n}.log", "wb"), env=env))
+        client = distributed.Client(address, timeout=60)
+        client.wait_for_workers(2, timeout=120)
+        yield Cluster(address, client)
+        client.close()
+    finally:
+        for proc in reversed(procs):  # SIGTERM: a graceful stop
+            proc.terminate()
+        for proc in reversed(procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="session")
+def shards(tmp_path_factory) -> list[str]:
+    """Four shards of 25 samples (keys 000000..000099, fields cls and txt), written sorted by class."""
+    folder = tmp_path_factory.mktemp("shards")
+    with wds.ShardWriter(str(folder / "train-%06d.tar"), maxcount=25) as sink:
+        for n in range(100):
+            sink.write({"__key__": f"{n:06d}", "cls": n // 10, "txt": f"sample {n}"})
+    return [str(folder / f"train-{n:06d}.tar") for n in range(4)]
