@@ -171,7 +171,7 @@ class StubHTTP:
     (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short),
     ``fail_first`` (a status, e.g. 503, answered once to the first request of each path, with ``Retry-After: 0``),
     ``short_once`` (``short`` applies to the first request of each path only).
-    ``requests`` lists ``(path, range header)``.
+    ``requests`` lists ``(path, range header)`` of the GETs; ``heads`` the paths of HEAD requests (answered 405).
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
     """
@@ -184,6 +184,7 @@ class StubHTTP:
                       "unknown_total": False, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
+        self.heads: list[str] = []
         self.sent = 0
         self._sent_lock = threading.Lock()
         stub = self
@@ -196,6 +197,10 @@ class StubHTTP:
 
             def do_GET(self):  # noqa: N802
                 stub._handle(self)
+
+            def do_HEAD(self):  # noqa: N802 - a size probe: counted, refused
+                stub.heads.append(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/"))
+                stub._reply(self, 405, b"")
 
         self.server = _Server((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True

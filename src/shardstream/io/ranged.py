@@ -213,7 +213,7 @@ class RangedStream(io.RawIOBase):
         while (self.size is not None and self._planned < self.size and not self._stopped and not self._held
                and not self._whole):
             ahead = len(self._parts) - self._cur
-            cost = min(span(self._planned, self.part_size), self.size - self._planned)
+            cost = min(span(self._planned, self.part_size, self.size), self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
                 return
             part = self._add_part(self._planned, self._planned + cost)
