@@ -18,6 +18,7 @@ from fault_servers import StubHTTP
 
 from shardstream import WebDataset
 from shardstream.io import open_url
+from shardstream.io.fetchers import Fetchers
 from shardstream.io.parts import LEAD, span
 
 
@@ -129,3 +130,24 @@ def test_a_shard_ends_in_small_parts(fast_retries, monkeypatch):
 ])
 def test_part_sizes(offset, part, size, want):
     assert span(offset, part, size) == want
+
+
+def test_the_fetch_threads_start_without_holding_up_the_first_request(monkeypatch):
+    """Making a process's fetchers starts one thread, which starts the fetch threads: the first request of the
+    first shard (sent by the reader's thread right after) does not wait for a dozen thread starts."""
+    callers: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        callers.append(threading.current_thread().name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    me = threading.current_thread().name
+    fetch = Fetchers(6)
+    assert callers.count(me) == 1
+    ran = threading.Event()
+    fetch.submit((0, 0), ran.set)
+    assert ran.wait(30)  # a hang guard: the fetch threads do start
+    _until(lambda: len(callers) == 7, "six fetch threads")
+    assert callers.count(me) == 1

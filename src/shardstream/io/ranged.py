@@ -11,8 +11,9 @@ training modes, the shard cache's downloads):
   and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
   the same server was big enough, they are requested at once with the first one (no round trip lost to learn
   the size). Parts start small and grow (1 MiB up to offset 8 MiB, then a quarter of the offset in whole
-  MiBs, up to the part size): the first bytes of a shard (its first samples) come over several connections
-  at once rather than queued behind one big part, and the parts further on are big (few requests);
+  MiBs, up to the part size), and shrink again towards the end (at most a quarter of what is left): the first
+  bytes of a shard (its first samples) and its last ones come over several connections at once rather than
+  queued behind one big part at one connection's rate, and the parts in between are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
