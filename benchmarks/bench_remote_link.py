@@ -32,6 +32,8 @@ and the first round trips weigh: shardstream's defaults in this process and in o
 link, against 8 ranged connections per shard (new ones for each shard, as ``curl -r`` would) and against 8
 kept-alive connections fetching both shards back to back (the pipe never drained); the first sample in this process
 and through one worker (the worker's start included) against 4 RTT + its own bytes. Medians of 3 interleaved runs.
+Here a new connection costs a round trip before its request, as on a real link (the emulator's ``handshake``;
+``--no-handshake``: loopback's free connect, as in the other rows).
 
 CPU: each reader row also gives its CPU per MB (its process and its DataLoader workers, from the start of the
 clock), and each emulator line the proxy's own CPU: on a small machine the proxy (~1.5 ms/MB, two kernel copies
@@ -258,7 +260,8 @@ def small_shards(args: argparse.Namespace, www: str, server: Nginx, paths: list[
     rtt, conn, link = args.rtt_ms / 1000, args.small_conn_mbps * MB, args.small_link_mbps * MB
     sizes = [os.path.getsize(p) for p in paths]
     total, runs = sum(sizes), {}
-    with LinkEmulator(server.port, delay=rtt / 2, conn_rate=conn, link_rate=link) as emu:
+    with LinkEmulator(server.port, delay=rtt / 2, conn_rate=conn, link_rate=link,
+                      handshake=not args.no_handshake) as emu:
         urls = [emu.url(f"small/{os.path.basename(p)}") for p in paths]
         for _ in range(args.small_repeat):
             runs.setdefault("per shard", []).append(total / fetch_per_shard(urls, sizes) / MB)
@@ -272,7 +275,8 @@ def small_shards(args: argparse.Namespace, www: str, server: Nginx, paths: list[
         stats = emu.stop()
     med = {key: sorted(v)[len(v) // 2] for key, v in runs.items()}
     goal = 4 * rtt * 1000 + first_sample_end(paths[0]) / conn * 1000
-    title = (f"small shards ({len(paths)} x {sizes[0] / MB:.0f} MB, 256 KiB samples), {args.rtt_ms:g} ms RTT, "
+    title = (f"small shards ({len(paths)} x {sizes[0] / MB:.0f} MB, 256 KiB samples), {args.rtt_ms:g} ms RTT"
+             f"{'' if args.no_handshake else ' (+1 RTT to open a connection)'}, "
              f"{conn / MB:g} MB/s per connection, {link / MB:g} MB/s link; median of {args.small_repeat}")
     rows = [("the link", link / MB, "MB/s"),
             ("8 ranged connections per shard, new ones each shard", med["per shard"], "MB/s"),
@@ -339,6 +343,8 @@ def main() -> int:
     parser.add_argument("--small-link-mbps", type=float, default=80, help="small shards: the link, MB/s")
     parser.add_argument("--small-repeat", type=int, default=3, help="small shards: runs of each row (median)")
     parser.add_argument("--only-small", action="store_true", help="the small-shards rows only (about a minute)")
+    parser.add_argument("--no-handshake", action="store_true",
+                        help="small shards: a new connection costs no round trip (loopback's free connect)")
     args = parser.parse_args()
     began, results = time.perf_counter(), []
     reason = missing("nginx") or (None if __import__("shutil").which("curl") else "curl is not installed")

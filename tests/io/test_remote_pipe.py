@@ -8,6 +8,7 @@ look at the requests it has seen meanwhile."""
 
 from __future__ import annotations
 
+import http.client
 import io
 import tarfile
 import threading
@@ -15,6 +16,7 @@ import time
 
 import pytest
 from fault_servers import StubHTTP
+from link_emulator import LinkEmulator
 
 from shardstream import WebDataset
 from shardstream.io import open_url
@@ -151,3 +153,47 @@ def test_the_fetch_threads_start_without_holding_up_the_first_request(monkeypatc
     assert ran.wait(30)  # a hang guard: the fetch threads do start
     _until(lambda: len(callers) == 7, "six fetch threads")
     assert callers.count(me) == 1
+
+
+def test_the_first_parts_go_out_on_connections_opened_during_the_first_round_trip(fast_retries, monkeypatch):
+    """While the first answer of a new server is on its way (the object's size unknown: no part can be planned),
+    the connections the parts will use are opened; the parts find them in the pool and open no other."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    blob = bytes(range(256)) * ((6 << 20) // 256)  # 6 MiB: six parts of 1 MiB
+    stub = StubHTTP({"w.tar": blob}, hold_first=True)
+    got: list = []
+
+    def read() -> None:
+        with open_url(stub.url("w.tar")) as f:
+            got.append(f.read())
+
+    try:
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        # the first request's connection (maybe one opened ahead) and the three of the fetch threads
+        _until(lambda: stub.connections >= 3 and stub.requests, "connections opened before the first answer")
+        assert len(stub.requests) == 1  # connections, not requests: nothing is asked before the size is known
+        stub.release.set()
+        thread.join(60)
+        assert got == [blob]
+        assert len(stub.requests) == 6 and stub.connections <= 4  # the parts used the connections opened ahead
+    finally:
+        stub.release.set()
+        stub.stop()
+
+
+def test_the_link_emulator_charges_a_round_trip_to_open_a_connection():
+    """With ``handshake``, a new connection's first request reaches the server 1.5 RTT after the connection was
+    accepted (as SYN, SYN-ACK and the request would on a real link): its answer comes 2 RTT after the connect, at
+    the soonest. Lower bounds only: a busy machine only adds time."""
+    stub = StubHTTP({"a": b"x" * 100})
+    try:
+        with LinkEmulator(stub.port, delay=0.05, handshake=True) as emu:
+            conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=30)
+            start = time.monotonic()
+            conn.request("GET", "/a")
+            assert conn.getresponse().read() == b"x" * 100
+            assert time.monotonic() - start >= 0.2  # 1.5 RTT up, 0.5 RTT down
+            conn.close()
+    finally:
+        stub.stop()

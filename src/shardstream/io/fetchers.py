@@ -7,6 +7,12 @@ threads are started by a thread of their own: the first shard's first request go
 dozen thread starts (each waits to be scheduled: 20 ms for 15 on a busy 2-core machine), and the threads are up
 by the time its answer tells the size and the other parts are planned.
 
+Connections are kept warm: while the first request to a server is on its way (the size of the object unknown, so
+no part can be planned yet), the fetch threads open connections to that server (TCP, and TLS for https), once per
+server and process, and leave them in the pool; the parts planned when the first answer comes go out on them
+instead of paying a handshake (one round trip, two or three with TLS) each. A connection that fails to open is
+left out; the part that would have used it opens its own and reports.
+
 >>> share(16, 256 << 20, 8 << 20, workers=4)
 (4, 67108864)
 >>> share(16, 256 << 20, 8 << 20, workers=16)
@@ -15,14 +21,22 @@ by the time its answer tells the size and the other parts are planned.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import http.client
 import itertools
 import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
+from ..redact import redacting_logger
 from .proxy import ConnectionPool
+
+log = redacting_logger(__name__)
+
+_WARM_TIMEOUT = 10.0  # the most a fetch thread waits for a connection it opens ahead
 
 __all__ = ["Fetchers", "fetchers", "share", "worker_count"]
 
@@ -56,6 +70,7 @@ class Fetchers:
         self._cond = threading.Condition()
         self._arrival = itertools.count()
         self.budget = 0  # read-ahead bytes reserved, all streams together
+        self._warmed: set[tuple[Any, ...]] = set()  # the pool keys warmed already
         threading.Thread(target=self._start, args=(threads,), name="shardstream-part-start", daemon=True).start()
 
     def _start(self, threads: int) -> None:
@@ -69,6 +84,29 @@ class Fetchers:
             self.budget += reserve
             heapq.heappush(self._tasks, (priority, next(self._arrival), task))
             self._cond.notify()
+
+    def warm(self, key: tuple[Any, ...], make: Callable[[], Any], count: int, priority: tuple[int, int]) -> None:
+        """Open ``count`` connections for the pool ``key`` on the fetch threads (``make()`` makes one), unless
+        this process has warmed ``key`` already: they wait in the pool for the parts of the first object."""
+        with self._cond:
+            if key in self._warmed:
+                return
+            self._warmed.add(key)
+        for _ in range(count):
+            self.submit(priority, functools.partial(self._open, key, make))
+
+    def _open(self, key: tuple[Any, ...], make: Callable[[], Any]) -> None:
+        conn = make()
+        timeout, conn.timeout = conn.timeout, min(conn.timeout or _WARM_TIMEOUT, _WARM_TIMEOUT)
+        try:
+            conn.connect()
+            conn.sock.settimeout(timeout)
+        except (OSError, http.client.HTTPException) as e:
+            log.debug("a connection opened ahead to %s:%s failed: %s: %s", key[1], key[2], type(e).__name__, e)
+            conn.close()
+            return
+        conn.timeout = timeout
+        self.pool.give(key, conn)
 
     def free(self, reserved: int) -> None:
         """Give ``reserved`` bytes back to the budget."""

@@ -8,12 +8,13 @@ training modes, the shard cache's downloads):
 - the first part (``Range: bytes=0-``\\ *1 MiB*\\ ``-1``) is opened at once and its bytes are handed to the
   reader as they arrive, so the first sample comes after one round trip plus its own bytes;
 - when its answer states the size, the next parts are requested at once over other connections (kept alive
-  and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
-  the same server was big enough, they are requested at once with the first one (no round trip lost to learn
-  the size). Parts start small and grow (1 MiB up to offset 8 MiB, then a quarter of the offset in whole
-  MiBs, up to the part size), and shrink again towards the end (at most a quarter of what is left): the first
-  bytes of a shard (its first samples) and its last ones come over several connections at once rather than
-  queued behind one big part at one connection's rate, and the parts in between are big (few requests);
+  and shared by the whole process; opened while that answer is on its way: :mod:`shardstream.io.fetchers`), at
+  most ``readahead`` bytes ahead of the reader; when the previous shard of the same server was big enough, they
+  are requested at once with the first one (no round trip lost to learn the size). Parts start small and grow
+  (1 MiB up to offset 8 MiB, then a quarter of the offset in whole MiBs, up to the part size), and shrink
+  again towards the end (at most a quarter of what is left): the first bytes of a shard (its first samples)
+  and its last ones come over several connections at once rather than queued behind one big part at one
+  connection's rate, and the parts in between are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
@@ -110,6 +111,9 @@ class RangedStream(io.RawIOBase):
         self.size: int | None = guess or None  # a guess until the first answer
         if guess:
             self.part_size = fit(guess, self.connections, self.part_size)
+        if not guess and self.connections > 1:  # the parts wait for the first answer; their connections need not
+            _, key, make = (route or Route()).connection_for(parts, timeout)
+            self._fetch.warm(key, make, self.connections - 1, (self._serial, -1))
         with self._cond:
             first = self._add_part(0, span(0, self.part_size))
             if guess:
