@@ -135,8 +135,8 @@ def test_part_sizes(offset, part, size, want):
 
 
 def test_the_fetch_threads_start_without_holding_up_the_first_request(monkeypatch):
-    """Making a process's fetchers starts one thread, which starts the fetch threads: the first request of the
-    first shard (sent by the reader's thread right after) does not wait for a dozen thread starts."""
+    """A process's fetchers start no thread until a task comes, then one, which starts the fetch threads: the
+    first request of the first shard (sent by the reader's thread) does not wait for a dozen thread starts."""
     callers: list[str] = []
     start = threading.Thread.start
 
@@ -147,9 +147,10 @@ def test_the_fetch_threads_start_without_holding_up_the_first_request(monkeypatc
     monkeypatch.setattr(threading.Thread, "start", counted)
     me = threading.current_thread().name
     fetch = Fetchers(6)
-    assert callers.count(me) == 1
+    assert callers == []
     ran = threading.Event()
     fetch.submit((0, 0), ran.set)
+    assert callers.count(me) == 1
     assert ran.wait(30)  # a hang guard: the fetch threads do start
     _until(lambda: len(callers) == 7, "six fetch threads")
     assert callers.count(me) == 1

@@ -3,11 +3,11 @@
 A process (or each DataLoader worker: :func:`share` divides the budgets by their number) has one set of fetch
 threads, one per connection of its budget, which run the part requests of every open shard in priority order
 (older shards first, then by offset). A forked child starts with none of its parent's threads or state. The
-threads are started by a thread of their own: the first shard's first request goes out at once, not after a
-dozen thread starts (each waits to be scheduled: 20 ms for 15 on a busy 2-core machine), and the threads are up
-by the time its answer tells the size and the other parts are planned.
+threads are started with the first task, by a thread of their own: the first shard's first request (sent by the
+reader's thread) goes out at once, not after a dozen thread starts (each waits to be scheduled: 20 ms for 15 on a
+busy 2-core machine), and the threads are up by the time its answer tells the size.
 
-Connections are kept warm: while the first request to a server is on its way (the size of the object unknown, so
+Connections are kept warm: once the first request to a server is on its way (the size of the object unknown, so
 no part can be planned yet), the fetch threads open connections to that server (TCP, and TLS for https), once per
 server and process, and leave them in the pool; the parts planned when the first answer comes go out on them
 instead of paying a handshake (one round trip, two or three with TLS) each. A connection that fails to open is
@@ -71,7 +71,7 @@ class Fetchers:
         self._arrival = itertools.count()
         self.budget = 0  # read-ahead bytes reserved, all streams together
         self._warmed: set[tuple[Any, ...]] = set()  # the pool keys warmed already
-        threading.Thread(target=self._start, args=(threads,), name="shardstream-part-start", daemon=True).start()
+        self._threads = threads  # started with the first task (0 once started)
 
     def _start(self, threads: int) -> None:
         """Start the fetch threads (on a thread of its own: the caller does not wait for them)."""
@@ -84,6 +84,9 @@ class Fetchers:
             self.budget += reserve
             heapq.heappush(self._tasks, (priority, next(self._arrival), task))
             self._cond.notify()
+            threads, self._threads = self._threads, 0
+        if threads:
+            threading.Thread(target=self._start, args=(threads,), name="shardstream-part-start", daemon=True).start()
 
     def warm(self, key: tuple[Any, ...], make: Callable[[], Any], count: int, priority: tuple[int, int]) -> None:
         """Open ``count`` connections for the pool ``key`` on the fetch threads (``make()`` makes one), unless

@@ -111,16 +111,17 @@ class RangedStream(io.RawIOBase):
         self.size: int | None = guess or None  # a guess until the first answer
         if guess:
             self.part_size = fit(guess, self.connections, self.part_size)
+        warm = None
         if not guess and self.connections > 1:  # the parts wait for the first answer; their connections need not
             _, key, make = (route or Route()).connection_for(parts, timeout)
-            self._fetch.warm(key, make, self.connections - 1, (self._serial, -1))
+            warm = functools.partial(self._fetch.warm, key, make, self.connections - 1, (self._serial, -1))
         with self._cond:
             first = self._add_part(0, span(0, self.part_size))
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
             s = HttpStream(url, start=0, end=first.end, name=name, on_open=functools.partial(self._opened, first),
-                           **self._options)
+                           on_sent=warm, **self._options)
         except BaseException:
             self.close()
             raise
