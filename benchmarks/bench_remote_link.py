@@ -26,6 +26,15 @@ the RTT, a 1 MB window), where parallel reads must be no slower than one stream.
 ``.venv-bench`` (``make bench``) or, failing that, ``.venv-bench/wds-site``, which this script fills when it is
 missing (``pip install --target .venv-bench/wds-site --no-deps webdataset==1.0.2 braceexpand``).
 
+Small shards (``--only-small`` runs these rows alone, in about a minute): two ~26 MB shards of 256 KiB samples
+over a thinner link (``--small-conn-mbps 10``, ``--small-link-mbps 80``, the same RTT), where every shard boundary
+and the first round trips weigh: shardstream's defaults in this process and in one DataLoader worker against the
+link, against 8 ranged connections per shard (new ones for each shard, as ``curl -r`` would) and against 8
+kept-alive connections fetching both shards back to back (the pipe never drained); the first sample in this process
+and through one worker (the worker's start included) against 4 RTT + its own bytes. Medians of 3 interleaved runs.
+Here a new connection costs a round trip before its request, as on a real link (the emulator's ``handshake``;
+``--no-handshake``: loopback's free connect, as in the other rows).
+
 CPU: each reader row also gives its CPU per MB (its process and its DataLoader workers, from the start of the
 clock), and each emulator line the proxy's own CPU: on a small machine the proxy (~1.5 ms/MB, two kernel copies
 of every byte) and the reader (~1.5-2 ms/MB in a worker) share the cores, so a row far below the limit with the
@@ -58,9 +67,9 @@ PART = 8 << 20
 
 # -- the limit: 16 parallel ranged connections to /dev/null --------------------------------------------------------
 
-def fetch_all(urls: list[str], sizes: list[int], connections: int = 16) -> float:
-    """Seconds to fetch every byte of ``urls`` as ``PART`` ranges over ``connections`` kept-alive connections."""
-    jobs = [(u, start, min(size, start + PART)) for u, size in zip(urls, sizes) for start in range(0, size, PART)]
+def fetch_all(urls: list[str], sizes: list[int], connections: int = 16, part: int = PART) -> float:
+    """Seconds to fetch every byte of ``urls`` as ``part`` ranges over ``connections`` kept-alive connections."""
+    jobs = [(u, start, min(size, start + part)) for u, size in zip(urls, sizes) for start in range(0, size, part)]
     local = __import__("threading").local()
 
     def get(job: tuple[str, int, int]) -> int:
@@ -88,6 +97,7 @@ def fetch_all(urls: list[str], sizes: list[int], connections: int = 16) -> float
 READER = r"""
 import json, os, resource, sys, time
 lib, workers, urls, local = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+mode = sys.argv[5] if len(sys.argv) > 5 else ""  # "inproc": every sample in this process, no DataLoader
 if lib == "webdataset":
     import webdataset as wds
     make = lambda urls=urls: wds.WebDataset(urls, shardshuffle=False, empty_check=False)
@@ -102,11 +112,17 @@ import torch
 def size(sample):
     return sum(len(v) for v in sample.values() if isinstance(v, (bytes, bytearray)))
 
-if workers == 0:  # the time to the first sample, in this process, after a local one (first-use costs)
+if workers == 0 and mode != "inproc":  # the time to the first sample, in this process, after a local one
     next(iter(make([local])))
     start = time.perf_counter()
     first = next(iter(make()))
     print(json.dumps({"first_s": time.perf_counter() - start, "first_bytes": size(first)}))
+    sys.exit(0)
+if mode == "inproc":  # every sample in this process (no DataLoader), after a local one
+    next(iter(make([local])))
+    start = time.perf_counter()
+    total = sum(map(size, make()))
+    print(json.dumps({"seconds": time.perf_counter() - start, "bytes": total, "cpu_s": 0.0}))
     sys.exit(0)
 def cpu():
     return sum(r.ru_utime + r.ru_stime for r in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
@@ -114,10 +130,12 @@ def cpu():
 loader = torch.utils.data.DataLoader(make().map(size), num_workers=workers, batch_size=None)
 start, cpu0 = time.perf_counter(), cpu()
 it = iter(loader)
-total = sum(it)
+total = next(it)
+first = time.perf_counter() - start  # with the workers' start
+total += sum(it)
 seconds = time.perf_counter() - start
 del it, loader  # the workers are joined: their CPU is counted
-print(json.dumps({"seconds": seconds, "bytes": total, "cpu_s": cpu() - cpu0}))
+print(json.dumps({"seconds": seconds, "bytes": total, "cpu_s": cpu() - cpu0, "first_s": first}))
 """
 
 
@@ -138,11 +156,11 @@ def webdataset_path(install: bool = True) -> tuple[str, dict[str, str]] | None:
 
 
 def run_reader(lib: str, workers: int, urls: list[str], env: dict[str, str], python: str = sys.executable,
-               local: str = "") -> dict:
+               local: str = "", mode: str = "") -> dict:
     full = {**os.environ, **env}
     if lib == "shardstream":
         full["PYTHONPATH"] = str(ROOT / "src")
-    out = subprocess.run([python, "-c", READER, lib, str(workers), json.dumps(urls), local], env=full,
+    out = subprocess.run([python, "-c", READER, lib, str(workers), json.dumps(urls), local, mode], env=full,
                          capture_output=True, text=True, timeout=900, check=False)
     if out.returncode:
         raise RuntimeError(f"{lib} with {workers} workers failed:\n{out.stderr[-3000:]}")
@@ -210,6 +228,76 @@ def compare(urls: dict[str, list[str]], sizes: list[int], env: dict[str, str], f
     return rows, firsts, found
 
 
+# -- small shards: the pipe between shards, and the first sample ----------------------------------------------
+
+def fetch_per_shard(urls: list[str], sizes: list[int], connections: int = 8) -> float:
+    """Seconds to fetch each shard as ``connections`` ranges over as many new connections (``curl -r`` each),
+    one shard after the other: what a downloader that opens each shard on its own gets."""
+    def get(job: tuple[str, int, int]) -> int:
+        url, start, end = job
+        p = urlsplit(url)
+        conn = http.client.HTTPConnection(p.hostname, p.port, timeout=60)
+        conn.request("GET", p.path, headers={"Range": f"bytes={start}-{end - 1}"})
+        resp, buf, n = conn.getresponse(), bytearray(1 << 20), 0
+        while k := resp.readinto(buf):
+            n += k
+        conn.close()
+        return n
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+        for url, size in zip(urls, sizes, strict=True):
+            step = -(-size // connections)
+            assert sum(pool.map(get, [(url, a, min(size, a + step)) for a in range(0, size, step)])) == size
+    return time.perf_counter() - start
+
+
+def small_shards(args: argparse.Namespace, www: str, server: Nginx, paths: list[str]) -> list[str]:
+    """Two ~26 MB shards of 256 KiB samples over ``--small-link`` (default 40 ms RTT, 10 MB/s per connection, 80
+    MB/s link): shardstream's defaults in this process and in one DataLoader worker, against the link, 8 ranged
+    connections per shard, and 8 kept-alive connections over all shards; and the first sample against 4 RTT +
+    its own bytes. Each row is the median of ``--small-repeat`` runs, interleaved."""
+    rtt, conn, link = args.rtt_ms / 1000, args.small_conn_mbps * MB, args.small_link_mbps * MB
+    sizes = [os.path.getsize(p) for p in paths]
+    total, runs = sum(sizes), {}
+    with LinkEmulator(server.port, delay=rtt / 2, conn_rate=conn, link_rate=link,
+                      handshake=not args.no_handshake) as emu:
+        urls = [emu.url(f"small/{os.path.basename(p)}") for p in paths]
+        for _ in range(args.small_repeat):
+            runs.setdefault("per shard", []).append(total / fetch_per_shard(urls, sizes) / MB)
+            runs.setdefault("pipe", []).append(total / fetch_all(urls, sizes, 8, -(-max(sizes) // 8)) / MB)
+            got = run_reader("shardstream", 0, urls, {}, local=paths[0], mode="inproc")
+            runs.setdefault("in process", []).append(got["bytes"] / got["seconds"] / MB)
+            got = run_reader("shardstream", 1, urls, {})
+            runs.setdefault("1 worker", []).append(got["bytes"] / got["seconds"] / MB)
+            runs.setdefault("first, 1 worker", []).append(got["first_s"] * 1000)
+            runs.setdefault("first", []).append(run_reader("shardstream", 0, urls, {}, local=paths[0])["first_s"] * 1000)
+        stats = emu.stop()
+    med = {key: sorted(v)[len(v) // 2] for key, v in runs.items()}
+    goal = 4 * rtt * 1000 + first_sample_end(paths[0]) / conn * 1000
+    title = (f"small shards ({len(paths)} x {sizes[0] / MB:.0f} MB, 256 KiB samples), {args.rtt_ms:g} ms RTT"
+             f"{'' if args.no_handshake else ' (+1 RTT to open a connection)'}, "
+             f"{conn / MB:g} MB/s per connection, {link / MB:g} MB/s link; median of {args.small_repeat}")
+    rows = [("the link", link / MB, "MB/s"),
+            ("8 ranged connections per shard, new ones each shard", med["per shard"], "MB/s"),
+            ("8 kept-alive ranged connections over all shards", med["pipe"], "MB/s"),
+            ("shardstream in this process", med["in process"], "MB/s"),
+            ("shardstream, 1 DataLoader worker", med["1 worker"], "MB/s")]
+    firsts = [("goal: 4 RTT + its own bytes", goal, "ms"), ("shardstream first sample, in this process", med["first"], "ms"),
+              ("shardstream first sample, 1 worker (its start included)", med["first, 1 worker"], "ms")]
+    lines = [table(title, rows, "the link"), table("small shards: the first sample", firsts, "goal: 4 RTT + its own bytes"),
+             f"# small shards: {med['in process'] / (link / MB):.2f}x the link in this process, "
+             f"{med['1 worker'] / (link / MB):.2f}x with 1 worker; vs 8 connections per shard "
+             f"{med['in process'] / med['per shard']:.2f}x / {med['1 worker'] / med['per shard']:.2f}x; first sample "
+             f"{med['first'] / goal:.2f}x its goal ({med['first, 1 worker'] / goal:.2f}x through a worker); runs: "
+             + json.dumps({k: [round(x, 1) for x in v] for k, v in runs.items()}),
+             f"# emulator: {stats['connections']} connections, {stats['bytes_down'] / MB:.0f} MB, "
+             f"{stats['cpu_s']:.1f} s CPU"]
+    for line in lines:
+        print(line, flush=True)
+    return lines
+
+
 def summary(results: list[tuple[str, str, float, dict]]) -> str:
     """The issue's table: one line per server, set and RTT."""
     def rate(found: dict, key: str, *against: str) -> str:
@@ -251,11 +339,31 @@ def main() -> int:
     parser.add_argument("--link-mbps", type=float, default=200)
     parser.add_argument("--short-rtt-ms", type=float, default=2, help="the local-cluster case (0: skip)")
     parser.add_argument("--no-s3", action="store_true", help="skip RadosGW")
+    parser.add_argument("--small-conn-mbps", type=float, default=10, help="small shards: MB/s per connection")
+    parser.add_argument("--small-link-mbps", type=float, default=80, help="small shards: the link, MB/s")
+    parser.add_argument("--small-repeat", type=int, default=3, help="small shards: runs of each row (median)")
+    parser.add_argument("--only-small", action="store_true", help="the small-shards rows only (about a minute)")
+    parser.add_argument("--no-handshake", action="store_true",
+                        help="small shards: a new connection costs no round trip (loopback's free connect)")
     args = parser.parse_args()
     began, results = time.perf_counter(), []
     reason = missing("nginx") or (None if __import__("shutil").which("curl") else "curl is not installed")
     if reason:
         print(f"# skipped: {reason}")
+        return 0
+    small = big_shards(200, 256 << 10, 100)  # two ~26 MB shards of 256 KiB samples
+    warm(small)
+    if args.only_small:
+        with tempfile.TemporaryDirectory(prefix="bench-link-") as work:
+            os.makedirs(os.path.join(work, "www"))
+            os.symlink(os.path.dirname(small[0]), os.path.join(work, "www", "small"))
+            server = Nginx(os.path.join(work, "www"), os.path.join(work, "nginx"))
+            try:
+                small_shards(args, os.path.join(work, "www"), server, small)
+            finally:
+                server.stop()
+        print(f"# took {time.perf_counter() - began:.0f} s; load average {os.getloadavg()[0]:.1f} (cores: "
+              f"{os.cpu_count()})", flush=True)
         return 0
     sets = {"images": jpeg_shards(1680, 420, (800, 600)), "4MiB": big_shards(72, 4 << 20, 18)}
     for paths in sets.values():
@@ -267,7 +375,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-link-") as work:
         www = os.path.join(work, "www")
         os.makedirs(www)
-        for name, paths in sets.items():
+        for name, paths in {**sets, "small": small}.items():
             os.symlink(os.path.dirname(paths[0]), os.path.join(www, name))
         servers = [("nginx", Nginx(www, os.path.join(work, "nginx")))]
         rgw = None
@@ -326,10 +434,12 @@ def main() -> int:
                         print(f"# emulator: {stats['connections']} connections, {stats['bytes_down'] / MB:.0f} MB, "
                               f"{stats['cpu_s']:.1f} s CPU ({stats['cpu_s'] / max(1, stats['bytes_down'] / MB) * 1000:.1f}"
                               " ms/MB)", flush=True)
+            small_lines = small_shards(args, www, servers[0][1], small)
         finally:
             for _, server in servers:
                 server.stop()
     print(summary(results))
+    print("\n".join(small_lines))
     print(f"# took {time.perf_counter() - began:.0f} s; load average {os.getloadavg()[0]:.1f} (cores: "
           f"{os.cpu_count()})", flush=True)
     return 0

@@ -170,8 +170,10 @@ class StubHTTP:
     ``length`` (False: no ``Content-Length``, the body ends when the connection closes), ``no_content_range``
     (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short),
     ``fail_first`` (a status, e.g. 503, answered once to the first request of each path, with ``Retry-After: 0``),
-    ``short_once`` (``short`` applies to the first request of each path only).
-    ``requests`` lists ``(path, range header)``.
+    ``short_once`` (``short`` applies to the first request of each path only), ``hold_first`` (the answer to a
+    request from byte 0 waits, headers and all, until ``release`` is set).
+    ``requests`` lists ``(path, range header)`` of the GETs; ``heads`` the paths of HEAD requests (answered 405);
+    ``connections`` counts the connections accepted.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
     to ``/target/P/BUCKET/OBJ`` on the same server, which serves ``files["P/BUCKET/OBJ"]``.
     """
@@ -181,9 +183,11 @@ class StubHTTP:
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
                       "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
                       "length": True, "no_content_range": 0, "fail_first": None, "short_once": False,
-                      "unknown_total": False, **flags}
+                      "unknown_total": False, "hold_first": False, **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
+        self.heads: list[str] = []
+        self.connections = 0
         self.sent = 0
         self._sent_lock = threading.Lock()
         stub = self
@@ -197,10 +201,21 @@ class StubHTTP:
             def do_GET(self):  # noqa: N802
                 stub._handle(self)
 
+            def do_HEAD(self):  # noqa: N802 - a size probe: counted, refused
+                stub.heads.append(urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).lstrip("/"))
+                stub._reply(self, 405, b"")
+
         self.server = _Server((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, address: None  # resets by the fault proxy are expected
         self.port = self.server.server_address[1]
+        accept = self.server.process_request
+
+        def counted(request, address) -> None:
+            self.connections += 1
+            accept(request, address)
+
+        self.server.process_request = counted  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
@@ -235,6 +250,8 @@ class StubHTTP:
             time.sleep(f["delay"])
         if f["first_delay"] and (rng is None or rng.startswith("bytes=0-")):
             time.sleep(f["first_delay"])
+        if f["hold_first"] and (rng is None or rng.startswith("bytes=0-")):
+            self.release.wait(30)
         first_request = sum(1 for p, _ in self.requests if p == path) == 1
         etag = '"v1"' if first_request or not f["etag_changes"] else '"v2"'
         short = f["short"] if first_request or not f["short_once"] else 0

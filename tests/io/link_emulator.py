@@ -4,6 +4,9 @@ These machines have no ``netem``; this proxy stands in for it, for the tests and
 ``benchmarks/bench_remote_link.py``. In front of one upstream server (nginx, RadosGW) it adds:
 
 - a one-way ``delay`` in each direction (so a request and its first answer byte cost one RTT = 2 x delay);
+- with ``handshake``, the cost of opening a connection: loopback accepts at once, so the first bytes a new
+  connection sends reach the server no sooner than 1.5 RTT after it was accepted (SYN, SYN-ACK, then the request),
+  as on a real link, where a kept-alive connection saves that round trip;
 - a cap on each connection's throughput, ``conn_rate`` (bytes/s: the window / RTT limit of one TCP stream);
 - a cap on all connections together, ``link_rate`` (bytes/s: the link);
 - faults on a seeded random plan (:class:`FaultPlan`, the same actions as ``fault_servers.FaultProxy``): ``cut``
@@ -98,6 +101,7 @@ class _Link:
         self.plan = FaultPlan(json.loads(args.faults), seed=args.seed, cut_range=tuple(args.cut_range),
                               max_stalls=args.max_stalls) if args.faults else None
         self.stall = args.stall
+        self.handshake = args.handshake
         self.free = 0.0
         self.timeline: dict[str, int] = {}
         self.stats = {"connections": 0, "bytes_down": 0, "bytes_up": 0, "open": 0, "max_open": 0, "chunks_down": 0}
@@ -155,6 +159,7 @@ class _Client(asyncio.Protocol):
         self.pending_up: list[bytes] = []
         self.to_client, self.to_server = _Pipe(self.loop), _Pipe(self.loop)
         self.free = 0.0  # when this connection's share of the link is free again
+        self.opened = self.loop.time()  # accepted (with a handshake: the first bytes up wait one RTT more)
         self.sent = 0
         self.last = 0.0  # delivery time of the last chunk scheduled
         self.ended = False
@@ -198,7 +203,10 @@ class _Client(asyncio.Protocol):
             if b"\r\n\r\n" in self.head:
                 self._misbehave()
             return
-        self.to_server.push(self.loop.time() + self.link.delay, lambda: self._up(data))
+        when = self.loop.time() + self.link.delay
+        if self.link.handshake:
+            when = max(when, self.opened + 3 * self.link.delay)
+        self.to_server.push(when, lambda: self._up(data))
 
     def _up(self, data: bytes) -> None:
         if self.upstream is None:
@@ -337,26 +345,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cut-range", type=int, nargs=2, default=(2000, 200_000))
     p.add_argument("--stall", type=float, default=1.5, help="seconds a stalled connection is held")
     p.add_argument("--max-stalls", type=int, default=2)
+    p.add_argument("--handshake", action="store_true", help="a new connection costs one RTT before its request")
     return p
 
 
 class LinkEmulator:
     """The emulator in a child process in front of ``127.0.0.1:upstream_port`` (see the module docstring).
 
-    ``delay`` is one-way, in seconds; ``conn_rate``/``link_rate`` in bytes/s (None: no cap); ``faults`` the
-    weights of a :class:`FaultPlan` (None: no faults). ``url(path)`` gives an http URL through it; ``stop()``
-    returns the counters: ``connections``, ``bytes_down``, ``bytes_up`` and ``counts`` (fault actions).
+    ``delay`` is one-way, in seconds (``handshake``: a new connection's first request costs one RTT more);
+    ``conn_rate``/``link_rate`` in bytes/s (None: no cap); ``faults`` the weights of a :class:`FaultPlan` (None:
+    no faults). ``url(path)`` gives an http URL through it; ``stop()`` returns the counters: ``connections``,
+    ``bytes_down``, ``bytes_up`` and ``counts`` (fault actions).
     """
 
     def __init__(self, upstream_port: int, *, delay: float = 0.0, conn_rate: float | None = None,
                  link_rate: float | None = None, faults: dict[str, float] | None = None, seed: int = 0,
-                 cut_range: tuple[int, int] = (2000, 200_000), stall: float = 1.5, max_stalls: int = 2):
+                 cut_range: tuple[int, int] = (2000, 200_000), stall: float = 1.5, max_stalls: int = 2,
+                 handshake: bool = False):
         cmd = [sys.executable, os.path.abspath(__file__), "--upstream", str(upstream_port),
                "--delay-ms", str(delay * 1000), "--conn-rate", str(conn_rate or 0),
                "--link-rate", str(link_rate or 0), "--seed", str(seed), "--cut-range", *map(str, cut_range),
                "--stall", str(stall), "--max-stalls", str(max_stalls)]
         if faults:
             cmd += ["--faults", json.dumps(faults)]
+        if handshake:
+            cmd.append("--handshake")
         self.delay, self.conn_rate, self.link_rate = delay, conn_rate, link_rate
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]

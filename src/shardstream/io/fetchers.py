@@ -2,7 +2,16 @@
 
 A process (or each DataLoader worker: :func:`share` divides the budgets by their number) has one set of fetch
 threads, one per connection of its budget, which run the part requests of every open shard in priority order
-(older shards first, then by offset). A forked child starts with none of its parent's threads or state.
+(older shards first, then by offset). A forked child starts with none of its parent's threads or state. The
+threads are started with the first task, by a thread of their own: the first shard's first request (sent by the
+reader's thread) goes out at once, not after a dozen thread starts (each waits to be scheduled: 20 ms for 15 on a
+busy 2-core machine), and the threads are up by the time its answer tells the size.
+
+Connections are kept warm: once the first request to a server is on its way (the size of the object unknown, so
+no part can be planned yet), the fetch threads open connections to that server (TCP, and TLS for https), once per
+server and process, and leave them in the pool; the parts planned when the first answer comes go out on them
+instead of paying a handshake (one round trip, two or three with TLS) each. A connection that fails to open is
+left out; the part that would have used it opens its own and reports.
 
 >>> share(16, 256 << 20, 8 << 20, workers=4)
 (4, 67108864)
@@ -12,14 +21,22 @@ threads, one per connection of its budget, which run the part requests of every 
 
 from __future__ import annotations
 
+import functools
 import heapq
+import http.client
 import itertools
 import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
+from ..redact import redacting_logger
 from .proxy import ConnectionPool
+
+log = redacting_logger(__name__)
+
+_WARM_TIMEOUT = 10.0  # the most a fetch thread waits for a connection it opens ahead
 
 __all__ = ["Fetchers", "fetchers", "share", "worker_count"]
 
@@ -53,6 +70,11 @@ class Fetchers:
         self._cond = threading.Condition()
         self._arrival = itertools.count()
         self.budget = 0  # read-ahead bytes reserved, all streams together
+        self._warmed: set[tuple[Any, ...]] = set()  # the pool keys warmed already
+        self._threads = threads  # started with the first task (0 once started)
+
+    def _start(self, threads: int) -> None:
+        """Start the fetch threads (on a thread of its own: the caller does not wait for them)."""
         for i in range(threads):
             threading.Thread(target=self._run, name=f"shardstream-part-{i}", daemon=True).start()
 
@@ -62,6 +84,32 @@ class Fetchers:
             self.budget += reserve
             heapq.heappush(self._tasks, (priority, next(self._arrival), task))
             self._cond.notify()
+            threads, self._threads = self._threads, 0
+        if threads:
+            threading.Thread(target=self._start, args=(threads,), name="shardstream-part-start", daemon=True).start()
+
+    def warm(self, key: tuple[Any, ...], make: Callable[[], Any], count: int, priority: tuple[int, int]) -> None:
+        """Open ``count`` connections for the pool ``key`` on the fetch threads (``make()`` makes one), unless
+        this process has warmed ``key`` already: they wait in the pool for the parts of the first object."""
+        with self._cond:
+            if key in self._warmed:
+                return
+            self._warmed.add(key)
+        for _ in range(count):
+            self.submit(priority, functools.partial(self._open, key, make))
+
+    def _open(self, key: tuple[Any, ...], make: Callable[[], Any]) -> None:
+        conn = make()
+        timeout, conn.timeout = conn.timeout, min(conn.timeout or _WARM_TIMEOUT, _WARM_TIMEOUT)
+        try:
+            conn.connect()
+            conn.sock.settimeout(timeout)
+        except (OSError, http.client.HTTPException) as e:
+            log.debug("a connection opened ahead to %s:%s failed: %s: %s", key[1], key[2], type(e).__name__, e)
+            conn.close()
+            return
+        conn.timeout = timeout
+        self.pool.give(key, conn)
 
     def free(self, reserved: int) -> None:
         """Give ``reserved`` bytes back to the budget."""

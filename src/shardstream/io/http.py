@@ -100,14 +100,15 @@ class HttpStream(io.RawIOBase):
     tells whether the server answered with a range (206). A 206 answer that does not state the object's size
     (``Content-Range: bytes 0-1048575/*``) ends the stream at the end of its range (``last``: one past its last
     byte), which may come before ``end`` (the object ends there). ``pool`` lends kept-alive connections;
-    ``route`` says which proxy to use (default: none). ``final_url`` is the URL after redirects.
+    ``route`` says which proxy to use (default: none). ``final_url`` is the URL after redirects. ``on_open(stream)``
+    is called before the first request, ``on_sent()`` once it is sent (its answer on its way).
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
                  timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
                  sleep: Callable[[float], None] = time.sleep, name: str | None = None, start: int = 0,
                  end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None,
-                 on_open: Callable[[HttpStream], None] | None = None):
+                 on_open: Callable[[HttpStream], None] | None = None, on_sent: Callable[[], None] | None = None):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
@@ -137,6 +138,7 @@ class HttpStream(io.RawIOBase):
         self._conn: http.client.HTTPConnection | None = None
         self._resp: http.client.HTTPResponse | None = None
         self._aborted = False
+        self._on_sent = on_sent
         if on_open is not None:
             on_open(self)  # before the first request: its owner may abort it from now on
         self._connect()
@@ -164,6 +166,7 @@ class HttpStream(io.RawIOBase):
             self._check_aborted()
             try:
                 reused.request("GET", target, headers=headers)
+                self._sent()
                 return reused.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 log.debug("%s: a kept-alive connection failed (%s: %s); sending the request on a new one",
@@ -172,7 +175,13 @@ class HttpStream(io.RawIOBase):
         self._conn = conn = make()
         self._check_aborted()
         conn.request("GET", target, headers=headers)
+        self._sent()
         return conn.getresponse()
+
+    def _sent(self) -> None:
+        hook, self._on_sent = self._on_sent, None
+        if hook is not None:
+            hook()
 
     def _connect(self) -> None:
         """Send a request for the bytes from ``self.pos`` on until one answers; retries what is retryable."""

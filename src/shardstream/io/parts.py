@@ -1,13 +1,15 @@
 """The parts of a ranged read (:mod:`shardstream.io.ranged`): their sizes, their received bytes, the validators
 every answer must share.
 
-A shard is read as parts that start small and grow (:func:`span`), sized so that every connection has work on a
-shard of a known size (:func:`fit`). A :class:`Part` holds what its answer has received and the reader has not
+A shard is read as parts that start small, grow, and shrink again towards its end (:func:`span`), sized so that
+every connection has work on a shard of a known size (:func:`fit`). A :class:`Part` holds what its answer has received and the reader has not
 read yet (``buffered`` bytes); a *throttled* part reads on to the end of the object (a whole body, or an object
 of unknown size) and waits while a part's worth of its bytes is buffered.
 
 >>> span(0, 8 << 20), span(16 << 20, 8 << 20), span(64 << 20, 8 << 20)
 (1048576, 4194304, 8388608)
+>>> span(64 << 20, 8 << 20, size=80 << 20), span(79 << 20, 8 << 20, size=(80 << 20) + 1000)  # near the end
+(4194304, 1049576)
 >>> fit(20 << 20, connections=16, part_size=8 << 20)
 2097152
 """
@@ -24,10 +26,20 @@ __all__ = ["LEAD", "Part", "differs", "fit", "span"]
 LEAD = 1 << 20  # the smallest part: the parts at the start of a shard (its first sample) are this big
 
 
-def span(offset: int, part_size: int) -> int:
+def span(offset: int, part_size: int, size: int | None = None) -> int:
     """The size of the part starting at ``offset``: 1 MiB up to offset 8 MiB, then a quarter of the offset in
-    whole MiBs, at most ``part_size``."""
-    return min(part_size, max(LEAD, offset // 4 // LEAD * LEAD))
+    whole MiBs, at most ``part_size``; and, the object's ``size`` known, at most a quarter of what is left after
+    ``offset`` (1 MiB at least), so that the last parts are small too: the last bytes of a shard come over several
+    connections at once rather than behind one big part at one connection's rate (the tail of a read). A rest
+    smaller than 1 MiB joins the part before it when both fit in ``part_size``."""
+    cost = min(part_size, max(LEAD, offset // 4 // LEAD * LEAD))
+    if size is None:
+        return cost
+    left = size - offset
+    cost = min(cost, max(LEAD, left // 4 // LEAD * LEAD))
+    if 0 < left - cost < LEAD and left <= part_size:
+        return left
+    return cost
 
 
 def fit(size: int, connections: int, part_size: int) -> int:

@@ -8,11 +8,13 @@ training modes, the shard cache's downloads):
 - the first part (``Range: bytes=0-``\\ *1 MiB*\\ ``-1``) is opened at once and its bytes are handed to the
   reader as they arrive, so the first sample comes after one round trip plus its own bytes;
 - when its answer states the size, the next parts are requested at once over other connections (kept alive
-  and shared by the whole process), at most ``readahead`` bytes ahead of the reader; when the previous shard of
-  the same server was big enough, they are requested at once with the first one (no round trip lost to learn
-  the size). Parts start small and grow (1 MiB up to offset 8 MiB, then a quarter of the offset in whole
-  MiBs, up to the part size): the first bytes of a shard (its first samples) come over several connections
-  at once rather than queued behind one big part, and the parts further on are big (few requests);
+  and shared by the whole process; opened while that answer is on its way: :mod:`shardstream.io.fetchers`), at
+  most ``readahead`` bytes ahead of the reader; when the previous shard of the same server was big enough, they
+  are requested at once with the first one (no round trip lost to learn the size). Parts start small and grow
+  (1 MiB up to offset 8 MiB, then a quarter of the offset in whole MiBs, up to the part size), and shrink
+  again towards the end (at most a quarter of what is left): the first bytes of a shard (its first samples)
+  and its last ones come over several connections at once rather than queued behind one big part at one
+  connection's rate, and the parts in between are big (few requests);
 - each part is an :class:`~shardstream.io.http.HttpStream` of its byte range: retried, resumed with ``Range``
   from the exact byte it reached, and its ``ETag``/``Last-Modified``/size must be those of the first answer (an
   object replaced mid-read is an OpenError, never a spliced shard); the reader gets the bytes in order;
@@ -109,13 +111,17 @@ class RangedStream(io.RawIOBase):
         self.size: int | None = guess or None  # a guess until the first answer
         if guess:
             self.part_size = fit(guess, self.connections, self.part_size)
+        warm = None
+        if not guess and self.connections > 1:  # the parts wait for the first answer; their connections need not
+            _, key, make = (route or Route()).connection_for(parts, timeout)
+            warm = functools.partial(self._fetch.warm, key, make, self.connections - 1, (self._serial, -1))
         with self._cond:
             first = self._add_part(0, span(0, self.part_size))
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
             s = HttpStream(url, start=0, end=first.end, name=name, on_open=functools.partial(self._opened, first),
-                           **self._options)
+                           on_sent=warm, **self._options)
         except BaseException:
             self.close()
             raise
@@ -213,7 +219,7 @@ class RangedStream(io.RawIOBase):
         while (self.size is not None and self._planned < self.size and not self._stopped and not self._held
                and not self._whole):
             ahead = len(self._parts) - self._cur
-            cost = min(span(self._planned, self.part_size), self.size - self._planned)
+            cost = min(span(self._planned, self.part_size, self.size), self.size - self._planned)
             if ahead > 0 and self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
                 return
             part = self._add_part(self._planned, self._planned + cost)
