@@ -4,20 +4,18 @@ with their nannies, which restart a killed worker) on 127.0.0.1, started once fo
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
 import socket
 import subprocess
 import sys
 
 import pytest
+from cluster_env import worker_env
 
 import shardstream as wds
 
 distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
 
-HERE = pathlib.Path(__file__).parent
-ROOT = HERE.parent.parent
 
 
 def _free_port() -> int:
@@ -29,12 +27,6 @@ def _free_port() -> int:
 def _dask() -> list[str]:
     found = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
     return [found] if found else [sys.executable, "-m", "distributed.cli.dask_spec"]
-
-
-def worker_env() -> dict[str, str]:
-    """This process's environment with tests/cluster and src first on an absolute PYTHONPATH."""
-    paths = [str(HERE), str(ROOT / "src"), *(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1"}
 
 
 class Cluster:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
+from cluster_env import HERE, worker_env
 
-from conftest import HERE, worker_env
 from shardstream.training import TrainingDataset, TrainingLoader
 
 pytest.importorskip("torch")
