@@ -3,30 +3,18 @@ with their nannies, which restart a killed worker) on 127.0.0.1, started once fo
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
-import sys
 
 import pytest
 from cluster_env import worker_env
 
 import shardstream as wds
+from dask_servers import dask_command, free_port
 
 distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
 
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _dask() -> list[str]:
-    found = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
-    return [found] if found else [sys.executable, "-m", "distributed.cli.dask_spec"]
 
 
 class Cluster:
@@ -50,14 +38,14 @@ def _keys(prefix, dask_scheduler=None):
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     logs = tmp_path_factory.mktemp("dask-logs")
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = worker_env()
-    procs = [subprocess.Popen([*_dask(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+    procs = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "wb"), env=env)]
     try:
         for n in range(2):
-            procs.append(subprocess.Popen([*_dask(), "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
+            procs.append(subprocess.Popen([*dask_command(), "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
                                            "--no-dashboard", "--name", f"w{n}"], stdout=subprocess.DEVNULL,
                                           stderr=open(logs / f"worker{n}.log", "wb"), env=env))
         client = distributed.Client(address, timeout=60)

@@ -6,30 +6,19 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
-import socket
 import subprocess
-import sys
 import time
 
 import pytest
 from jobfns import Once, tag_pid, upper
 from process_helpers import HERE, tree_bytes
 
+from dask_servers import dask_command, free_port
 from shardstream.process import DaskEngine, ShardSource, map_dataset
 
 distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def dask_command() -> list[str]:
-    found = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
-    return [found] if found else [sys.executable, "-m", "distributed.cli.dask_spec"]
 
 
 @pytest.fixture(scope="module")

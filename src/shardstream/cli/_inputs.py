@@ -31,7 +31,7 @@ import os
 from collections.abc import Sequence
 
 from ..errors import ConfigError
-from ..io.urls import expand_inputs, local_path
+from ..io.urls import collect_inputs, expand_inputs, local_path
 
 __all__ = ["INPUT_HELP", "resolve_inputs"]
 
@@ -92,18 +92,12 @@ def resolve_inputs(inputs: Sequence[str], *, keep_indexes: bool = False) -> list
 
     ``keep_indexes``: a dataset index stays as it is (the viewer opens it itself, with the indexes it names).
     """
-    urls: list[str] = []
-    for arg in inputs:
+    def expand(arg: str) -> list[str]:
         kind = _document_kind(arg)
         if kind == "spec":
-            names = _spec_urls(arg)
-        elif kind == "index":
-            names = [arg] if keep_indexes else _index_urls(arg)
-        else:
-            names = expand_inputs([arg], directories=True, globs=True)
-        if not names:
-            raise ConfigError(f"{arg!r} names no shard")
-        urls.extend(names)
-    if urls.count("-") > 1:
-        raise ConfigError("'-' (standard input) can be read only once")
-    return urls
+            return _spec_urls(arg)
+        if kind == "index":
+            return [arg] if keep_indexes else _index_urls(arg)
+        return expand_inputs([arg], directories=True, globs=True)
+
+    return collect_inputs(inputs, expand)

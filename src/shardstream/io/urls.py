@@ -27,14 +27,14 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Union
 from urllib.parse import unquote, urlsplit
 
 from ..config import Settings, get_settings
 from ..errors import ConfigError, UnbalancedBracesError
 
-__all__ = ["Urls", "braceexpand", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
+__all__ = ["Urls", "braceexpand", "collect_inputs", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
 
 Urls = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
@@ -325,18 +325,30 @@ def expand_inputs(args: Sequence[str], *, directories: bool = False, globs: bool
     >>> expand_inputs(["inputs/*.tar"], globs=True) == expand_inputs(["inputs"], directories=True)
     True
     """
-    urls: list[str] = []
-    for arg in args:
+    def expand(arg: str) -> list[str]:
         path = local_path(arg)
         exists = path is not None and os.path.exists(path)
         if directories and exists and os.path.isdir(path):  # type: ignore[arg-type]
-            names = _shard_names(path)  # type: ignore[arg-type]
-        elif "{" in arg and not exists:
-            names = braceexpand(arg)
-        elif globs and path is not None and not exists and glob.has_magic(path):
-            names = sorted(glob.glob(path))
-        else:
-            names = [arg]
+            return _shard_names(path)  # type: ignore[arg-type]
+        if "{" in arg and not exists:
+            return braceexpand(arg)
+        if globs and path is not None and not exists and glob.has_magic(path):
+            return sorted(glob.glob(path))
+        return [arg]
+
+    return collect_inputs(args, expand)
+
+
+def collect_inputs(args: Sequence[str], expand: Callable[[str], list[str]]) -> list[str]:
+    """The URLs ``expand`` gives for each argument, in order: THE rule of inputs, whoever expands them (an
+    argument that names no shard is a ConfigError; ``-``, standard input, may appear once).
+
+    >>> collect_inputs(["a", "b"], lambda arg: [arg + "-0.tar"])
+    ['a-0.tar', 'b-0.tar']
+    """
+    urls: list[str] = []
+    for arg in args:
+        names = expand(arg)
         if not names:
             raise ConfigError(f"{arg!r} names no shard")
         urls.extend(names)
