@@ -17,10 +17,11 @@ import pytest
 #: modules that cost tens of milliseconds to import and that reading local shards never needs
 HEAVY = ("http.client", "ssl", "email", "urllib.request", "yaml", "numpy", "concurrent.futures", "torch", "PIL",
          "fsspec", "http.server", "xml", "asyncio", "multiprocessing")
-#: ... and what a bare ``import shardstream`` does not need either (the reading API loads on first use)
-BARE_ALSO = ("shardstream.pipeline", "shardstream.dataset", "shardstream.codecs", "shardstream.io.http",
-             "shardstream.io.cache", "shardstream.io.remote_write", "shardstream.io.objectstore", "subprocess",
-             "msgpack")
+#: ... and what a bare ``import shardstream`` does not need either (the reading API, the settings and the openers load
+#: on first use; ``dataclasses`` brings ``inspect``, ``ast``, ``dis`` and ``tokenize``; ``logging`` loads with the
+#: first module that logs, or at import when ``SHARDSTREAM_VERBOSE`` asks for it)
+BARE_ALSO = ("shardstream.pipeline", "shardstream.dataset", "shardstream.codecs", "shardstream.io",
+             "shardstream.gopen", "shardstream.logs", "subprocess", "msgpack", "dataclasses", "inspect", "logging")
 
 
 def loaded_by(statement: str) -> set[str]:

@@ -12,6 +12,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import shardstream
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -59,3 +61,19 @@ def test_eager_names_load_with_the_package_and_the_rest_on_first_use():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
     assert result.stdout.split() == ["False", "False", "True"], result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("first", ["import shardstream.gopen",
+                                   "import shardstream; shardstream.gopen; import shardstream.gopen",
+                                   "from shardstream import gopen_schemes", "from shardstream.gopen import reader",
+                                   "import shardstream.gopen as g; assert callable(g)"])
+def test_gopen_stays_the_function_when_its_module_loads(first):
+    """``shardstream.gopen`` is webdataset's function, however and whenever ``shardstream.gopen`` the module loads
+    (``import shardstream`` no longer loads it first: the package keeps the function, ``_Package``)."""
+    code = (f"{first}\nimport sys, types, shardstream, shardstream.io\n"
+            "assert shardstream.gopen is shardstream.io.gopen, shardstream.gopen\n"
+            "assert isinstance(sys.modules['shardstream.gopen'], types.ModuleType)\n"
+            "assert sys.modules['shardstream.gopen'].reader('pipe:printf x').read() == b'x'\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    assert result.returncode == 0, result.stderr

@@ -18,7 +18,7 @@ WEBDATASET_PATHS = {name for name in shardstream._WEBDATASET_MODULES if (SRC / f
 
 #: lowest first; a module may import modules of its own floor or lower ones
 FLOORS = [
-    {"errors", "config", "logs", "redact", "_lazy"},
+    {"errors", "config", "_settings", "logs", "redact", "_lazy"},
     {"_native"},  # the C accelerator's home: its loader; each layer reaches it through its own wrapper
     {"tar"},
     {"samples", "reading", "reading_accel", "streams"},

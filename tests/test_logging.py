@@ -102,6 +102,18 @@ def test_shardstream_verbose_shows_info_records_on_stderr(tmp_path, value, shown
     assert ("finished v-0.tar" in r.stderr) is shown and r.stdout == ""
 
 
+@pytest.mark.parametrize("value, handlers", [("1", 1), ("0", 0), ("maybe", 0)])
+def test_shardstream_verbose_adds_the_handler_at_import(value, handlers):
+    """Applied by ``import shardstream`` itself (before the program configures logging), though a bare import
+    does not load ``logging`` (tests/test_import_cost.py): only when the variable asks for it."""
+    code = ("import sys, shardstream, logging\n"
+            "print(len(logging.getLogger('shardstream').handlers), 'shardstream.logs' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SHARDSTREAM_VERBOSE=value))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(handlers), str(bool(handlers))]
+
+
 def test_a_malformed_environment_does_not_break_the_import(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import shardstream"], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, SHARDSTREAM_VERBOSE="maybe"))

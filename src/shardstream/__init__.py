@@ -1,7 +1,8 @@
 """shardstream: WebDataset-compatible tar shards for deep learning.
 
-The public names are those in ``__all__`` (pinned by tests/test_public_api.py). The exceptions and the settings
-load with the package; the reading API (``import shardstream as wds``) loads on first use.
+The public names are those in ``__all__`` (pinned by tests/test_public_api.py). The exceptions load with the
+package; the rest (the reading API, ``gopen``, the settings) loads on first use, so that ``import shardstream``
+stays light (tests/test_import_cost.py pins what it must not load).
 
 Every top-level name comes from one table, ``_API`` (module -> names): the lazy loading is derived from it here, and
 ``__all__`` and the static imports type checkers read are generated from it by ``scripts/gen_init_api.py``.
@@ -17,10 +18,11 @@ True
 """
 
 import importlib as _importlib
+import sys as _sys
+import types as _types
 import typing as _typing
 
-from . import gopen as _gopen_module  # noqa: F401 - the module shardstream.gopen first; then the function gets the name
-from .logs import apply_settings as _apply_log_settings
+from .config import verbose_requested as _verbose_requested
 
 __version__ = "0.1.0"
 
@@ -34,7 +36,8 @@ _API = {
         "UnsafeURLError WorkerSplitError WriteError add_context"
     ),
     "config": "Settings get_settings",
-    "io": "gopen",  # `shardstream.gopen` the function, as in webdataset (the module stays importable by its path)
+    "io": "gopen",  # `shardstream.gopen` the function, as in webdataset (the module stays importable by its path:
+    # `_Package` below keeps the function when `import shardstream.gopen` loads the module)
     "pipeline": (
         "DataPipeline ExactMix FluidInterface MockDataset RandomMix ResampledShards RoundRobin SimpleShardList Stage "
         "batched braceexpand decode default_collation_fn detshuffle expand_urls extract_keys getfirst group_by_keys "
@@ -65,9 +68,10 @@ _API = {
         "indexed_shard_writer"
     ),
 }
-#: the modules of ``_API`` imported with the package (light, and the exceptions are needed at once); the reading API
-#: loads on first use so that ``import shardstream`` stays light: the pipeline imports torch (when installed)
-_EAGER = ("errors", "config", "io")
+#: the modules of ``_API`` imported with the package (light, and the exceptions are needed at once); the others load
+#: on first use so that ``import shardstream`` stays light: the pipeline imports torch (when installed), the settings
+#: dataclasses (and with it inspect), the openers urllib and logging
+_EAGER = ("errors",)
 #: webdataset's module paths: ``import shardstream.X`` works where webdataset code writes ``import webdataset.X``
 #: (README.md in this folder; tests/compat walks webdataset's surface through them)
 _WEBDATASET_MODULES = (
@@ -107,10 +111,6 @@ __all__ = [
     "write_dali_index", "xdecode",
 ]
 
-from .config import (
-    Settings as Settings,
-    get_settings as get_settings,
-)
 from .errors import (
     ConfigError as ConfigError,
     DecodeError as DecodeError,
@@ -142,9 +142,6 @@ from .errors import (
     WorkerSplitError as WorkerSplitError,
     WriteError as WriteError,
     add_context as add_context,
-)
-from .io import (
-    gopen as gopen,
 )
 
 if _typing.TYPE_CHECKING:  # the names loaded on first use, as type checkers see them
@@ -182,6 +179,10 @@ if _typing.TYPE_CHECKING:  # the names loaded on first use, as type checkers see
     from .compat import (
         Processor as Processor,
     )
+    from .config import (
+        Settings as Settings,
+        get_settings as get_settings,
+    )
     from .dataset import (
         FluidWrapper as FluidWrapper,
         WebDataset as WebDataset,
@@ -205,6 +206,9 @@ if _typing.TYPE_CHECKING:  # the names loaded on first use, as type checkers see
         index_shard as index_shard,
         indexed_shard_writer as indexed_shard_writer,
         write_dali_index as write_dali_index,
+    )
+    from .io import (
+        gopen as gopen,
     )
     from .loader import (
         WebLoader as WebLoader,
@@ -288,7 +292,24 @@ _PIPELINE_NAMES = {name: module for module, names in _API.items() if module not 
 #: of ``__all__`` (``wds.gopen`` is the function, as in webdataset). Modules, so not in ``__all__``.
 _PIPELINE_MODULES = {name: f"shardstream.{name}" for name in sorted(set(_WEBDATASET_MODULES).difference(__all__))}
 
-_apply_log_settings()  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
+if _verbose_requested():  # SHARDSTREAM_VERBOSE=1: the shardstream logger at INFO, on stderr (see shardstream.logs)
+    from .logs import apply_settings as _apply_log_settings
+
+    _apply_log_settings()
+
+
+class _Package(_types.ModuleType):
+    """The package's module type. Importing a submodule binds it to the package's attribute of its name; for
+    ``import shardstream.gopen`` (webdataset's module path) the attribute stays the function ``gopen``, as
+    ``webdataset.gopen`` is (the module is ``sys.modules["shardstream.gopen"]``)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "gopen" and isinstance(value, _types.ModuleType) and value.__name__ == "shardstream.gopen":
+            value = value.gopen
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:

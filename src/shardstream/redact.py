@@ -28,13 +28,14 @@ cache's file names and the CLI's output.
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 import sys
-import threading
+from _thread import allocate_lock  # threading.Lock itself, without importing threading
 from collections.abc import Iterator
-from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = ["MASK", "RedactedText", "SecretFilter", "is_secret_name", "parse_problem", "redact", "redact_text", "redacted_stdio", "redacting_logger", "register_secret"]
 
@@ -58,7 +59,7 @@ _MIN_SECRET = 8  # shorter strings are not registered: masking every "test" woul
 
 _known: set[str] = set()
 _known_re: re.Pattern[str] | None = None
-_lock = threading.Lock()
+_lock = allocate_lock()
 
 
 def register_secret(secret: str | None) -> None:
@@ -98,6 +99,8 @@ def redact(url: str) -> str:
         return redact_text(url)
     if "@" not in url and "=" not in url:
         return _mask_known(url)
+    from urllib.parse import unquote, urlsplit, urlunsplit  # noqa: PLC0415 - stdlib: ~2 ms off every import
+
     try:
         parts = urlsplit(url)
     except ValueError:  # a malformed URL (bad IPv6 brackets...): mask what looks like user info, by hand
@@ -140,9 +143,14 @@ def parse_problem(error: BaseException) -> str:
     return redact_text(f"{context + ': ' if context else ''}{problem} ({where})")
 
 
-class SecretFilter(logging.Filter):
+class SecretFilter:
     """Redacts a record's message (and its exception text): on every shardstream logger (see
-    :func:`redacting_logger`) and on the handlers shardstream adds (the CLI's, :func:`~shardstream.logs.log_to_stderr`)."""
+    :func:`redacting_logger`) and on the handlers shardstream adds (the CLI's, :func:`~shardstream.logs.log_to_stderr`).
+
+    A filter as :mod:`logging` takes one (``addFilter`` accepts any object with a ``filter(record)`` method), not a
+    subclass of ``logging.Filter``: this module is imported with every error, and ``logging`` loads only with the
+    first module that logs.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -153,6 +161,8 @@ class SecretFilter(logging.Filter):
         if shown != message:
             record.msg, record.args = shown, None
         if record.exc_info and not record.exc_text:
+            import logging  # noqa: PLC0415 - loaded already: a record exists
+
             record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
         return True
 
@@ -170,6 +180,8 @@ def redacting_logger(name: str) -> logging.Logger:
     >>> log.info("cached %s", "http://alice:pw@host/x.tar"); log.removeHandler(h); out.getvalue()
     'cached http://alice:***@host/x.tar\\n'
     """
+    import logging  # noqa: PLC0415 - not with this module: see SecretFilter
+
     logger = logging.getLogger(name)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
