@@ -77,3 +77,15 @@ def test_gopen_stays_the_function_when_its_module_loads(first):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
     assert result.returncode == 0, result.stderr
+
+
+def test_the_package_s_modules_are_attributes_on_first_use():
+    """A bare ``import shardstream`` loads few modules, yet ``shardstream.io``, ``shardstream.training``...
+    work as they did when more loaded with the package; a name that is no module stays an AttributeError."""
+    code = ("import sys, shardstream as s\n"
+            "assert 'shardstream.io' not in sys.modules\n"
+            "assert s.io.open_url and s.logs.log_to_stderr and s.training.TrainingDataset\n"
+            "assert not hasattr(s, 'no_such_module') and not hasattr(s, '_no_such')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    assert result.returncode == 0, result.stderr

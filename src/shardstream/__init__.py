@@ -313,15 +313,23 @@ _sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> object:
-    """Load a name of the reading API, or one of webdataset's submodule names, on first use (PEP 562)."""
+    """Load a name of the reading API, one of webdataset's submodule names, or a module of the package
+    (``shardstream.io``, ``shardstream.training``...) on first use (PEP 562)."""
     if name in _PIPELINE_NAMES:
         value = getattr(_importlib.import_module(f"shardstream.{_PIPELINE_NAMES[name]}"), name)
     elif name in _PIPELINE_MODULES:
         value = _importlib.import_module(_PIPELINE_MODULES[name])
     elif name in _OBSOLETE:
         raise ObsoleteNameError(f"shardstream.{name} is webdataset's old API; use {_OBSOLETE[name]}")
-    else:
-        raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
+    else:  # a subpackage or module of the package (``shardstream.io``, ``shardstream.training``), loaded as ``import`` would load it
+        if name.startswith("_"):
+            raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
+        try:
+            value = _importlib.import_module(f"shardstream.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"shardstream.{name}":
+                raise
+            raise AttributeError(f"module 'shardstream' has no attribute {name!r}") from None
     globals()[name] = value
     return value
 
