@@ -11,8 +11,8 @@ import ast
 import pathlib
 
 import shardstream
+from import_graph import SRC, import_statements, imported_module, module_name, package_of
 
-SRC = pathlib.Path(shardstream.__file__).parent
 #: the top-level modules that exist for webdataset's module paths (``_WEBDATASET_MODULES``, but for packages)
 WEBDATASET_PATHS = {name for name in shardstream._WEBDATASET_MODULES if (SRC / f"{name}.py").is_file()}
 
@@ -48,24 +48,13 @@ def top_part(module: str) -> str:
 
 
 def imports_of(path: pathlib.Path) -> list[tuple[int, str]]:
-    package = "shardstream." + ".".join(path.relative_to(SRC).with_suffix("").parts)
-    if path.name == "__init__.py":
-        package = package.rsplit(".", 1)[0]
-    base = package if path.name == "__init__.py" else package.rsplit(".", 1)[0]
+    """The package's modules that ``path`` imports: ``from shardstream import x`` counts as the floor of ``x``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("shardstream.")]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = base.split(".")
-                target = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target == "shardstream":  # `from shardstream import x` / `from .. import x`: x is the floor
-                found += [(node.lineno, f"shardstream.{alias.name}") for alias in node.names]
-            elif target.startswith("shardstream."):
-                found.append((node.lineno, target))
+    for line, module, names in import_statements(path):
+        if module == "shardstream" and names:  # `from shardstream import x` / `from .. import x`: x is the floor
+            found += [(line, f"shardstream.{name}") for name in names]
+        elif module.startswith("shardstream."):
+            found.append((line, module))
     return found
 
 
@@ -100,16 +89,11 @@ def test_the_webdataset_paths_are_imported_by_nothing_else():
     assert found == [], "\n".join(found)
 
 
-def module_name(path: pathlib.Path) -> str:
-    parts = ("shardstream",) + path.relative_to(SRC).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def module_level_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
     """The package's modules that ``path`` imports when it is imported: module-level statements only (not inside
     functions, not under ``if TYPE_CHECKING:``); ``from pkg import name`` counts ``pkg.name`` when that is a module."""
     name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    package = package_of(path, name)
     found: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> None:
@@ -124,11 +108,7 @@ def module_level_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names if alias.name in modules)
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-                else:
-                    base = node.module or ""
+                base = imported_module(node, package)
                 if base in modules:
                     found.add(base)
                 found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules)

@@ -4,40 +4,21 @@ module level or inside a function. The AST of every module is read, so a new imp
 
 from __future__ import annotations
 
-import ast
 import pathlib
 
 import pytest
 
-import shardstream
+from import_graph import SRC, import_statements, module_name
 from shardstream import _native
-
-SRC = pathlib.Path(shardstream.__file__).parent
-
-
-def module_name(path: pathlib.Path) -> str:
-    parts = ("shardstream",) + path.relative_to(SRC).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def native_imports(path: pathlib.Path, name: str | None = None) -> list[str]:
     """What ``path`` (the module ``name``) imports of ``shardstream._native`` (the package, ``_scan``, or a name from
     them)."""
-    name = module_name(path) if name is None else name
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        found += [f"{node.lineno}: {t}" for t in targets if t == "shardstream._native" or
+    for line, module, names in import_statements(path, name):
+        targets = [module, *(f"{module}.{n}" for n in names)]
+        found += [f"{line}: {t}" for t in targets if t == "shardstream._native" or
                   t.startswith("shardstream._native.") or t.rsplit(".", 1)[-1] == "_scan"]
     return found
 
