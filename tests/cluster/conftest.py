@@ -3,13 +3,11 @@ with their nannies, which restart a killed worker) on 127.0.0.1, started once fo
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from cluster_env import worker_env
 
 import shardstream as wds
-from dask_servers import dask_command, free_port
+from dask_servers import dask_cluster
 
 distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
 
@@ -37,30 +35,8 @@ def _keys(prefix, dask_scheduler=None):
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    logs = tmp_path_factory.mktemp("dask-logs")
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    env = worker_env()
-    procs = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "wb"), env=env)]
-    try:
-        for n in range(2):
-            procs.append(subprocess.Popen([*dask_command(), "worker", address, "--nthreads", "1", "--host", "127.0.0.1",
-                                           "--no-dashboard", "--name", f"w{n}"], stdout=subprocess.DEVNULL,
-                                          stderr=open(logs / f"worker{n}.log", "wb"), env=env))
-        client = distributed.Client(address, timeout=60)
-        client.wait_for_workers(2, timeout=120)
+    with dask_cluster(tmp_path_factory.mktemp("dask-logs"), worker_env()) as (address, client):
         yield Cluster(address, client)
-        client.close()
-    finally:
-        for proc in reversed(procs):  # SIGTERM: a graceful stop
-            proc.terminate()
-        for proc in reversed(procs):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
 import time
 
 import pytest
 from jobfns import Once, tag_pid, upper
 from process_helpers import HERE, tree_bytes
 
-from dask_servers import dask_command, free_port
+from dask_servers import dask_cluster
 from shardstream.process import DaskEngine, ShardSource, map_dataset
 
 distributed = pytest.importorskip("distributed", reason="dask is not installed: pip install 'shardstream[dask]'")
@@ -24,30 +23,9 @@ distributed = pytest.importorskip("distributed", reason="dask is not installed: 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """``dask scheduler`` + two ``dask worker`` processes (one thread each, with their nanny) on 127.0.0.1."""
-    logs = tmp_path_factory.mktemp("dask-logs")
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], stdout=subprocess.DEVNULL,
-                              stderr=open(logs / "scheduler.log", "wb"), env=env)]  # fmt: skip
-    try:
-        for n in range(2):
-            procs.append(subprocess.Popen([*dask_command(), "worker", address, "--nthreads", "1", "--host",
-                                           "127.0.0.1", "--no-dashboard", "--name", f"w{n}"],
-                                          stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{n}.log", "wb"),
-                                          env=env))  # fmt: skip
-        client = distributed.Client(address, timeout=60)
-        client.wait_for_workers(2, timeout=60)
-        yield address, client
-        client.shutdown()  # stops the scheduler and the workers
-    finally:
-        for proc in reversed(procs):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with dask_cluster(tmp_path_factory.mktemp("dask-logs"), env) as found:
+        yield found
 
 
 def test_separate_scheduler_and_workers_give_the_inline_bytes(scheduler, shards, tmp_path):
