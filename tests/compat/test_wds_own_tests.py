@@ -49,6 +49,18 @@ def count(source) -> int:
     return sum(1 for _ in source)
 
 
+def raised(kind: type[BaseException], source) -> BaseException:
+    """The error that iterating ``source`` raises. Its traceback is dropped, so the DataLoader iterator its frames
+    hold is released now: one released later by the cycle collector finds its queues closed and waits 5 s for
+    each of its workers before it terminates them."""
+    try:
+        count(source)
+    except kind as e:
+        e.__traceback__ = None
+        return e
+    raise AssertionError(f"iterating did not raise {kind.__name__}")
+
+
 # -- empty_check=False: a DataLoader worker without shards yields nothing (tests/test_loaders.py) --------------------
 
 @pytest.mark.timeout(300)
@@ -62,10 +74,10 @@ def test_empty_check_false_lets_workers_without_shards_yield_nothing(shard, lib)
     assert count(lib.WebLoader(ds, num_workers=4, batch_size=3).repeat(nepochs=2)) == 2 * (SAMPLES + 2) // 3
     assert count(lib.WebLoader(ds, num_workers=4, batch_size=3).unbatched()) == SAMPLES
     checked = lib.WebDataset(shard, shardshuffle=False).decode().to_tuple("cls")
-    with pytest.raises(ValueError, match="[Ss]hard|samples") as caught:
-        count(lib.WebLoader(checked, num_workers=4, batch_size=3).repeat(nepochs=2))
+    error = raised(ValueError, lib.WebLoader(checked, num_workers=4, batch_size=3).repeat(nepochs=2))
+    assert "hard" in str(error) or "samples" in str(error)
     if lib is S:  # the worker's error, re-raised by the DataLoader, names the fixes
-        assert isinstance(caught.value, S.WorkerSplitError) and "num_workers=1" in str(caught.value)
+        assert isinstance(error, S.WorkerSplitError) and "num_workers=1" in str(error)
 
 
 # -- a missing field is a ValueError (tests/test_compat.py, tests/test_filters.py) -----------------------------------
