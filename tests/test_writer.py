@@ -343,10 +343,18 @@ def test_unwritable_url_targets_refused_with_a_hint(target):
         TarWriter(target)
 
 
-def test_missing_directory_is_a_write_error(tmp_path):
-    with pytest.raises(WriteError, match="no-such-dir") as info:
-        TarWriter(tmp_path / "no-such-dir" / "a.tar")  # a pathlib.Path works like a str
-    assert info.value.errno == errno.ENOENT
+def test_a_missing_folder_is_made(tmp_path):
+    with ShardWriter(str(tmp_path / "new" / "deeper" / "s-%d.tar"), maxcount=1) as sink:
+        sink.write(samples(1)[0])
+    assert listdir(tmp_path / "new" / "deeper") == ["s-0.tar"]
+
+
+def test_a_folder_that_cannot_be_made_is_a_write_error(tmp_path):
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(WriteError, match="could not create the folder of .*a-file") as info:
+        TarWriter(tmp_path / "a-file" / "a.tar")  # a pathlib.Path works like a str
+    assert info.value.errno in (errno.ENOTDIR, errno.EEXIST)
+    assert listdir(tmp_path) == ["a-file"]
 
 
 def test_stdout_target(capsysbinary):

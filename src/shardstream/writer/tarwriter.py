@@ -149,6 +149,11 @@ class TarWriter:
 
     def _open_temp(self, path: str) -> Any:
         directory, name = os.path.split(path)
+        if directory:  # a missing folder is made, as open(path, "wb") in it would need
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as e:
+                raise self._write_error(e, "could not create the folder of") from e
         for _ in range(100):
             tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
             try:  # created like open(path, "wb") would (0o666 less the umask), unlike mkstemp's 0o600
