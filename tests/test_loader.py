@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from raising import raised
 
 torch = pytest.importorskip("torch")
 
@@ -49,8 +52,8 @@ def test_webloader_rebatches_across_workers_and_epochs_are_reproducible(shards):
 def test_too_many_workers_is_a_clear_error_not_a_hang(tmp_path):
     (url,) = write_shards(tmp_path, [1], {"txt": "x"}, name="one.tar", key="a")
     loader = torch.utils.data.DataLoader(wds.WebDataset(url), num_workers=2, batch_size=None)
-    with pytest.raises(WorkerSplitError, match=r"worker 1 of 2 received no shard.*num_workers=1"):
-        list(loader)
+    error = raised(WorkerSplitError, loader)
+    assert re.search(r"worker 1 of 2 received no shard.*num_workers=1", str(error))
 
 
 def test_loader_with_epoch_and_default_collate(shards):
@@ -66,3 +69,45 @@ def test_collation_with_tensors_in_the_pipeline(shards):
     keys, labels = next(iter(ds))
     assert isinstance(labels, torch.Tensor) and labels.shape == (5, 2) and len(keys) == 5
     assert isinstance(wds.default_collation_fn([(np.zeros(1),)])[0], np.ndarray)
+
+
+@pytest.fixture
+def no_collector():
+    """The cycle collector off: what is freed here is freed by reference counting alone."""
+    import gc  # noqa: PLC0415
+
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def test_a_loader_dropped_mid_epoch_lets_its_workers_go_at_once(shards, no_collector):
+    """No reference cycle holds a loader and its iteration: dropping them mid-epoch ends the DataLoader workers
+    then, not when the garbage collector runs (and torch's iterator, collected in a cycle, waits 5 s per worker)."""
+    import multiprocessing  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    before = {p.pid for p in multiprocessing.active_children()}
+    loader = wds.WebLoader(wds.WebDataset(shards, shardshuffle=False).to_tuple("txt"), num_workers=2, batch_size=2)
+    it = iter(loader)
+    next(it)
+    workers = {p.pid for p in multiprocessing.active_children()} - before
+    assert len(workers) == 2
+    gone = weakref.ref(loader)
+    del loader, it
+    assert gone() is None
+    assert workers.isdisjoint(p.pid for p in multiprocessing.active_children())
+
+
+def test_a_dataset_dropped_mid_epoch_is_freed_at_once(shards, no_collector):
+    import weakref  # noqa: PLC0415
+
+    dataset = wds.WebDataset(shards, shardshuffle=False).decode().to_tuple("txt", "cls").batched(4)
+    it = iter(dataset)
+    next(it)
+    gone = weakref.ref(dataset)
+    del dataset, it
+    assert gone() is None

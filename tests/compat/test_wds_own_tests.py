@@ -17,6 +17,7 @@ import tarfile
 
 import numpy as np
 import pytest
+from raising import raised
 
 W = pytest.importorskip("webdataset")
 
@@ -47,18 +48,6 @@ def shard(tmp_path_factory) -> str:
 
 def count(source) -> int:
     return sum(1 for _ in source)
-
-
-def raised(kind: type[BaseException], source) -> BaseException:
-    """The error that iterating ``source`` raises. Its traceback is dropped, so the DataLoader iterator its frames
-    hold is released now: one released later by the cycle collector finds its queues closed and waits 5 s for
-    each of its workers before it terminates them."""
-    try:
-        count(source)
-    except kind as e:
-        e.__traceback__ = None
-        return e
-    raise AssertionError(f"iterating did not raise {kind.__name__}")
 
 
 # -- empty_check=False: a DataLoader worker without shards yields nothing (tests/test_loaders.py) --------------------

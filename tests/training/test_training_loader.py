@@ -150,3 +150,25 @@ def test_loader_arguments_and_states_it_refuses(shards):
         loader(shards, 2).load_state_dict(worker_state)
     with pytest.raises(ConfigError, match="saved state has seed=0, this loader has seed=4"):
         loader(shards, 2, seed=4).load_state_dict(loader(shards, 2).state_dict())
+
+
+def test_a_training_loader_dropped_with_persistent_workers_lets_them_go_at_once(shards):
+    """No reference cycle between the loader and its pass record: dropping the loader ends its persistent
+    workers then (the cycle collector is off), its state still taken from the loader before that."""
+    import gc  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = {p.pid for p in multiprocessing.active_children()}
+        kept = TrainingLoader(make(shards), num_workers=2, persistent_workers=True, collate_fn=lambda b: b)
+        it = iter(kept)
+        next(it)
+        assert kept.state_dict()["epoch"] == 0
+        workers = {p.pid for p in multiprocessing.active_children()} - before
+        assert len(workers) == 2
+        del kept, it
+        assert workers.isdisjoint(p.pid for p in multiprocessing.active_children())
+    finally:
+        gc.enable()

@@ -170,7 +170,11 @@ class PipelineIterator(Relay, Cursor):
     interpreter frame of its own; :meth:`_step` does the rest (the first item, the end)."""
 
     def __init__(self, pipeline: DataPipeline, ctx: Context, last_split: int):
-        self.pipeline, self.ctx, self.last_split = pipeline, ctx, last_split
+        # the pipeline's stages and its class name, not the pipeline: it keeps this iterator (its progress record),
+        # and a reference back would make a cycle that keeps open shards and DataLoader workers until the garbage
+        # collector runs
+        self.stages, self.kind = pipeline.pipeline, type(pipeline).__name__
+        self.ctx, self.last_split = ctx, last_split
         self.progress: Progress | None = None  # the pipeline's record of this iteration (set by DataPipeline)
         self._chain: Cursor | None = None
         self._done = self._started = False
@@ -179,9 +183,9 @@ class PipelineIterator(Relay, Cursor):
         """The chain of cursors (a finished iteration keeps none: it gets a throwaway one to describe states)."""
         if self._chain is not None:
             return self._chain
-        chain = build_chain(list(self.pipeline.pipeline), self.ctx, self.last_split)
+        chain = build_chain(list(self.stages), self.ctx, self.last_split)
         if log.isEnabledFor(logging.DEBUG):  # which of the speeds runs: cursors, generators, fused plans (below)
-            log.debug("%s epoch %d: %s", type(self.pipeline).__name__, self.ctx.epoch, describe(chain))
+            log.debug("%s epoch %d: %s", self.kind, self.ctx.epoch, describe(chain))
         if not self._done:
             self._chain = chain
         return chain
@@ -205,8 +209,9 @@ class PipelineIterator(Relay, Cursor):
     def _step(self) -> Any:
         if not self._started:  # the pipeline moves on to the next epoch once this one is being served
             self._started = True
-            if self.progress is not None:
-                self.progress.start()
+            progress, self.progress = self.progress, None  # started once: no reference back to the record
+            if progress is not None:
+                progress.start()
         chain = self._chain
         if chain is None:
             if self._done:
@@ -221,7 +226,7 @@ class PipelineIterator(Relay, Cursor):
     def fingerprint(self) -> dict[str, Any]:
         """What a state must agree with to be restored here: the stages (by name), the seed, where it runs."""
         ctx = self.ctx
-        return {"stages": stage_names(self.pipeline.pipeline), "seed": ctx.seed,
+        return {"stages": stage_names(self.stages), "seed": ctx.seed,
                 "placement": [ctx.rank, ctx.world_size, ctx.worker, ctx.num_workers]}
 
     def head(self, epoch: int | None = None) -> dict[str, Any]:

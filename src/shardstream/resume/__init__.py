@@ -6,9 +6,11 @@ data; each ``iter()`` makes an iterator (a cursor: ``next``, ``state_dict``, ``l
 position. :class:`Resumable` adds the four rules every recipe shares:
 
 - **pending state**: ``load_state_dict(state)`` is checked at once and consumed by the next ``iter()``;
-- **progress**: the recipe keeps a :class:`Progress` record of its latest iterator (a plain reference, no weakref
-  and no ``__del__``): ``state_dict()`` reports that iterator's position even after a ``break`` dropped it (the
-  next ``iter()``, ``set_epoch()`` or ``load_state_dict()`` lets it go, with its open shard);
+- **progress**: the recipe keeps a :class:`Progress` record of its latest iterator: ``state_dict()`` reports that
+  iterator's position even after a ``break`` dropped it (the next ``iter()``, ``set_epoch()`` or
+  ``load_state_dict()`` lets it go, with its open shard). Nothing refers back to the recipe (the record holds it
+  weakly, an iterator lets go of the record once started): no reference cycle, so a recipe dropped mid-epoch
+  closes its shards and ends its DataLoader workers at once, not when the garbage collector runs;
 - **epochs**: ``set_epoch(n)`` chooses the next iteration's epoch and drops a pending state or a progress record
   of another epoch (a :class:`~shardstream.training.TrainingLoader` keeps its pass's record: the batches it handed
   out are consumed); without it, each iteration moves on to the next epoch once its iterator yields an item.
@@ -41,6 +43,7 @@ shardstream.errors.StateError: cannot restore this dataset: saved state has rows
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -163,17 +166,26 @@ class Progress:
     """The record a recipe keeps of its latest iteration: the epoch served, whether the iterator has yielded (then
     the recipe has moved on to the next epoch), and the iterator, which knows its position."""
 
-    __slots__ = ("owner", "epoch", "iterator", "started")
+    __slots__ = ("_owner", "epoch", "iterator", "started")
 
     def __init__(self, owner: Resumable, epoch: int, iterator: Any):
-        self.owner, self.epoch, self.iterator, self.started = owner, epoch, iterator, False
+        # the recipe holds this record, so the record holds the recipe weakly: no reference cycle, and a loader
+        # dropped mid-epoch lets its DataLoader workers go at once (a cycle kept them until the garbage collector
+        # ran, and torch's iterator collected in a cycle then waits 5 s for each worker)
+        self._owner = weakref.ref(owner)
+        self.epoch, self.iterator, self.started = epoch, iterator, False
+
+    @property
+    def owner(self) -> Resumable | None:
+        """The recipe whose iteration this is (None once it is gone)."""
+        return self._owner()
 
     def start(self) -> None:
         """Called by the iterator before its first item: the recipe's next iteration is the following epoch."""
         if not self.started:
             self.started = True
             owner = self.owner
-            if owner._epoch == self.epoch:
+            if owner is not None and owner._epoch == self.epoch:
                 owner._epoch = self.epoch + 1
 
 
@@ -181,14 +193,17 @@ class _Tracked:
     """An iterator that starts its progress record at its first item (for iterators that do not do it)."""
 
     def __init__(self, progress: Progress, it: Iterator[Any]):
-        self.progress, self.it = progress, it
+        self.progress: Progress | None = progress
+        self.it = it
 
     def __iter__(self) -> _Tracked:
         return self
 
     def __next__(self) -> Any:
         item = next(self.it)
-        self.progress.start()
+        progress, self.progress = self.progress, None  # started once: no reference back to the record
+        if progress is not None:
+            progress.start()
         return item
 
 

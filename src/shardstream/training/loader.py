@@ -30,6 +30,7 @@ know the epoch to serve (after ``set_epoch`` to another epoch, or ``load_state_d
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,14 +51,17 @@ class _Position:
     The loader's progress record (a :class:`~shardstream.resume.Progress`) keeps this, not the pass: a pass dropped
     mid-epoch (a ``break``) lets its DataLoader workers go at once, and the loader still knows where it stopped."""
 
-    __slots__ = ("loader", "epoch", "plan", "consumed", "finished")
+    __slots__ = ("_loader", "epoch", "plan", "consumed", "finished")
 
     def __init__(self, loader: TrainingLoader, epoch: int, plan: EpochPlan):
-        self.loader, self.epoch, self.plan, self.consumed, self.finished = loader, epoch, plan, plan.skip, False
+        self._loader = weakref.ref(loader)  # the loader keeps this record: no reference cycle (see Progress)
+        self.epoch, self.plan, self.consumed, self.finished = epoch, plan, plan.skip, False
 
     def state_dict(self) -> dict[str, Any]:
         """The batches consumed in this pass; once they all are, the start of the loader's next epoch."""
-        loader = self.loader
+        loader = self._loader()
+        if loader is None:
+            raise StateError("the TrainingLoader of this pass is gone: ask the loader for its state_dict()")
         if self.finished or self.consumed >= self.plan.num_batches:
             return loader._initial_state()
         return loader.dataset.state_for(self.epoch, self.plan, self.consumed, rank=loader._rank_and_world()[0])
