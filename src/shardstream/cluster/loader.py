@@ -333,6 +333,7 @@ class ClusterLoader(Resumable):
                                  "ClusterLoader.state_dict() or TrainingLoader.state_dict()")
             self._plan(state)  # every field checked now
             return
+        self._check_slots(state)
         check_envelope(state, "pipeline", self._fingerprint(), what, keys=("slots", "turn", "ended"))
         slots = field(state, "slots", list, length=self.slots, what=what)
         ended = field(state, "ended", list, length=self.slots, what=what)
@@ -342,6 +343,16 @@ class ClusterLoader(Resumable):
                 raise refuse(what, f"ended/{k}", "must be true or false")
             if slots[k] is not None and not isinstance(slots[k], dict):
                 raise refuse(what, f"slots/{k}", "must be a pipeline state (a dict) or null")
+
+    def _check_slots(self, state: Any) -> None:
+        """A pipeline state restores only with the slots it was saved with: say so, and how, before anything else."""
+        saved = state.get("fingerprint") if isinstance(state, dict) else None
+        slots = saved.get("slots") if isinstance(saved, dict) else None
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots != self.slots:
+            raise StateError(f"cannot restore this loader: the pipeline state was saved with slots={slots}, this "
+                             f"loader has slots={self.slots}; each slot keeps its own position in the pipeline, so "
+                             f"the state resumes only with the same slots: ClusterLoader(..., slots={slots}) (on any "
+                             "number of Dask workers), or start the epoch afresh without the state")
 
     def __repr__(self) -> str:
         return (f"ClusterLoader({self.dataset!r}, in_flight={self.in_flight}, slots={self.slots}, "
