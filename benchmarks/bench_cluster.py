@@ -11,8 +11,11 @@ Reported: samples/s and the ratio cluster/local (the goal: >= 0.9x), the trainer
 to the first batch, and the transport rate (the batches' bytes over the wall time) with the trainer's CPU per MB
 received. Also the per-worker rate (samples/s of one task stream) from which docs/cluster.md estimates K machines,
 and the trainer's memory against ``in_flight``: a trainer slower than the cluster (it waits 0.1 s per batch) over
-batches that cost the workers nothing (zeros of the crop's shape), the peak of the memory Python allocated while
-it consumed (``tracemalloc``: the received frames and the arrays over them), for a few budgets.
+batches that cost the workers nothing (zeros of the crop's shape), for a few budgets: the peak of the memory Python
+allocated while it consumed (``tracemalloc``: the received frames and the arrays over them), and the process's
+peak resident set size over the RSS before the pass (Linux: ``VmHWM`` of ``/proc/self/status``, reset through
+``/proc/self/clear_refs`` before each budget; elsewhere ``ru_maxrss``, which cannot be reset), checked against
+the budget: baseline + (``in_flight`` + 1) batches (the batches held plus the one the trainer uses).
 
     .venv/bin/python benchmarks/bench_cluster.py [--samples 512] [--batch 32] [--rounds 2] [--in-flight 8]
 """
@@ -20,7 +23,9 @@ it consumed (``tracemalloc``: the received frames and the arrays over them), for
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import resource
 import sys
 import time
 import tracemalloc
@@ -57,10 +62,41 @@ def zeros(sample: dict) -> tuple:
     return np.zeros((224, 224, 3), np.uint8), int(sample["cls"])
 
 
-def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: int = 24) -> float:
-    """Peak MB allocated by this process while a slow trainer consumes ``batches`` batches."""
+def _status_mb(field: str) -> float | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in MB, or None where there is none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the process's ``VmHWM`` to its current RSS (Linux: ``5`` into ``/proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _status_mb("VmHWM") is not None
+    except OSError:
+        return False
+
+
+def _max_rss_mb() -> float:
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, kB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+
+
+def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: int = 24) -> dict:
+    """While a slow trainer consumes ``batches`` batches: the peak MB Python allocated (``traced``), the RSS before
+    (``base``) and the peak RSS (``peak``; ``exact``: measured over this pass alone, else the process's peak)."""
     ds = TrainingDataset(shards, batch_size=batch, seed=0, map=zeros, collate=stack, drop_last=True)
     with ClusterLoader(ds, client, in_flight=in_flight, batches_per_task=1) as loader:
+        gc.collect()
+        base = _status_mb("VmRSS") or _max_rss_mb()
+        exact = _reset_peak_rss()
         tracemalloc.start()
         try:
             for n, (images, _labels) in enumerate(loader):
@@ -69,9 +105,11 @@ def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: 
                 time.sleep(0.1)  # a trainer busier than the cluster: the budget fills
                 if n + 1 == batches:
                     break
-            return tracemalloc.get_traced_memory()[1] / 1e6
+            traced = tracemalloc.get_traced_memory()[1] / 1e6
         finally:
             tracemalloc.stop()
+        peak = (_status_mb("VmHWM") if exact else None) or _max_rss_mb()
+        return {"traced": traced, "base": base, "peak": peak, "exact": exact}
 
 
 def consume(loader) -> dict:
@@ -141,9 +179,12 @@ def main() -> None:
     print(f"one Dask worker: {single['batches'] * args.batch / single['wall']:.1f} samples/s "
           f"({single['bytes'] / single['wall'] / 1e6:.1f} MB/s)")
     size = args.batch * 224 * 224 * 3 / 1e6
-    for budget, peak in memory.items():
-        print(f"in_flight={budget:>2}: trainer peak {peak:7.1f} MB allocated = {peak / size:4.1f} batches of "
-              f"{size:.1f} MB")
+    print(f"trainer memory, batches of {size:.1f} MB; bound: RSS before + (in_flight + 1) batches")
+    for budget, m in memory.items():
+        grew, bound = m["peak"] - m["base"], (budget + 1) * size
+        print(f"in_flight={budget:>2}: peak allocated {m['traced']:6.1f} MB = {m['traced'] / size:4.1f} batches; "
+              f"peak RSS {m['peak']:7.1f} MB = before {m['base']:6.1f} + {grew:6.1f} MB = {grew / size:4.1f} batches "
+              f"{'<=' if grew <= bound else '>'} bound {bound:6.1f} MB{'' if m['exact'] else ' (process peak)'}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ collate; the trainer iterates ready batches.
   either loader, with other numbers of ranks too; for a pipeline it is each slot's pipeline state and whose turn
   it is. Neither mentions the cluster: a state restores on a cluster of any size.
 - **Backpressure**: at most ``in_flight`` batches submitted or received and not yet handed out.
+- **Placement**: each task is asked to run on a Dask worker whose shard cache holds its shards
+  (:mod:`~shardstream.cluster.placement`), loosely: a busy or dead worker never blocks it.
+- **Dropped passes**: the loader keeps its latest pass's position, not the pass: a pass dropped mid-epoch (a
+  ``break``) is garbage-collected, its tasks are cancelled, and ``state_dict()`` still says where it stopped.
 - **Failures**: a Dask worker that dies loses its results; the tasks are pure, so Dask computes them again
   elsewhere. A task that raises (a data error the pipeline's handler let through) is not retried: the error is
   raised here, in the trainer, at the batch it belongs to.
@@ -137,7 +141,8 @@ class ClusterLoader(Resumable):
         tensors, where torch is installed; None: the batches as made)
     :param prefer: ``prefer(shards) -> worker addresses or None``: where a task should run (it may run elsewhere
         when those workers are busy or gone); ``shards`` are the numbers (in the dataset's shard list) of the
-        shards the task reads, when known (a ``TrainingDataset`` with an indexed shuffle)
+        shards the task reads, when known (a ``TrainingDataset``). Default: where the workers' shard caches hold
+        them (see :mod:`shardstream.cluster.placement`)
     :param workers: run every task on these Dask workers only (addresses or names: a share of a cluster that
         other jobs use too); None: any worker
     :param rank, world_size: a pipeline's placement (default: ``torch.distributed``, else ``RANK``/``WORLD_SIZE``);
