@@ -54,6 +54,9 @@ def test_slots_give_a_dataloaders_batches(cluster, five):
             got.append(list(batch[0]))
             assert loader.in_flight_batches <= 4
         assert got == expected
+        placed = loader.placements  # each task says where it ran: a slot's next task is asked to run there
+        assert placed and {worker for _, worker in placed} <= set(cluster.workers())
+        assert {shards for shards, _ in placed} == {None}  # a pipeline's shards are chosen inside its slots
     served = sorted(key for batch in expected for key in batch)
     assert served == [f"{n:06d}" for n in range(111)]
 
