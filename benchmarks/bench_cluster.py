@@ -11,8 +11,11 @@ Reported: samples/s and the ratio cluster/local (the goal: >= 0.9x), the trainer
 to the first batch, and the transport rate (the batches' bytes over the wall time) with the trainer's CPU per MB
 received. Also the per-worker rate (samples/s of one task stream) from which docs/cluster.md estimates K machines,
 and the trainer's memory against ``in_flight``: a trainer slower than the cluster (it waits 0.1 s per batch) over
-batches that cost the workers nothing (zeros of the crop's shape), the peak of the memory Python allocated while
-it consumed (``tracemalloc``: the received frames and the arrays over them), for a few budgets.
+batches that cost the workers nothing (zeros of the crop's shape), for a few budgets, each in a fresh trainer
+process connected to the same cluster: the peak of the memory Python allocated while it consumed (``tracemalloc``:
+the received frames and the arrays over them), and the process's peak resident set size over its RSS before the
+pass (``VmHWM`` of ``/proc/self/status`` on Linux, else ``ru_maxrss``), checked against the budget: the RSS before
+plus ``in_flight + 2`` batches (the batches held, the one the trainer uses, the one arriving).
 
     .venv/bin/python benchmarks/bench_cluster.py [--samples 512] [--batch 32] [--rounds 2] [--in-flight 8]
 """
@@ -20,7 +23,11 @@ it consumed (``tracemalloc``: the received frames and the arrays over them), for
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import os
+import resource
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -57,10 +64,30 @@ def zeros(sample: dict) -> tuple:
     return np.zeros((224, 224, 3), np.uint8), int(sample["cls"])
 
 
-def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: int = 24) -> float:
-    """Peak MB allocated by this process while a slow trainer consumes ``batches`` batches."""
+def _status_mb(field: str) -> float | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in MB, or None where there is none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return None
+
+
+def _max_rss_mb() -> float:
+    scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, kB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+
+
+def held_memory(address: str, shards: list[str], batch: int, in_flight: int, batches: int = 24) -> dict:
+    """In this process (a fresh one), while a slow trainer consumes ``batches`` batches: the peak MB Python
+    allocated (``traced``), the RSS before the pass (``base``) and the peak RSS of the process (``peak``)."""
     ds = TrainingDataset(shards, batch_size=batch, seed=0, map=zeros, collate=stack, drop_last=True)
-    with ClusterLoader(ds, client, in_flight=in_flight, batches_per_task=1) as loader:
+    with Client(address) as client, ClusterLoader(ds, client, in_flight=in_flight, batches_per_task=1) as loader:
+        gc.collect()
+        base = _status_mb("VmRSS") or _max_rss_mb()
         tracemalloc.start()
         try:
             for n, (images, _labels) in enumerate(loader):
@@ -69,9 +96,17 @@ def held_memory(client, shards: list[str], batch: int, in_flight: int, batches: 
                 time.sleep(0.1)  # a trainer busier than the cluster: the budget fills
                 if n + 1 == batches:
                     break
-            return tracemalloc.get_traced_memory()[1] / 1e6
+            traced = tracemalloc.get_traced_memory()[1] / 1e6
         finally:
             tracemalloc.stop()
+        return {"traced": traced, "base": base, "peak": _status_mb("VmHWM") or _max_rss_mb()}
+
+
+def held_memory_apart(address: str, shards: list[str], batch: int, in_flight: int) -> dict:
+    """:func:`held_memory` in a fresh trainer process (its RSS is this budget's alone)."""
+    child = subprocess.run([sys.executable, __file__, "--memory-of", address, "--in-flight", str(in_flight),
+                            "--batch", str(batch), *shards], check=True, capture_output=True, text=True)
+    return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def consume(loader) -> dict:
@@ -94,9 +129,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--in-flight", type=int, default=8)
+    parser.add_argument("--memory-of", help=argparse.SUPPRESS)  # a child: held_memory on this scheduler
+    parser.add_argument("shards", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if dask is None:
         print("skipped: Dask is not installed here (pip install 'shardstream[dask]')")
+        return
+    if args.memory_of:
+        print(json.dumps(held_memory(args.memory_of, args.shards, args.batch, args.in_flight)))
         return
 
     shards = jpeg_shards(args.samples, per_shard=max(1, args.samples // 4))
@@ -119,7 +159,8 @@ def main() -> None:
         with ClusterLoader(dataset(shards, args.batch), client, workers=sorted(one)[:1], in_flight=args.in_flight,
                            batches_per_task=1) as c:
             single = consume(c)
-        memory = {budget: held_memory(client, shards, args.batch, budget) for budget in (2, 8, 16)}
+        memory = {budget: held_memory_apart(cluster.scheduler_address, shards, args.batch, budget)
+                  for budget in (2, 8, 16)}
     finally:
         client.close()
         cluster.close()
@@ -141,9 +182,13 @@ def main() -> None:
     print(f"one Dask worker: {single['batches'] * args.batch / single['wall']:.1f} samples/s "
           f"({single['bytes'] / single['wall'] / 1e6:.1f} MB/s)")
     size = args.batch * 224 * 224 * 3 / 1e6
-    for budget, peak in memory.items():
-        print(f"in_flight={budget:>2}: trainer peak {peak:7.1f} MB allocated = {peak / size:4.1f} batches of "
-              f"{size:.1f} MB")
+    print(f"trainer memory (a fresh process per budget), batches of {size:.1f} MB; bound: RSS before the pass + "
+          "(in_flight + 2) batches")
+    for budget, m in memory.items():
+        grew, bound = m["peak"] - m["base"], (budget + 2) * size
+        print(f"in_flight={budget:>2}: peak allocated {m['traced']:6.1f} MB = {m['traced'] / size:4.1f} batches; "
+              f"peak RSS {m['peak']:7.1f} MB = before {m['base']:6.1f} + {grew:6.1f} MB = {grew / size:4.1f} batches "
+              f"{'<=' if grew <= bound else '>'} bound {bound:6.1f} MB")
 
 
 if __name__ == "__main__":

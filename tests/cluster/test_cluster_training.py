@@ -4,7 +4,11 @@ TrainingLoader whatever the cluster does (one worker or two, a worker killed mid
 from __future__ import annotations
 
 import collections
+import functools
+import gc
+import http.server
 import os
+import threading
 import time
 
 import pytest
@@ -12,6 +16,7 @@ from clusterfns import FailOn, KillOnce, tag_pid
 
 from shardstream.cluster import ClusterLoader
 from shardstream.errors import ConfigError, StateError
+from shardstream.io.cache import ShardCache
 from shardstream.training import TrainingDataset, TrainingLoader
 
 EVERYTHING = [f"{n:06d}" for n in range(100)]
@@ -123,12 +128,32 @@ def test_a_stopped_trainer_leaves_no_task_on_the_scheduler(cluster, shards):
     assert wait_until_gone(cluster, "shardstream-recipe-") == []
 
 
+def test_a_pass_dropped_without_close_cancels_its_tasks_and_keeps_its_position(cluster, shards):
+    expected = local(shards, epoch=1)
+    with ClusterLoader(dataset(shards), cluster.client, in_flight=8, batches_per_task=1) as loader:
+        loader.set_epoch(1)
+        it = iter(loader)
+        for n, _ in enumerate(it):
+            if n == 2:
+                break
+        prefix = f"shardstream-batches-{it.feed.pass_id}-"
+        assert cluster.keys(prefix)  # tasks submitted ahead, still wanted by the pass
+        del it  # the trainer drops the pass without close()
+        gc.collect()
+        assert loader.in_flight_batches == 0
+        assert wait_until_gone(cluster, prefix) == []
+        state = loader.state_dict()
+        assert state["epoch"] == 1 and state["batches"] == 3
+        loader.load_state_dict(state)
+        assert keys(loader) == expected[3:]
+
+
 def test_in_flight_bounds_the_batches_held(cluster, shards):
     with ClusterLoader(dataset(shards), cluster.client, in_flight=4, batches_per_task=2) as loader:
         seen = []
         for batch in loader:
             seen.append(len(batch["__key__"]))
-            tasks = loader._pass.feed.futures()  # the tasks submitted and not received (Dask releases lazily)
+            tasks = loader._pass().feed.futures()  # the tasks submitted and not received (Dask releases lazily)
             assert loader.in_flight_batches <= 4 and len(tasks) <= 2
         assert len(seen) == 13 and loader.in_flight_batches == 0
 
@@ -158,6 +183,57 @@ def test_the_placement_hint_names_the_shards_of_each_task(cluster, shards):
     with ClusterLoader(ds, cluster.client, prefer=prefer, batches_per_task=1, in_flight=4) as loader:
         assert keys(loader) == [EVERYTHING[25 * j: 25 * j + 25] for j in range(4)]
     assert asked == [[0], [1], [2], [3]]
+    asked.clear()  # streaming: a block of 25 samples reads one group of one shard
+    ds = dataset(shards, shuffle="stream", window=1, buffer=25, batch_size=25)
+    with ClusterLoader(ds, cluster.client, prefer=prefer, batches_per_task=1, in_flight=4) as loader:
+        got = keys(loader)
+    assert [EVERYTHING.index(batch[0]) // 25 for batch in got] == [shard for [shard] in asked]
+    assert sorted(asked) == [[0], [1], [2], [3]]
+
+
+class Counted(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder and counts the GET requests (``gets``: path -> count, set per server)."""
+
+    gets: collections.Counter
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        self.gets[self.path] += 1
+        super().do_GET()
+
+
+def test_tasks_run_where_the_workers_cache_holds_their_shards(cluster, shards, tmp_path):
+    gets = collections.Counter()
+    handler = type("Handler", (Counted,), {"gets": gets})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=os.path.dirname(shards[0])))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    urls = [f"http://127.0.0.1:{server.server_address[1]}/{os.path.basename(s)}" for s in shards]
+    a, b = cluster.workers()
+    homes = cluster.client.run(os.getcwd)
+    try:
+        for worker in (a, b):  # each worker its own cache: a relative directory in a working directory of its own
+            (tmp_path / worker.rsplit(":", 1)[1]).mkdir()
+            cluster.client.run(os.chdir, str(tmp_path / worker.rsplit(":", 1)[1]), workers=[worker])
+        cache, holder = ShardCache("shard-cache"), {0: a, 1: a, 2: b, 3: b}
+        for shard, worker in holder.items():  # warm A with shards 0-1, B with 2-3
+            cluster.client.run(cache.fetch, urls[shard], workers=[worker])
+        assert sum(gets.values()) == 4
+        kw = {"shuffle": "stream", "window": 1, "buffer": 25, "batch_size": 25}  # task j reads one shard
+        ds = dataset(urls, lengths=[25] * 4, cache_dir="shard-cache", **kw)
+        with ClusterLoader(ds, cluster.client, batches_per_task=1, in_flight=1) as loader:
+            got = keys(loader)
+            placed = loader.placements
+        assert got == local(shards, **kw)  # placement changes no batch
+        assert sorted(shard for read, _ in placed for shard in read) == [0, 1, 2, 3]
+        assert [worker for _, worker in placed] == [holder[read[0]] for read, _ in placed]
+        assert sum(gets.values()) == 4  # no download: every task read its worker's cached shard
+    finally:
+        for worker, home in homes.items():
+            cluster.client.run(os.chdir, home, workers=[worker])
+        server.shutdown()
+        server.server_close()
 
 
 def test_settings_are_checked(cluster, shards):

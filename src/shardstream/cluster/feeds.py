@@ -13,7 +13,9 @@ Both keep at most ``in_flight`` batches submitted or held and not yet handed out
 batches from submission until its last batch is handed out), bring each finished task's result here at once
 (:class:`Fetched`: the transport overlaps the trainer's work, and the trainer's memory holds at most
 ``in_flight`` batches), yield in order whatever the Dask workers do, and
-:meth:`cancel` their futures (Dask forgets tasks nobody wants: a dropped pass leaves nothing running either).
+:meth:`cancel` their futures. Each feed keeps its progress in a position record (:class:`PlanPosition`,
+:class:`SlotPosition`) that the loader holds instead of the pass: the pass can be dropped (a ``break``), its tasks
+cancelled, and the loader still knows exactly where the trainer stopped.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from ..resume import envelope
 from ..training.plan import EpochPlan
 from .tasks import plan_batches, slot_batches
 
-__all__ = ["Fetched", "PlanFeed", "SlotFeed", "Submit"]
+__all__ = ["Fetched", "PlanFeed", "PlanPosition", "SlotFeed", "SlotPosition", "Submit"]
 
-#: ``submit(fn, *args, key=, priority=, shards=)`` -> a future (the loader's, which adds placement and retries)
+#: ``submit(fn, *args, key=, priority=, shards=, near=)`` -> a future of ``(worker address, fn(*args))`` (the
+#: loader's, which adds placement and retries; ``near``: the worker that ran the previous task of the same slot)
 Submit = Callable[..., Any]
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -52,10 +55,11 @@ class Fetched:
     the transport of the next batches overlaps the trainer's work on this one; :meth:`get` waits for it and
     re-raises the task's own error (no retry: a data error is final)."""
 
-    __slots__ = ("future", "_value", "_error", "_ready")
+    __slots__ = ("future", "worker", "_value", "_error", "_ready")
 
     def __init__(self, future: Any):
         self.future, self._value, self._error = future, None, None  # type: Any, Any, BaseException | None
+        self.worker: str | None = None  # the Dask worker that ran the task, once received
         self._ready = threading.Event()
         future.add_done_callback(self._finished)
 
@@ -67,7 +71,7 @@ class Fetched:
 
     def _fetch(self) -> None:
         try:
-            self._value = self.future.result()  # waits on: a result lost with its worker is computed again
+            self.worker, self._value = self.future.result()  # a result lost with its worker is computed again
         except BaseException as e:  # noqa: BLE001 - handed to the trainer by get()
             self._error = e
         finally:
@@ -83,32 +87,41 @@ class Fetched:
 
 
 class _Task:
-    """A submitted task: its result on the way, then the batches, kept until handed out."""
+    """A submitted task: its result on the way, then the batches, kept until handed out; ``shards``: those it
+    reads, when known."""
 
-    __slots__ = ("fetched", "batches", "size", "left")
+    __slots__ = ("fetched", "batches", "size", "left", "shards")
 
-    def __init__(self, future: Any, size: int):
-        self.fetched, self.batches, self.size, self.left = Fetched(future), None, size, size
+    def __init__(self, future: Any, size: int, shards: list[int] | None):
+        self.fetched, self.batches, self.size, self.left, self.shards = Fetched(future), None, size, size, shards
 
     @property
     def future(self) -> Any:
         return self.fetched.future
 
-    def take(self, index: int) -> Any:
+    def take(self, index: int, ran: Callable[[list[int] | None, str | None], None]) -> Any:
         if self.batches is None:
             self.batches = self.fetched.get()
+            ran(self.shards, self.fetched.worker)
         batch, self.batches[index] = self.batches[index], None  # type: ignore[index]
         self.left -= 1
         return batch
 
 
-class _Feed:
-    """What both feeds share: the pass's futures, the budget, the end."""
+def _nowhere(shards: list[int] | None, worker: str | None) -> None:
+    """The default ``ran`` callback: nobody records where tasks ran."""
 
-    def __init__(self, submit: Submit, in_flight: int, per_task: int, convert: Callable[[Any], Any]):
+
+class _Feed:
+    """What both feeds share: the pass's futures, the budget, the end. ``ran(shards, worker)`` is told where each
+    task ran once its result is received (``shards``: those it read, when known)."""
+
+    def __init__(self, submit: Submit, in_flight: int, per_task: int, convert: Callable[[Any], Any],
+                 ran: Callable[[list[int] | None, str | None], None] | None):
         self.submit, self.in_flight, self.per_task, self.convert = submit, in_flight, per_task, convert
+        self.ran = ran or _nowhere
         self.pass_id = uuid.uuid4().hex[:12]  # keys unique on a scheduler shared by many trainers
-        self.finished = False
+        self.finished = False  # this feed hands out nothing more (its end, or cancelled)
 
     @property
     def held(self) -> int:  # pragma: no cover - abstract
@@ -119,12 +132,21 @@ class _Feed:
         raise NotImplementedError
 
     def cancel(self) -> None:
-        """Cancel every task of this pass still wanted (the batches already received are dropped too)."""
+        """Cancel every task of this pass still wanted (the batches already received are dropped too); the
+        position record is left as it is: it says what was handed out."""
         futures = self.futures()
         self.finished = True
+        self._drop()
         if futures:
             futures[0].client.cancel(futures)
-        self._drop()
+
+    def cancel_soon(self) -> None:
+        """:meth:`cancel` on a background thread (for a pass being garbage-collected: that may happen on any
+        thread, Dask's own included, where a blocking call to the scheduler must not be made)."""
+        try:
+            _fetchers().submit(self.cancel)
+        except RuntimeError:  # the interpreter is shutting down: the client is going too
+            pass
 
     def _drop(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -133,14 +155,30 @@ class _Feed:
         return self
 
 
-class PlanFeed(_Feed):
-    """A rank's batches of ``plan`` in epoch ``epoch`` (see the module docstring); ``slots`` is ``M``."""
+class PlanPosition:
+    """Where a :class:`PlanFeed`'s pass is: its epoch, plan and rank, the batches handed out (``consumed``, from
+    ``plan.skip``) and whether the pass ran to its end. The loader keeps this, not the pass."""
 
-    def __init__(self, submit: Submit, recipe: Any, epoch: int, plan: EpochPlan, rank: int, *, in_flight: int,
-                 per_task: int, slots: int, convert: Callable[[Any], Any], shards: Callable[[int, list[int]], Any]):
-        super().__init__(submit, in_flight, per_task, convert)
-        self.recipe, self.epoch, self.plan, self.rank, self.slots = recipe, epoch, plan, rank, slots
-        self.consumed = plan.skip  # batches handed out (this pass's position: the loader's state)
+    __slots__ = ("epoch", "plan", "rank", "consumed", "finished")
+
+    def __init__(self, epoch: int, plan: EpochPlan, rank: int):
+        self.epoch, self.plan, self.rank, self.consumed, self.finished = epoch, plan, rank, plan.skip, False
+
+    @property
+    def done(self) -> bool:
+        """Every batch of the rank's epoch was handed out (or the pass ended)."""
+        return self.finished or self.consumed >= self.plan.num_batches
+
+
+class PlanFeed(_Feed):
+    """A rank's batches of ``position.plan`` (see the module docstring); ``slots`` is ``M``."""
+
+    def __init__(self, submit: Submit, recipe: Any, position: PlanPosition, *, in_flight: int, per_task: int,
+                 slots: int, convert: Callable[[Any], Any], shards: Callable[[int, list[int]], Any],
+                 ran: Callable[[list[int] | None, str | None], None] | None = None):
+        super().__init__(submit, in_flight, per_task, convert, ran)
+        self.recipe, self.position, self.slots = recipe, position, slots
+        self.epoch, self.plan, self.rank = position.epoch, position.plan, position.rank
         self._shards = shards
         self._tasks: dict[int, _Task] = {}  # task number -> task
         self._next_task = 0  # the next task number to submit
@@ -168,9 +206,10 @@ class PlanFeed(_Feed):
             return False
         number = self._next_task
         key = f"shardstream-batches-{self.pass_id}-{self.epoch}-{self.rank}-{batches[0]}"
+        shards = self._shards(self.epoch, batches)
         future = self.submit(plan_batches, self.recipe, self.epoch, self.plan, self.rank, batches[0], len(batches),
-                             key=key, priority=-batches[0], shards=self._shards(self.epoch, batches))
-        self._tasks[number] = _Task(future, len(batches))
+                             key=key, priority=-batches[0], shards=shards)
+        self._tasks[number] = _Task(future, len(batches), shards)
         self._held += len(batches)
         self._next_task += 1
         return True
@@ -184,22 +223,24 @@ class PlanFeed(_Feed):
 
     def start(self) -> PlanFeed:
         """Submit the first tasks now (the cluster starts while the trainer gets ready)."""
-        if self.consumed < self.plan.num_batches:
-            self._fill(self._where(self.consumed)[0])
+        if not self.position.done:
+            self._fill(self._where(self.position.consumed)[0])
         return self
 
     def __next__(self) -> Any:
-        if self.finished or self.consumed >= self.plan.num_batches:
-            self.finished = True
+        position = self.position
+        if self.finished or position.done:
+            if not self.finished:
+                position.finished = self.finished = True
             raise StopIteration
-        number, index = self._where(self.consumed)
+        number, index = self._where(position.consumed)
         self._fill(number)
         task = self._tasks[number]
-        batch = task.take(index)
+        batch = task.take(index, self.ran)
         self._held -= 1
         if not task.left:
             del self._tasks[number]
-        self.consumed += 1
+        position.consumed += 1
         self._fill(number)
         return self.convert(batch)
 
@@ -211,18 +252,43 @@ class PlanFeed(_Feed):
         self._held = 0
 
 
+class SlotPosition:
+    """Where a :class:`SlotFeed`'s pass is: each slot's pipeline state after the batches handed out (None: not
+    started), which slots ended, whose turn it is. The loader keeps this, not the pass."""
+
+    __slots__ = ("fingerprint", "epoch", "states", "ended", "turn")
+
+    def __init__(self, fingerprint: dict[str, Any], epoch: int, slots: int, saved: dict[str, Any] | None = None):
+        self.fingerprint, self.epoch = fingerprint, epoch
+        self.states: list[dict[str, Any] | None] = list(saved["slots"]) if saved else [None] * slots
+        self.ended: list[bool] = list(saved["ended"]) if saved else [False] * slots
+        self.turn: int = saved["turn"] if saved else 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pipeline state: the slots' positions, which ended, whose turn; once all ended, the next epoch's
+        start."""
+        count = len(self.states)
+        if all(self.ended):
+            return envelope("pipeline", self.fingerprint, self.epoch + 1, slots=[None] * count, turn=0,
+                            ended=[False] * count)
+        return envelope("pipeline", self.fingerprint, self.epoch, slots=list(self.states), turn=self.turn,
+                        ended=list(self.ended))
+
+
 class _Slot:
-    """One slot of a :class:`SlotFeed`: its position, its received batches, its submitted task."""
+    """One slot of a :class:`SlotFeed`: its received batches (and the states after them), its submitted task,
+    whether its last task ended it, the worker that ran its last task."""
 
-    __slots__ = ("number", "state", "ended", "batches", "states", "done", "future", "size")
+    __slots__ = ("number", "batches", "states", "done", "future", "size", "worker")
 
-    def __init__(self, number: int, state: dict[str, Any] | None, ended: bool):
-        self.number, self.state, self.ended = number, state, ended
+    def __init__(self, number: int, ended: bool):
+        self.number = number
         self.batches: collections.deque[Any] = collections.deque()
         self.states: collections.deque[dict[str, Any]] = collections.deque()
         self.done = ended  # the received batches are the slot's last ones
         self.future: Any = None
         self.size = 0  # batches the submitted task may make
+        self.worker: str | None = None
 
     @property
     def held(self) -> int:
@@ -230,91 +296,88 @@ class _Slot:
 
 
 class SlotFeed(_Feed):
-    """A pipeline's batches from ``slots`` slots (see the module docstring). ``position`` is where a saved state
-    left the slots: their states (None: not started), which of them ended, and whose turn it is."""
+    """A pipeline's batches from its slots (see the module docstring), from where ``position`` says. A slot's
+    next task is asked to run where its previous one ran (``near``): its shard cache holds the shard the slot is
+    reading."""
 
-    def __init__(self, submit: Submit, recipe: Any, epoch: int, rank: int, world_size: int, *, slots: int,
-                 in_flight: int, per_task: int, convert: Callable[[Any], Any], fingerprint: dict[str, Any],
-                 position: dict[str, Any] | None = None):
-        super().__init__(submit, in_flight, per_task, convert)
-        self.recipe, self.epoch, self.rank, self.world_size = recipe, epoch, rank, world_size
-        self.fingerprint = fingerprint
-        states = position["slots"] if position else [None] * slots
-        ended = position["ended"] if position else [False] * slots
-        self.slots = [_Slot(k, states[k], ended[k]) for k in range(slots)]
-        self.turn = position["turn"] if position else 0
+    def __init__(self, submit: Submit, recipe: Any, position: SlotPosition, rank: int, world_size: int, *,
+                 in_flight: int, per_task: int, convert: Callable[[Any], Any],
+                 ran: Callable[[list[int] | None, str | None], None] | None = None):
+        super().__init__(submit, in_flight, per_task, convert, ran)
+        self.recipe, self.position, self.rank, self.world_size = recipe, position, rank, world_size
+        self.epoch = position.epoch
+        self.slots = [_Slot(k, position.ended[k]) for k in range(len(position.states))]
         self._count = itertools.count()
 
     @property
     def held(self) -> int:
         return sum(slot.held for slot in self.slots)
 
-    def _submit(self, slot: _Slot, state: dict[str, Any] | None) -> None:
+    def _next_state(self, slot: _Slot) -> dict[str, Any] | None:
+        """Where the slot's next task starts: after its last batch received, else where the trainer is."""
+        return slot.states[-1] if slot.states else self.position.states[slot.number]
+
+    def _submit(self, slot: _Slot) -> None:
         key = f"shardstream-slot-{self.pass_id}-{self.epoch}-{self.rank}-{slot.number}-{next(self._count)}"
         slot.future = Fetched(self.submit(slot_batches, self.recipe, self.epoch, self.rank, self.world_size,
-                                          slot.number, len(self.slots), state, self.per_task, key=key, priority=0,
-                                          shards=None))
+                                          slot.number, len(self.slots), self._next_state(slot), self.per_task,
+                                          key=key, priority=0, shards=None, near=slot.worker))
         slot.size = self.per_task
 
     def _receive(self, slot: _Slot) -> None:
         batches, states, ended = slot.future.get()  # re-raises the task's own error
+        slot.worker = slot.future.worker
+        self.ran(None, slot.worker)
         slot.future, slot.size = None, 0
         slot.batches.extend(batches)
         slot.states.extend(states)
         slot.done = ended
         if not ended and self.held + self.per_task <= self.in_flight:  # the slot's next task, from where it ends
-            self._submit(slot, states[-1] if states else slot.state)
+            self._submit(slot)
 
     def _top_up(self) -> None:
         """Submit the next task of the slots that have none, in turn order, while the budget allows."""
         count = len(self.slots)
         for k in range(count):
-            slot = self.slots[(self.turn + k) % count]
+            slot = self.slots[(self.position.turn + k) % count]
             if slot.future is None and not slot.done and self.held + self.per_task <= self.in_flight:
-                self._submit(slot, slot.states[-1] if slot.states else slot.state)
+                self._submit(slot)
 
     def start(self) -> SlotFeed:
         """Submit each running slot's first task, in turn order, within the budget."""
-        order = self.slots[self.turn:] + self.slots[: self.turn]
-        for slot in order:
-            if not slot.ended and (self.held + self.per_task <= self.in_flight or not self.held):
-                self._submit(slot, slot.state)
+        turn = self.position.turn
+        for slot in self.slots[turn:] + self.slots[:turn]:
+            if not self.position.ended[slot.number] and (self.held + self.per_task <= self.in_flight
+                                                         or not self.held):
+                self._submit(slot)
         return self
 
     def __next__(self) -> Any:
+        position, count = self.position, len(self.slots)
         while not self.finished:
-            live = [s for s in self.slots if not s.ended]
-            if not live:
+            if all(position.ended):
                 self.finished = True
                 break
-            slot = self.slots[self.turn]
-            if slot.ended:
-                self.turn = (self.turn + 1) % len(self.slots)
+            slot = self.slots[position.turn]
+            if position.ended[slot.number]:
+                position.turn = (position.turn + 1) % count
                 continue
             if not slot.batches:
                 if slot.done:
-                    slot.ended = True
+                    position.ended[slot.number] = True
                     continue
                 if slot.future is None:
-                    self._submit(slot, slot.states[-1] if slot.states else slot.state)
+                    self._submit(slot)
                 self._receive(slot)
                 continue
             batch = slot.batches.popleft()
-            slot.state = slot.states.popleft()
-            self.turn = (self.turn + 1) % len(self.slots)
+            position.states[slot.number] = slot.states.popleft()
+            if slot.done and not slot.batches:  # that was the slot's last batch
+                position.ended[slot.number] = True
+            position.turn = (position.turn + 1) % count
             self._top_up()
             return self.convert(batch)
         raise StopIteration
-
-    def state_dict(self) -> dict[str, Any]:
-        """The slots' positions (after the batches handed out), which of them ended, and whose turn it is."""
-        ended = [s.ended or (s.done and not s.batches) for s in self.slots]
-        epoch = self.epoch + 1 if all(ended) else self.epoch
-        if all(ended):
-            return envelope("pipeline", self.fingerprint, epoch, slots=[None] * len(self.slots), turn=0,
-                            ended=[False] * len(self.slots))
-        return envelope("pipeline", self.fingerprint, epoch, slots=[s.state for s in self.slots], turn=self.turn,
-                        ended=ended)
 
     def futures(self) -> list[Any]:
         return [s.future.future for s in self.slots if s.future is not None and s.future.future is not None]

@@ -14,6 +14,10 @@ collate; the trainer iterates ready batches.
   either loader, with other numbers of ranks too; for a pipeline it is each slot's pipeline state and whose turn
   it is. Neither mentions the cluster: a state restores on a cluster of any size.
 - **Backpressure**: at most ``in_flight`` batches submitted or received and not yet handed out.
+- **Placement**: each task is asked to run on a Dask worker whose shard cache holds its shards
+  (:mod:`~shardstream.cluster.placement`), loosely: a busy or dead worker never blocks it.
+- **Dropped passes**: the loader keeps its latest pass's position, not the pass: a pass dropped mid-epoch (a
+  ``break``) is garbage-collected, its tasks are cancelled, and ``state_dict()`` still says where it stopped.
 - **Failures**: a Dask worker that dies loses its results; the tasks are pure, so Dask computes them again
   elsewhere. A task that raises (a data error the pipeline's handler let through) is not retried: the error is
   raised here, in the trainer, at the batch it belongs to.
@@ -22,13 +26,11 @@ collate; the trainer iterates ready batches.
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import ConfigError, MissingDependencyError, StateError
-from ..order import SampleOrder
 from ..pipeline.datapipeline import DataPipeline
 from ..pipeline.iteration import stage_names
 from ..resume import Resumable, check_state as check_envelope, envelope
@@ -37,8 +39,9 @@ from ..runtime import Placement
 from ..training import TrainingDataset
 from ..training.plan import EpochPlan
 from ..training.state import check_state
-from .feeds import PlanFeed, SlotFeed
-from .tasks import keep
+from .feeds import PlanFeed, PlanPosition, SlotFeed, SlotPosition
+from .placement import recipe_cache, task_shards
+from .tasks import keep, located
 
 __all__ = ["ClusterLoader"]
 
@@ -75,11 +78,31 @@ def _client(client: Any) -> tuple[Any, bool]:
     return client, False
 
 
-class _Pass:
-    """One iteration of the loader: its feed, and what its state is."""
+class _Record:
+    """The loader's record of its latest pass: where the pass is (its feed's position record), kept by the loader
+    (its :class:`~shardstream.resume.Progress`) instead of the pass, so that a pass dropped mid-epoch (a ``break``)
+    can be garbage-collected, its tasks cancelled, and ``state_dict()`` still says exactly where it stopped."""
 
-    def __init__(self, loader: ClusterLoader, feed: PlanFeed | SlotFeed):
-        self.loader, self.feed = loader, feed
+    __slots__ = ("loader", "position")
+
+    def __init__(self, loader: ClusterLoader, position: PlanPosition | SlotPosition):
+        self.loader, self.position = loader, position
+
+    def state_dict(self) -> dict[str, Any]:
+        position = self.position
+        if isinstance(position, SlotPosition):
+            return position.state_dict()
+        if position.done:
+            return self.loader._initial_state()
+        return self.loader.dataset.state_for(position.epoch, position.plan, position.consumed, rank=position.rank)
+
+
+class _Pass:
+    """One iteration of the loader: its feed. Dropping it (a ``break``, the end of a ``for`` loop) cancels the
+    tasks it still has on the cluster; the loader keeps only its position (a :class:`_Record`)."""
+
+    def __init__(self, feed: PlanFeed | SlotFeed, record: _Record):
+        self.feed, self.record = feed, record
 
     def __iter__(self) -> _Pass:
         return self
@@ -93,12 +116,8 @@ class _Pass:
         return self.feed.held
 
     def state_dict(self) -> dict[str, Any]:
-        feed = self.feed
-        if isinstance(feed, SlotFeed):
-            return feed.state_dict()
-        if feed.finished or feed.consumed >= feed.plan.num_batches:
-            return self.loader._initial_state()
-        return self.loader.dataset.state_for(feed.epoch, feed.plan, feed.consumed, rank=feed.rank)
+        """Where this pass is (the batches handed out)."""
+        return self.record.state_dict()
 
     def close(self) -> None:
         """Cancel this pass's tasks."""
@@ -122,7 +141,8 @@ class ClusterLoader(Resumable):
         tensors, where torch is installed; None: the batches as made)
     :param prefer: ``prefer(shards) -> worker addresses or None``: where a task should run (it may run elsewhere
         when those workers are busy or gone); ``shards`` are the numbers (in the dataset's shard list) of the
-        shards the task reads, when known (a ``TrainingDataset`` with an indexed shuffle)
+        shards the task reads, when known (a ``TrainingDataset``). Default: where the workers' shard caches hold
+        them (see :mod:`shardstream.cluster.placement`)
     :param workers: run every task on these Dask workers only (addresses or names: a share of a cluster that
         other jobs use too); None: any worker
     :param rank, world_size: a pipeline's placement (default: ``torch.distributed``, else ``RANK``/``WORLD_SIZE``);
@@ -167,8 +187,12 @@ class ClusterLoader(Resumable):
         self._placement = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
         self.client, self._owns_client = _client(client)
         self._recipe: Any = None  # the dataset's future on the cluster (one copy per Dask worker)
-        self._pass: _Pass | None = None
+        self._pass: weakref.ref[_Pass] | None = None  # the latest pass, held weakly (the trainer holds it)
+        self._live: weakref.finalize | None = None  # cancels the latest pass's tasks when it is dropped
         self._epoch = dataset.epoch
+        #: which workers' shard caches hold which shards (a recipe whose workers cache them, placed by them)
+        self._holders = recipe_cache(dataset) if self.training and prefer is None and workers is None else None
+        self._placements: list[tuple[list[int] | None, str | None]] = []
 
     # -- placement --------------------------------------------------------------------------------------------
     def rank_and_world(self) -> tuple[int, int]:
@@ -180,23 +204,41 @@ class ClusterLoader(Resumable):
         here = Placement.current()
         return here.rank, here.world_size
 
-    def _submit(self, fn: Callable[..., Any], *args: Any, key: str, priority: int, shards: list[int] | None) -> Any:
-        workers = self.prefer(shards) if self.prefer is not None and shards is not None else None
-        extra: dict[str, Any] = {"workers": list(workers), "allow_other_workers": True} if workers else {}
+    def _where(self, shards: list[int] | None, near: str | None) -> Sequence[str] | None:
+        """Where a task should run: ``prefer``'s answer, else the workers whose cache holds its shards, else
+        where its slot's previous task ran; None: anywhere."""
+        if self.prefer is not None:
+            return self.prefer(shards) if shards is not None else None
+        if self._holders is not None:
+            return self._holders.best(shards)
+        return [near] if near is not None else None
+
+    def _submit(self, fn: Callable[..., Any], *args: Any, key: str, priority: int, shards: list[int] | None,
+                near: str | None = None) -> Any:
         if self.workers is not None:
-            extra = {"workers": self.workers}
-        return self.client.submit(fn, *args, key=key, priority=priority, retries=0, pure=False, **extra)
+            extra: dict[str, Any] = {"workers": self.workers}
+        else:
+            wanted = self._where(shards, near)
+            extra = {"workers": list(wanted), "allow_other_workers": True} if wanted else {}
+        return self.client.submit(located, fn, *args, key=key, priority=priority, retries=0, pure=False, **extra)
 
     def _shards(self, epoch: int, batches: list[int], plan: EpochPlan, rank: int) -> list[int] | None:
-        """The shards the batches read (only asked when ``prefer`` is given, for an indexed order)."""
-        if self.prefer is None:
+        """The shards the batches read (asked when something places tasks by them)."""
+        if self.prefer is None and self._holders is None:
             return None
-        order = self.dataset.order(epoch)
-        if not isinstance(order, SampleOrder):
-            return None
-        ids = order.ids(np.concatenate([plan.positions(rank, j) for j in batches]))
-        ends = np.cumsum(np.asarray(self.dataset.lengths, dtype=np.int64))
-        return np.unique(np.searchsorted(ends, ids, side="right")).tolist()
+        return task_shards(self.dataset, epoch, plan, rank, batches)
+
+    def _ran(self, shards: list[int] | None, worker: str | None) -> None:
+        """A task's result was received: it ran on ``worker`` and read ``shards`` (None: not known)."""
+        self._placements.append((shards, worker))
+        if self._holders is not None:
+            self._holders.ran(shards, worker)
+
+    @property
+    def placements(self) -> list[tuple[list[int] | None, str | None]]:
+        """Where the latest pass's tasks ran, in the order their results were received: ``(the shards the task
+        read, when known, the Dask worker's address)``."""
+        return list(self._placements)
 
     # -- iteration --------------------------------------------------------------------------------------------
     def _plan(self, pending: dict[str, Any] | None) -> EpochPlan:
@@ -205,28 +247,44 @@ class ClusterLoader(Resumable):
             return self.dataset.resume_point(pending, rank=rank, world_size=world, num_workers=self.slots)[1]
         return self.dataset.plan(world_size=world, num_workers=self.slots)
 
+    def _drop_pass(self) -> None:
+        """Cancel the latest pass's tasks now (not wanted any more), if it has not been dropped already."""
+        if self._live is not None:
+            dropped = self._live.detach()
+            if dropped is not None:
+                dropped[2][0].cancel()
+            self._live = self._pass = None
+
     def __iter__(self) -> _Pass:
-        if self._pass is not None:
-            self._pass.close()  # the previous pass's tasks are not wanted any more
+        self._drop_pass()  # the previous pass's tasks are not wanted any more
         epoch, pending = self._epoch, self._take_pending()
         if self._recipe is None:
             self._recipe = self.client.submit(keep, self.dataset, key=f"shardstream-recipe-{uuid.uuid4().hex}",
                                               pure=False, retries=0, workers=self.workers)
         rank, world = self.rank_and_world()
+        self._placements = []
+        if self._holders is not None:
+            self._holders.refresh(self.client)  # once per pass: the workers' caches now
         feed: PlanFeed | SlotFeed
+        position: PlanPosition | SlotPosition
         if self.training:
             plan = self._plan(pending)
-            feed = PlanFeed(self._submit, self._recipe, epoch, plan, rank, in_flight=self.in_flight,
+            position = PlanPosition(epoch, plan, rank)
+            feed = PlanFeed(self._submit, self._recipe, position, in_flight=self.in_flight,
                             per_task=self.batches_per_task, slots=self.slots if self.dataset.stream else 1,
-                            convert=self._convert, shards=lambda e, b: self._shards(e, b, plan, rank))
+                            convert=self._convert, shards=lambda e, b: self._shards(e, b, plan, rank), ran=self._ran)
         else:
-            feed = SlotFeed(self._submit, self._recipe, epoch, rank, world, slots=self.slots,
-                            in_flight=self.in_flight, per_task=self.batches_per_task, convert=self._convert,
-                            fingerprint=self._fingerprint(), position=pending)
-        self._pass = _Pass(self, feed)
-        self._begin(epoch, self._pass).start()  # the next iter() serves the next epoch, from now on
+            position = SlotPosition(self._fingerprint(), epoch, self.slots, pending)
+            feed = SlotFeed(self._submit, self._recipe, position, rank, world, in_flight=self.in_flight,
+                            per_task=self.batches_per_task, convert=self._convert, ran=self._ran)
+        record = _Record(self, position)
+        current = _Pass(feed, record)
+        self._pass = weakref.ref(current)
+        self._live = weakref.finalize(current, type(feed).cancel_soon, feed)  # a pass dropped: its tasks are cancelled
+        self._live.atexit = False
+        self._begin(epoch, record).start()  # the next iter() serves the next epoch, from now on
         feed.start()
-        return self._pass
+        return current
 
     def __len__(self) -> int:
         """Batches the next ``iter()`` yields (a ``TrainingDataset``; a pipeline has no length here)."""
@@ -237,13 +295,13 @@ class ClusterLoader(Resumable):
     @property
     def in_flight_batches(self) -> int:
         """Batches of the current pass submitted or received and not yet handed out."""
-        return 0 if self._pass is None else self._pass.in_flight
+        current = None if self._pass is None else self._pass()
+        return 0 if current is None else current.in_flight
 
     def close(self) -> None:
         """Cancel every task of this loader (a trainer that stops early leaves nothing running on the cluster)
         and close the connection the loader opened (a client given to it stays open)."""
-        if self._pass is not None:
-            self._pass.close()
+        self._drop_pass()
         if self._recipe is not None:
             self.client.cancel([self._recipe])
             self._recipe = None
@@ -280,6 +338,7 @@ class ClusterLoader(Resumable):
                                  "ClusterLoader.state_dict() or TrainingLoader.state_dict()")
             self._plan(state)  # every field checked now
             return
+        self._check_slots(state)
         check_envelope(state, "pipeline", self._fingerprint(), what, keys=("slots", "turn", "ended"))
         slots = field(state, "slots", list, length=self.slots, what=what)
         ended = field(state, "ended", list, length=self.slots, what=what)
@@ -289,6 +348,16 @@ class ClusterLoader(Resumable):
                 raise refuse(what, f"ended/{k}", "must be true or false")
             if slots[k] is not None and not isinstance(slots[k], dict):
                 raise refuse(what, f"slots/{k}", "must be a pipeline state (a dict) or null")
+
+    def _check_slots(self, state: Any) -> None:
+        """A pipeline state restores only with the slots it was saved with: say so, and how, before anything else."""
+        saved = state.get("fingerprint") if isinstance(state, dict) else None
+        slots = saved.get("slots") if isinstance(saved, dict) else None
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots != self.slots:
+            raise StateError(f"cannot restore this loader: the pipeline state was saved with slots={slots}, this "
+                             f"loader has slots={self.slots}; each slot keeps its own position in the pipeline, so "
+                             f"the state resumes only with the same slots: ClusterLoader(..., slots={slots}) (on any "
+                             "number of Dask workers), or start the epoch afresh without the state")
 
     def __repr__(self) -> str:
         return (f"ClusterLoader({self.dataset!r}, in_flight={self.in_flight}, slots={self.slots}, "

@@ -33,13 +33,39 @@ from ..runtime import Placement
 from ..training.iterators import PlanIterator
 from ..training.plan import EpochPlan
 
-__all__ = ["keep", "plan_batches", "slot_batches"]
+__all__ = ["keep", "located", "plan_batches", "slot_batches", "worker_address"]
 
 
 def keep(recipe: Any) -> Any:
     """The recipe itself: submitted once per loader, so that every task shares one copy per Dask worker (and
     Dask can compute it again on another worker if the one holding it dies: its value is in the task)."""
     return recipe
+
+
+def worker_address() -> str | None:
+    """The address of the Dask worker running this call, or None outside a Dask worker.
+
+    >>> worker_address() is None
+    True
+    """
+    try:
+        from distributed import get_worker  # noqa: PLC0415 - optional: shardstream[dask]
+    except ImportError:  # pragma: no cover - a Dask worker has distributed
+        return None
+    try:
+        return str(get_worker().address)
+    except ValueError:
+        return None
+
+
+def located(fn: Any, *args: Any) -> tuple[str | None, Any]:
+    """``(the worker that ran it, fn(*args))``: what every task of a loader returns, so that the trainer learns
+    where each task read its shards (whose shard cache holds them now).
+
+    >>> located(max, 2, 3)
+    (None, 3)
+    """
+    return worker_address(), fn(*args)
 
 
 def plan_batches(dataset: Any, epoch: int, plan: EpochPlan, rank: int, first: int, count: int) -> list[Any]:
