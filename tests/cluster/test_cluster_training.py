@@ -59,7 +59,9 @@ def test_batches_are_training_loaders_with_one_or_two_workers(cluster, shards, s
             batches = list(loader)
         assert keys(batches) == expected
         pids = {int(pid) for batch in batches for pid in batch["pid"]}
-        assert len(pids) == (1 if workers else 2) and os.getpid() not in pids
+        # the tasks ran on the cluster (on the one worker asked for); how Dask spreads them over two is its choice
+        allowed = set(cluster.client.run(os.getpid, workers=workers).values())
+        assert pids <= allowed and (len(pids) == 1 or not workers) and os.getpid() not in pids
     assert sorted(sum(expected, [])) == EVERYTHING
 
 
