@@ -6,9 +6,11 @@ gloo on CPU; the ranks are tests/training/multinode_main.py and write what they 
 - elastic (``--nnodes 1:2``): node B dies mid-epoch (its agent and its ranks killed), node A's agent restarts its
   ranks (world size 2), which resume from the last checkpoint: over the epoch, no sample lost and none repeated.
 
-The agents' rendezvous store is hosted by node A (``is_host``), so killing B leaves the store alive. A test that
-can hang has a timeout, and every process it started (agents, ranks and their DataLoader workers) is killed in
-a ``finally``.
+The agents' rendezvous store is hosted by node A (``is_host``), so killing B leaves the store alive; the agents
+run with ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (without it, torch 2.13's agent that held rank 0 hands the
+restarted ranks its store of the previous attempt, and they hang in ``init_process_group``: docs/training.md,
+"Several nodes"). A test that can hang has a timeout, and every process it started (agents, ranks and their
+DataLoader workers) is killed in a ``finally``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ import uuid
 import pytest
 from training_data import write_dataset
 
-pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch without gloo"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the test finds the ranks in /proc (Linux)"),
+]
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "io"))
 from fault_servers import StubHTTP  # noqa: E402
