@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import IO, Any, cast
 
 from ..config import get_settings
-from ..errors import ConfigError, MissingDependencyError, OpenError
+from ..errors import ConfigError, MissingDependencyError, OpenError, ShardstreamError
 from ..redact import redacting_logger
 from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
@@ -77,8 +77,24 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
     except ImportError as e:
         extra_name, module = EXTRAS[protocol]
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
-    fs = cls(**options)
+    try:
+        fs = cls(**options)
+    except (ImportError, ShardstreamError):
+        raise
+    except Exception as e:  # noqa: BLE001 - each library raises its own (adlfs: ValueError without credentials)
+        raise ConfigError(f"{url!r}: cannot set up the {protocol}:// client ({type(e).__name__}: {e}); "
+                          f"{_CREDENTIALS.get(protocol, _CREDENTIALS[''])}") from e
     return fs, cls._strip_protocol(url)
+
+
+#: what to check when a file system cannot be built (the fix named by the ConfigError)
+_CREDENTIALS = {
+    "az": "give the container's storage rule options: {connection_string: ...} or {account_name: ..., "
+          "account_key: ...} (or sas_token), or set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
+          "with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN",
+    "": "check the storage rule of this URL (StorageConfig.match(url)) and the client's own settings",
+}
+_CREDENTIALS["abfs"] = _CREDENTIALS["az"]
 
 
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
