@@ -13,6 +13,7 @@ import logging
 
 import pytest
 from azure_server import (  # noqa: F401 - fixtures
+    ACCOUNT,
     ACCOUNT_KEY,
     CONTAINER,
     SHARDS,
@@ -27,9 +28,10 @@ from fault_servers import FaultProxy
 from remote_servers import free_port, samples_of
 
 import shardstream as wds
-from shardstream.errors import ConfigError, OpenError
+from shardstream.errors import ConfigError, OpenError, WriteError
 from shardstream.io import open_url
 from shardstream.io.objectstore import ObjectStream, filesystem_for
+from shardstream.io.storage_config import StorageRule
 
 DATA = f"az://{CONTAINER}/data/shard-{{000000..{SHARDS - 1:06d}}}.tar"
 
@@ -168,6 +170,40 @@ def test_no_credentials_is_a_config_error_naming_the_url_and_the_fix(az_data, mo
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigError, match=r"az://shards/data/shard-000000.tar.*connection_string"):
         open_url(f"az://{CONTAINER}/data/shard-000000.tar")
+
+
+def test_a_read_only_sas_reads_and_a_denied_write_is_a_write_error_without_the_signature(az_data, monkeypatch,
+                                                                                        az_expected, logged):
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    sas = generate_container_sas(ACCOUNT, CONTAINER, account_key=ACCOUNT_KEY,
+                                 permission=ContainerSasPermissions(read=True, list=True),
+                                 expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+    signature = dict(part.split("=", 1) for part in sas.split("&"))["sig"]
+    reader = f"BlobEndpoint={az_data.endpoint};SharedAccessSignature={sas}"
+    monkeypatch.setenv("SHARDSTREAM_STORAGE", storage_yaml("az://", reader))
+    assert samples_of(wds.expand_urls(DATA)) == az_expected
+    sink = wds.TarWriter(f"az://{CONTAINER}/denied/a.tar")
+    sink.write({"__key__": "a", "txt": "x"})
+    with pytest.raises(WriteError, match=f"az://{CONTAINER}/denied/a.tar") as e:
+        sink.close()
+    text = shown(e.value, logged)
+    assert "AuthorizationPermissionMismatch" in text or "not authorized" in text
+    assert signature not in text and sas not in text
+
+
+def test_azure_rules_give_adlfs_the_account_and_refuse_settings_it_would_ignore():
+    rule = StorageRule.from_dict({"prefix": "az://c/", "key": "account", "secret": "account-key-value",
+                                  "token": "sv=2024&sig=abc"})
+    assert rule.fsspec_options("az") == {"account_name": "account", "account_key": "account-key-value",
+                                         "sas_token": "sv=2024&sig=abc"}
+    assert StorageRule.from_dict({"bucket": "c", "scheme": "abfs", "anon": True}).fsspec_options("abfs") == {
+        "anon": True}
+    with pytest.raises(ConfigError, match=r"\['endpoint_url'\] of abfss://c/ have no meaning for Azure.*"
+                                          "connection_string"):
+        StorageRule.from_dict({"prefix": "abfss://c/", "endpoint_url": "http://127.0.0.1:10000/devstoreaccount1"})
 
 
 # -- a dropped connection ----------------------------------------------------------------------------------------
