@@ -86,6 +86,17 @@ def test_cli_lists_brace_patterns_of_az_shards(az_settings, az_expected, capsys)
     assert {line["url"] for line in lines} == set(wds.expand_urls(DATA))
 
 
+def test_cli_lists_the_shards_a_glob_names_in_the_container(az_settings, capsys):
+    from shardstream.cli import main
+
+    assert main(["info", "--json", f"az://{CONTAINER}/data/shard-*.tar"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [shard["url"] for shard in info["shards"]] == wds.expand_urls(DATA)
+    assert [shard["samples"] for shard in info["shards"]] == [8] * SHARDS
+    assert main(["ls", f"az://{CONTAINER}/data/nothing-*.tar"]) != 0
+    assert "names no shard" in capsys.readouterr().err
+
+
 def test_cached_az_dataset_downloads_once_and_works_when_the_server_is_gone(az_settings, monkeypatch, tmp_path,
                                                                              az_expected):
     assert strip(wds.WebDataset(DATA, shardshuffle=False, cache_dir=str(tmp_path))) == az_expected

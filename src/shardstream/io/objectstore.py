@@ -40,7 +40,7 @@ from .s3 import S3Body, presigned_url, sigv4_url
 from .storage_config import storage_options
 from .web import open_http
 
-__all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
+__all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "glob_objects", "is_object_store", "open_object", "protocol_of"]
 
 #: fsspec protocol -> (shardstream extra, module that provides it)
 EXTRAS = {
@@ -62,6 +62,11 @@ def protocol_of(url: str) -> str:
     if scheme not in _PROTOCOLS:
         raise ConfigError(f"{url!r} is not an object store URL (s3://, gs://, az://, abfs://, hf://)")
     return _PROTOCOLS[scheme]
+
+
+def is_object_store(url: str) -> bool:
+    """Whether ``url`` names an object (``s3://``, ``gs://``, ``az://``...: see :func:`protocol_of`)."""
+    return url.partition("://")[0].lower() in _PROTOCOLS if "://" in url else False
 
 
 def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, str]:
@@ -95,6 +100,19 @@ _CREDENTIALS = {
     "": "check the storage rule of this URL (StorageConfig.match(url)) and the client's own settings",
 }
 _CREDENTIALS["abfs"] = _CREDENTIALS["az"]
+
+
+def glob_objects(pattern: str) -> list[str]:
+    """The object URLs that match the glob ``pattern`` (``az://container/train-*.tar``), sorted, listed through
+    the file system of the pattern's bucket with its storage settings; an OpenError names the pattern when the
+    listing fails (no such bucket, no permission to list)."""
+    fs, path = filesystem_for(pattern)
+    scheme = pattern.partition("://")[0]
+    try:
+        found = fs.glob(path)
+    except Exception as e:  # noqa: BLE001 - each library raises its own
+        raise OpenError(f"cannot list {pattern!r}: {type(e).__name__}: {e}", url=pattern) from e
+    return sorted(f"{scheme}://{name}" for name in found)
 
 
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
