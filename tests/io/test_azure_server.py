@@ -121,6 +121,29 @@ def test_len_from_sidecar_indexes_next_to_the_shards(az_settings, az_local, tmp_
         len(wds.WebDataset(DATA))
 
 
+def test_indexed_dataset_reads_az_shards_through_a_registered_source(az_settings, az_local, tmp_path,
+                                                                     monkeypatch):
+    """Random access has no built-in az:// source: a ConfigError names the URL and the fix, and a source
+    registered by the user (here: each file downloaded once by the shard cache, then memory-mapped) serves it."""
+    from shardstream.indexed import IndexedDataset, LocalSource, index_shard, register_source, source
+    from shardstream.io.cache import ShardCache
+
+    fs = az_settings.filesystem()
+    index_shard(az_local[0])
+    fs.put_file(az_local[0] + ".ssidx", f"{CONTAINER}/indexed/shard-000000.tar.ssidx")
+    fs.put_file(az_local[0], f"{CONTAINER}/indexed/shard-000000.tar")
+    url = f"az://{CONTAINER}/indexed/shard-000000.tar"
+    with pytest.raises(ConfigError, match=r"no byte source for az:// URLs.*register_source"):
+        IndexedDataset(url)
+    cache = ShardCache(str(tmp_path / "cache"))
+    monkeypatch.setattr(source, "_FACTORIES", dict(source._FACTORIES))  # registered for this test only
+    register_source("az", lambda u: LocalSource(cache.fetch(u), u))
+    dataset = IndexedDataset(url)
+    local = IndexedDataset(az_local[0])
+    assert len(dataset) == len(local) == 8
+    assert [strip([dataset[i]]) for i in (7, 0, 3)] == [strip([local[i]]) for i in (7, 0, 3)]
+
+
 def test_spec_gives_its_container_its_own_settings(az_data, monkeypatch, az_expected):
     from shardstream.io.storage_config import load_storage_config
     from shardstream.spec import load_spec
