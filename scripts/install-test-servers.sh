@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # Install the real servers the remote-shard tests start on 127.0.0.1 (tests/io/remote_servers.py):
-# nginx (HTTP with Range) and Ceph RadosGW (S3), and Chromium for the viewer's browser tests.
-# Debian/Ubuntu packages, about 180 MB.
+# nginx (HTTP with Range) and Ceph RadosGW (S3), and Chromium for the viewer's browser tests: Debian/Ubuntu
+# packages, about 180 MB. Azurite (Azure Blob Storage, tests/io/azure_server.py): the npm package, into
+# .test-servers/azurite (about 60 MB; needs node and npm).
 # Idempotent: does nothing when the binaries are there. Always exits 0: a machine where the packages cannot be
 # installed still runs the suite, and the tests that need a missing server skip, saying why.
 set -u
+cd "$(dirname "$0")/.." || exit 0
+
+# Azurite: 3.35.0 is the last release that runs on node 20 (3.36 wants node >= 21)
+AZURITE_VERSION=3.35.0
+if [ -x .test-servers/azurite/node_modules/.bin/azurite-blob ]; then
+    echo "install-test-servers: Azurite is installed"
+elif ! command -v npm >/dev/null 2>&1; then
+    echo "install-test-servers: no npm here; the Azure (Azurite) tests skip (install node and npm, then run this again)"
+elif npm install --prefix .test-servers/azurite --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" \
+        >/tmp/install-test-servers-npm.log 2>&1; then
+    echo "install-test-servers: Azurite $AZURITE_VERSION installed in .test-servers/azurite"
+else
+    echo "install-test-servers: npm install azurite failed (see /tmp/install-test-servers-npm.log); the Azure tests skip"
+fi
 
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)

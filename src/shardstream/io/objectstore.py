@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import IO, Any, cast
 
 from ..config import get_settings
-from ..errors import ConfigError, MissingDependencyError, OpenError
+from ..errors import ConfigError, MissingDependencyError, OpenError, ShardstreamError
 from ..redact import redacting_logger
 from .chunks import Chunks, drain_into, take_chunk
 from .prefetch import open_in_series
@@ -40,7 +40,7 @@ from .s3 import S3Body, presigned_url, sigv4_url
 from .storage_config import storage_options
 from .web import open_http
 
-__all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "open_object", "protocol_of"]
+__all__ = ["EXTRAS", "ObjectStream", "filesystem_for", "glob_objects", "is_object_store", "open_object", "protocol_of"]
 
 #: fsspec protocol -> (shardstream extra, module that provides it)
 EXTRAS = {
@@ -64,6 +64,11 @@ def protocol_of(url: str) -> str:
     return _PROTOCOLS[scheme]
 
 
+def is_object_store(url: str) -> bool:
+    """Whether ``url`` names an object (``s3://``, ``gs://``, ``az://``...: see :func:`protocol_of`)."""
+    return url.partition("://")[0].lower() in _PROTOCOLS if "://" in url else False
+
+
 def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, str]:
     """``(fsspec filesystem, path)`` for ``url``, with the storage options of its bucket or prefix."""
     import fsspec  # noqa: PLC0415 - a heavy import that only object-store URLs need
@@ -77,8 +82,37 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
     except ImportError as e:
         extra_name, module = EXTRAS[protocol]
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
-    fs = cls(**options)
+    try:
+        fs = cls(**options)
+    except (ImportError, ShardstreamError):
+        raise
+    except Exception as e:  # noqa: BLE001 - each library raises its own (adlfs: ValueError without credentials)
+        raise ConfigError(f"{url!r}: cannot set up the {protocol}:// client ({type(e).__name__}: {e}); "
+                          f"{_CREDENTIALS.get(protocol, _CREDENTIALS[''])}") from e
     return fs, cls._strip_protocol(url)
+
+
+#: what to check when a file system cannot be built (the fix named by the ConfigError)
+_CREDENTIALS = {
+    "az": "give the container's storage rule options: {connection_string: ...} or {account_name: ..., "
+          "account_key: ...} (or sas_token), or set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
+          "with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN",
+    "": "check the storage rule of this URL (StorageConfig.match(url)) and the client's own settings",
+}
+_CREDENTIALS["abfs"] = _CREDENTIALS["az"]
+
+
+def glob_objects(pattern: str) -> list[str]:
+    """The object URLs that match the glob ``pattern`` (``az://container/train-*.tar``), sorted, listed through
+    the file system of the pattern's bucket with its storage settings; an OpenError names the pattern when the
+    listing fails (no such bucket, no permission to list)."""
+    fs, path = filesystem_for(pattern)
+    scheme = pattern.partition("://")[0]
+    try:
+        found = fs.glob(path)
+    except Exception as e:  # noqa: BLE001 - each library raises its own
+        raise OpenError(f"cannot list {pattern!r}: {type(e).__name__}: {e}", url=pattern) from e
+    return sorted(f"{scheme}://{name}" for name in found)
 
 
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:

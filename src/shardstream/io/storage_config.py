@@ -64,6 +64,8 @@ _KEYS = {"prefix", "bucket", "scheme", "endpoint_url", "region", "key", "secret"
          "addressing_style", "headers", "options"}
 _TYPES: dict[str, tuple[type, str]] = {"anon": (bool, "true or false"), "headers": (Mapping, "a mapping"),
                                        "options": (Mapping, "a mapping")}  # the others: strings
+_AZURE = ("az://", "abfs://", "abfss://")
+_NOT_AZURE = ("endpoint_url", "region", "profile", "addressing_style")  # S3 settings adlfs has no use for
 _ALIASES = {"endpoint": "endpoint_url", "region_name": "region", "aws_access_key_id": "key",
             "access_key_id": "key", "aws_secret_access_key": "secret", "secret_access_key": "secret",
             "aws_session_token": "token", "session_token": "token"}
@@ -122,6 +124,11 @@ class StorageRule:
                               f"the keys {sorted(map(str, entry))}")
         if bucket is not None:
             prefix = f"{scheme}://{bucket}/"
+        ignored = sorted(k for k in _NOT_AZURE if values.get(k) is not None)
+        if str(prefix).lower().startswith(_AZURE) and ignored:
+            raise ConfigError(f"{source}: the storage setting(s) {ignored} of {prefix} have no meaning for Azure "
+                              "(adlfs would ignore them); give the account in 'options': {connection_string: ...} "
+                              "(its BlobEndpoint names a custom endpoint) or {account_name: ..., account_key: ...}")
         style = values.get("addressing_style")
         if style is not None and style not in ("path", "virtual", "auto"):
             raise ConfigError(f"{source}: addressing_style must be path, virtual or auto, got {style!r}")
@@ -156,6 +163,11 @@ class StorageRule:
                 opts["client_kwargs"] = {"region_name": self.region}
             if self.addressing_style is not None:
                 opts["config_kwargs"] = {"s3": {"addressing_style": self.addressing_style}}
+        elif protocol in ("az", "abfs"):  # adlfs: the account name and key, a SAS token
+            for name, option in (("key", "account_name"), ("secret", "account_key"), ("token", "sas_token"),
+                                 ("anon", "anon")):
+                if getattr(self, name) is not None:
+                    opts[option] = getattr(self, name)
         else:
             for name in ("endpoint_url", "token", "anon"):
                 if getattr(self, name) is not None:

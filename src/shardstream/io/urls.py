@@ -28,11 +28,17 @@ import glob
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Union
+from typing import TYPE_CHECKING, Union
 from urllib.parse import unquote, urlsplit
 
+from .._lazy import lazy_module
 from ..config import Settings, get_settings
 from ..errors import ConfigError, UnbalancedBracesError
+
+if TYPE_CHECKING:
+    from . import objectstore
+else:
+    objectstore = lazy_module("shardstream.io.objectstore")  # loaded by a remote glob only
 
 __all__ = ["Urls", "braceexpand", "collect_inputs", "envsubst", "expand_inputs", "expand_urls", "local_path", "split_scheme"]
 
@@ -311,7 +317,8 @@ def _shard_names(directory: str) -> list[str]:
 def expand_inputs(args: Sequence[str], *, directories: bool = False, globs: bool = False) -> list[str]:
     """Inputs a user named -> shard URLs, in order: ``{000..009}`` brace patterns are expanded (for URLs the shell
     cannot glob) unless the argument exists as a file; with ``directories``, a directory stands for its shards
-    (``*.tar*``, ``*.tgz``); with ``globs``, a local pattern that is not itself a file is globbed. ``-``
+    (``*.tar*``, ``*.tgz``); with ``globs``, a local pattern that is not itself a file is globbed, and so is an
+    object store pattern (``az://container/train-*.tar``: listed in the store, sorted). ``-``
     (standard input) may appear once; an argument that names no shard is a ConfigError.
 
     >>> import os
@@ -334,6 +341,8 @@ def expand_inputs(args: Sequence[str], *, directories: bool = False, globs: bool
             return braceexpand(arg)
         if globs and path is not None and not exists and glob.has_magic(path):
             return sorted(glob.glob(path))
+        if globs and path is None and glob.has_magic(arg) and objectstore.is_object_store(arg):
+            return objectstore.glob_objects(arg)
         return [arg]
 
     return collect_inputs(args, expand)
