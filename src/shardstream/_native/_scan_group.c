@@ -301,6 +301,14 @@ static int unrecord_key(grouping *g, PyObject *key, int fresh)
     return PySet_Discard(g->seen, key) < 0 ? -1 : 0;
 }
 
+/* Whether split_name may read the name's 16-byte chunks: a name in the buffer with its last chunk there too, or
+ * in joined (256 bytes, names up to 256). */
+static int name_padded(span name, const char *joined, const unsigned char *buf, Py_ssize_t end)
+{
+    return name.data == (const unsigned char *)joined ||
+           (name.data >= buf && name.data + ((name.len + 15) & ~(Py_ssize_t)15) <= buf + end);
+}
+
 /* The buffer ends in the data of the member at pos, whose headers it holds (its name: name): when the name shows
  * that the member starts a new sample (another key, an extension the grouping takes), the current sample is
  * complete, and is handed to the sink now rather than once that member's data has arrived (a stream's first
@@ -347,16 +355,14 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
             pos = m.next;
             continue;
         }
-        /* a name in the buffer with its last 16-byte chunk there too, or in joined (256 bytes, names up to 256) */
-        padded = m.name.data == (const unsigned char *)joined ||
-                 (m.name.data >= buf && m.name.data + ((m.name.len + 15) & ~(Py_ssize_t)15) <= buf + end);
         if (kind != M_FILE) {
             if (kind == M_OTHER)
                 *need = 0;
             else if (m.name.data != NULL && s->key != NULL) /* M_NEED, its header there: maybe a new sample */
-                return close_early(g, s, m.name, padded, pos, need);
+                return close_early(g, s, m.name, name_padded(m.name, joined, buf, end), pos, need);
             return pos;
         }
+        padded = name_padded(m.name, joined, buf, end);
         r = split_name(g, m.name, padded, s->key, &key, &ext, &same);
         if (r <= 0) {
             *need = -1;
