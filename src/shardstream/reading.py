@@ -161,9 +161,9 @@ def _scanned(
             more = False  # where it asks for more (the source raises it again), as a walk from the start does
         if not more:
             _log_hand_over(url, src, need)
-            members = compress.then_pending(reader.walk(src, url, scan), tar)
+            members = compress.then_pending(reader.walk(src, url, scan, announce=True), tar)
             break  # a member or header for Python; or the stream ends where Python must report it
-    samples = _group(members, url, split, on_error, stats, seen, current, current_key, _StoredKeys(keys))
+    samples = _group(members, url, split, on_error, stats, seen, current, current_key, _StoredKeys(keys), reader.AHEAD)
     if batches is not None:
         yield from batches._add_all(samples)
     else:
@@ -261,8 +261,9 @@ def iter_samples(
         return with_local_path(_lists(grouped) if chunks else grouped, local_path, chunks)
     c_scan = _c_scan(accelerate, key_rule)
     if c_scan is None:
-        members = compress.iter_tar(stream, url, bufsize=bufsize, accelerate=accelerate)
-        grouped = _group(members, url, key_rule.split, on_error, stats)
+        members = compress.read_tar(stream, url, lambda tar: reader.iter_announced(tar, url, bufsize=bufsize,
+                                                                                   accelerate=accelerate))
+        grouped = _group(members, url, key_rule.split, on_error, stats, ahead=reader.AHEAD)
         return with_local_path(_lists(grouped) if chunks else grouped, local_path, chunks)
     return compress.read_tar(
         stream, url, lambda tar: _scanned(tar, bufsize, url, c_scan, on_error, stats, chunks=chunks,

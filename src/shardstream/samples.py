@@ -162,6 +162,9 @@ def _reraise(exc: BaseException) -> bool:
     raise exc
 
 
+_NOTHING = object()  # no member's data is this
+
+
 def group_samples(
     members: Iterable[tuple[str, Any, int]],
     url: str | None = None,
@@ -218,10 +221,16 @@ def _group(
     current: dict[str, Any] | None = None,
     current_key: str | None = None,
     pending: Iterable[str] | None = None,
+    ahead: Any = _NOTHING,
 ) -> Iterator[dict[str, Any]]:
     """:func:`group_samples`, optionally going on from a state reached by the C grouping (``seen`` keys and the
     ``pending`` ones, iterated and added to ``seen`` only when a new key is first checked; the ``current`` sample and
-    its key, with no problem pending): the one definition of every grouping decision."""
+    its key, with no problem pending): the one definition of every grouping decision.
+
+    ``ahead``: the data of a member whose header came before its data (``tar.reader.AHEAD``, from a walk that
+    announces members). A clean current sample is yielded as soon as such a header shows that the member starts a
+    new sample (a new key and an extension the grouping takes): the same samples, errors and counts as when that
+    member's data has arrived, only sooner."""
     seen = set() if seen is None else seen
     bad: SampleFormatError | None = None  # set when the current sample must be dropped
     n_bad = 0  # members of the current sample, counted once it is bad
@@ -241,6 +250,12 @@ def _group(
             yield from _damaged(exc, url, split, on_error, stats, current if bad is None else None, current_key)
             return
         key, ext = split(name)
+        if data is ahead:  # only a header: its data follows as the next member (the same one)
+            if current is not None and bad is None and key != current_key and ext and ext not in RESERVED_FIELDS:
+                stats.samples += 1
+                yield current
+                current = None  # complete, and handed out; the member (read next) starts the next one
+            continue
         if key == current_key:  # the common case: one more field of the current sample
             if bad is not None:
                 n_bad += 1

@@ -19,7 +19,8 @@ static PyMethodDef methods[] = {
      "calls. samples are the samples completed in this call. It stops before the first member it does not handle:\n"
      "need > 0: the buffer must hold need bytes from new_pos to go on; need == 0: a header the Python walk must\n"
      "read; need == -1: a member Python's grouping must see (missing, empty or '__' extension, a repeated\n"
-     "extension, a key seen before).\n"
+     "extension, a key seen before). A sample is complete at the header of a member that starts another one: when\n"
+     "buf ends in that member's data, the sample is in samples and current is None (the member starts next call).\n"
      "With keys (a bytearray), the keys of a shard whose keys increase are stored in keys as bytes (no str,\n"
      "no hashing) while seen is empty; at the first key out of order they move into seen. The keys seen so far\n"
      "are then seen | set(stored_keys(keys)).\n"
@@ -35,7 +36,7 @@ static PyMethodDef methods[] = {
      "fields a tuple of str (run mode): out holds a list per field; a sample with each of the fields (and no\n"
      "other one, with exact) whose values all convert by their mode (modes: a byte per field, 0 bytes, 1 str\n"
      "= bytes.decode, 3 int of [+-]?[0-9]{1,18}, as slice_column) adds a row; any other sample ends the walk\n"
-     "as odd (its dict), right after the next sample's first member (need == -2, as at limit rows)."},
+     "as odd (its dict), right after the next sample's first member or its header (need == -2, as at limit rows)."},
     {"stored_keys", stored_keys, METH_O,
      "stored_keys(keys) -> list[str]\n\n"
      "The keys scan_samples and scan_columns stored in the bytearray keys, in order."},

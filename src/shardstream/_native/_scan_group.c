@@ -301,6 +301,40 @@ static int unrecord_key(grouping *g, PyObject *key, int fresh)
     return PySet_Discard(g->seen, key) < 0 ? -1 : 0;
 }
 
+/* Whether split_name may read the name's 16-byte chunks: a name in the buffer with its last chunk there too, or
+ * in joined (256 bytes, names up to 256). */
+static int name_padded(span name, const char *joined, const unsigned char *buf, Py_ssize_t end)
+{
+    return name.data == (const unsigned char *)joined ||
+           (name.data >= buf && name.data + ((name.len + 15) & ~(Py_ssize_t)15) <= buf + end);
+}
+
+/* The buffer ends in the data of the member at pos, whose headers it holds (its name: name): when the name shows
+ * that the member starts a new sample (another key, an extension the grouping takes), the current sample is
+ * complete, and is handed to the sink now rather than once that member's data has arrived (a stream's first
+ * sample needs no byte of the next one's data). The member is not consumed: the next call starts it, with no
+ * current sample. Returns pos, *need as group_members sets it (-2 when the sink ends the walk), or -1 on error. */
+static Py_ssize_t close_early(grouping *g, sink *s, span name, int padded, Py_ssize_t pos, Py_ssize_t *need)
+{
+    PyObject *key, *ext;
+    int same = 0, stop = 0, r = split_name(g, name, padded, s->key, &key, &ext, &same);
+
+    if (r <= 0) /* a member Python's grouping must see: it decides once the member is there */
+        return r < 0 ? -1 : pos;
+    Py_XDECREF(key);
+    Py_DECREF(ext);
+    if (same)
+        return pos;
+    r = s->done(s, &stop);
+    if (r < 0)
+        return -1;
+    if (r > 0)
+        Py_CLEAR(s->key);
+    if (r == 0 || stop)
+        *need = -2;
+    return pos;
+}
+
 /* The walk of scan_samples and scan_columns: from pos, the regular members of buf[0:end] grouped into the samples
  * of the sink s by the rule above. Returns the position where it stopped and sets *need as scan_samples' docstring
  * says; -1 on error. */
@@ -313,8 +347,10 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
     for (;;) {
         PyObject *key, *ext;
         const char *data;
-        int same = 0, fresh, stop = 0, r, padded, kind = next_member(buf, end, pos, joined, &m, need);
+        int same = 0, fresh, stop = 0, r, padded, kind;
 
+        m.name.data = NULL;
+        kind = next_member(buf, end, pos, joined, &m, need);
         if (kind == M_NODATA) {
             pos = m.next;
             continue;
@@ -322,11 +358,11 @@ Py_ssize_t group_members(const unsigned char *buf, Py_ssize_t end, Py_ssize_t po
         if (kind != M_FILE) {
             if (kind == M_OTHER)
                 *need = 0;
+            else if (m.name.data != NULL && s->key != NULL) /* M_NEED, its header there: maybe a new sample */
+                return close_early(g, s, m.name, name_padded(m.name, joined, buf, end), pos, need);
             return pos;
         }
-        /* a name in the buffer with its last 16-byte chunk there too, or in joined (256 bytes, names up to 256) */
-        padded = m.name.data == (const unsigned char *)joined ||
-                 (m.name.data >= buf && m.name.data + ((m.name.len + 15) & ~(Py_ssize_t)15) <= buf + end);
+        padded = name_padded(m.name, joined, buf, end);
         r = split_name(g, m.name, padded, s->key, &key, &ext, &same);
         if (r <= 0) {
             *need = -1;

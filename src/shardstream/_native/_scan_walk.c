@@ -169,11 +169,11 @@ static HOT_INLINE int own_header(const unsigned char *buf, Py_ssize_t end, Py_ss
     }
     if (type == '0' || type == 0 || type == '7') {
         padded = (size + BLOCK - 1) & ~(uint64_t)(BLOCK - 1);
+        m->name = name; /* known even when its data is not there yet (M_NEED): the grouping may close a sample */
         if (padded > (uint64_t)(end - pos - BLOCK)) {
             *need = padded > (uint64_t)PY_SSIZE_T_MAX / 2 ? PY_SSIZE_T_MAX : pos - start + BLOCK + (Py_ssize_t)padded;
             return M_NEED;
         }
-        m->name = name;
         m->data_pos = pos + BLOCK;
         m->size = size;
         m->next = pos + BLOCK + (Py_ssize_t)padded;
@@ -220,7 +220,8 @@ static COLD int extended_member(const unsigned char *buf, Py_ssize_t end, Py_ssi
 
 /* Read the member that starts at ``pos`` (its extended headers first) in buf[0:end].
  * M_FILE / M_NODATA: *m describes it (name may point into ``joined``). M_NEED: the buffer ends before the
- * member does; *need is the number of bytes from ``pos`` known to be needed so far. M_OTHER: a header this
+ * member does; *need is the number of bytes from ``pos`` known to be needed so far; m->name is set when the buffer
+ * holds the headers of a regular file and only its data is missing (the caller sets m->name.data to NULL first). M_OTHER: a header this
  * walk leaves to Python (see the top of the file). The walk never consumes anything when it stops. */
 int next_member(const unsigned char *buf, Py_ssize_t end, Py_ssize_t pos, char joined[256], member *m,
                 Py_ssize_t *need)

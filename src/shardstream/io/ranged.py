@@ -42,7 +42,6 @@ one stream.
 from __future__ import annotations
 
 import functools
-import io
 import itertools
 import threading
 import time
@@ -52,9 +51,9 @@ from urllib.parse import urlsplit
 
 from ..errors import OpenError
 from ..redact import redacting_logger
-from .chunks import drain_into, take_chunk
 from .fetchers import fetchers, share, worker_count
 from .http import HttpStream, RangeNotSatisfiable
+from .inorder import InOrder
 from .parts import Part, differs, fit, span
 from .prefetch import tentative
 from .proxy import Route
@@ -64,13 +63,13 @@ __all__ = ["RangedStream", "share", "worker_count"]
 log = redacting_logger(__name__)
 
 _CHUNK = 256 << 10  # the most one read from a socket hands over
-_MAX_DRAIN = 16 << 20
 _SERIAL = itertools.count()
 _LAST_SIZE: dict[tuple[str, str, int | None], int] = {}  # server -> size of its last ranged object (a hint)
 
 
-class RangedStream(io.RawIOBase):
-    """A shard read as parallel ranged GETs, in order (see the module docstring).
+class RangedStream(InOrder):
+    """A shard read as parallel ranged GETs, in order (see the module docstring); the reader's side (``read``,
+    ``readinto``, ``finish``, ``close``) is :class:`~shardstream.io.inorder.InOrder`'s.
 
     ``size``, ``etag``, ``last_modified`` and ``md5`` are those of the first answer (``md5`` only when it covers
     the whole object); ``requests`` counts the requests sent, ``parallel`` tells whether parts were used.
@@ -80,30 +79,24 @@ class RangedStream(io.RawIOBase):
                  timeout: float = 60, backoff: float = 0.5, name: str | None = None, connections: int = 16,
                  readahead: int = 256 << 20, part_size: int = 8 << 20, route: Route | None = None,
                  sleep: Callable[[float], None] = time.sleep):
-        self.part_size = max(64 << 10, part_size)
+        super().__init__(name or url, part_size=max(64 << 10, part_size))  # the fetchers' lock is taken inside _cond
         self.readahead = max(self.part_size, readahead)
         self.connections = max(1, connections)
         self._fetch = fetchers(max(1, connections - 1))  # and the first part has a thread of its own
         self._options: dict[str, Any] = {"headers": headers, "retries": retries, "timeout": timeout, "backoff": backoff,
                          "sleep": functools.partial(self._nap, sleep), "pool": self._fetch.pool, "route": route}
-        self._cond = threading.Condition()  # the parts and the reader (the fetchers' lock is taken inside it)
         self._serial = next(_SERIAL)
         parts = urlsplit(url)
         self._server = (parts.scheme.lower(), parts.hostname or "", parts.port)
-        self._parts: list[Part] = []
-        self._cur = 0
         self._held = tentative()  # a first guess of the prefetcher: its first part only, until it is read
-        self._stopped = False  # closed, or failed: no more parts
         self._planned = 0  # where the next part starts
-        self.pos = 0
         self.requests = self.resumes = 0
-        self.buffered = self.most_buffered = 0  # bytes received, not yet read (all parts); the most there were
         self._whole = False  # a part reads on to the end of the object: no other part is planned
         self._open_ended = False  # the server states no size: the object is read on until it ends
         self.parallel = False
         self.when_planned: Callable[[], None] | None = None  # called once every part has been requested
         self.when_fetched: Callable[[], None] | None = None  # called once every part has been received
-        self.url, self.name, self.final_url = url, name or url, url
+        self.url, self.final_url = url, url
         self.etag: str | None = None
         self.last_modified: str | None = None
         self._known = False  # the first answer is in: size and validators are the object's
@@ -343,92 +336,6 @@ class RangedStream(io.RawIOBase):
         if error is None:  # kept alive when its answer was read to the end, even if the reader closed meanwhile
             stream.release()
         stream.close()
-
-    # -- reading ----------------------------------------------------------------------------------------------
-
-    def readable(self) -> bool:
-        return True
-
-    def _head(self) -> Part | None:
-        """The reader's part, once it has bytes (None at the end); raises a part's error."""
-        while True:
-            if self._cur >= len(self._parts):
-                return None
-            part = self._parts[self._cur]
-            if part.chunks:
-                return part
-            if part.error is not None:
-                self._release()  # an error ends the stream: its parts stop and give their memory back
-                raise part.error
-            if part.done:
-                self._give(part)
-                self._cur += 1
-                self._plan()
-                continue
-            self._cond.wait()
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        if self.closed:
-            raise ValueError("read from a closed RangedStream")
-        with self._cond:
-            part = self._head()
-            n = drain_into(part.chunks, memoryview(b).cast("B")) if part is not None else 0
-            if n:
-                self._taken(part, n)  # type: ignore[arg-type]
-        self.pos += n
-        return n
-
-    def read(self, size: int | None = -1) -> bytes:
-        """Up to ``size`` bytes as they arrive (all that is left for -1); whole chunks without a copy."""
-        if size is None or size < 0:
-            return b"".join(iter(lambda: self.read(1 << 20), b""))
-        if self.closed:
-            raise ValueError("read from a closed RangedStream")
-        with self._cond:
-            part = self._head()
-            if part is None or size == 0:
-                return b""
-            head = take_chunk(part.chunks, size)
-            self._taken(part, len(head))
-        self.pos += len(head)
-        return head
-
-    def _taken(self, part: Part, n: int) -> None:
-        """The reader took ``n`` bytes of ``part`` (under the lock): a throttled part may read on."""
-        part.buffered -= n
-        self.buffered -= n
-        if part.throttled and part.buffered < self.part_size:
-            self._cond.notify_all()
-
-    def finish(self) -> None:
-        """The reader is done: read what is left when it is little (a tar reader stops before the padding), so
-        that a short answer is an OpenError here too."""
-        if self.size is not None and 0 < self.size - self.pos <= _MAX_DRAIN:
-            buf = bytearray(1 << 20)
-            while self.readinto(buf):
-                pass
-
-    def tell(self) -> int:
-        return self.pos
-
-    def _release(self) -> None:
-        """Stop every part and give back its read-ahead memory (under the lock)."""
-        self._stopped = True
-        for part in self._parts:
-            if part.stream is not None and not part.done:
-                part.stream.abort()  # a part waiting on a slow or stalled server frees its fetch thread now
-            part.stream = None
-            if not part.done:
-                part.done, part.error = True, part.error or OpenError(f"{self.name!r}: stopped", url=self.name)
-            self.buffered -= part.clear()
-            self._give(part)
-        self._cond.notify_all()
-
-    def close(self) -> None:
-        if not self.closed:
-            super().close()
-            with self._cond:
-                self._release()
 
     def __repr__(self) -> str:
         return f"RangedStream({self.name!r}, pos={self.pos}, size={self.size}, parts={len(self._parts)})"

@@ -52,11 +52,13 @@ from .header import (
 )
 
 __all__ = [
+    "AHEAD",
     "USE_ACCELERATOR",
     "MappedBuffer",
     "StreamBuffer",
     "TruncatedTarWarning",
     "accelerated",
+    "iter_announced",
     "iter_members",
     "iter_members_mapped",
     "map_file",
@@ -70,6 +72,19 @@ Member = tuple[str, bytes, int]
 #: The C walk: ``scan(buf, pos, base, headers_only=False) -> (members, new_pos)``; see ``_native/_scan_walk.c``.
 Scan = accel.Scan
 _ZERO_BLOCK = bytes(BLOCKSIZE)
+
+
+class _Ahead:
+    """The type of :data:`AHEAD`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "AHEAD"
+
+
+#: The data of a member announced by ``walk(..., announce=True)``: its header is read, its data is still to come.
+AHEAD: Any = _Ahead()
 _EXTENDED_TYPES = frozenset((GNU_LONGNAME, GNU_LONGLINK, PAX_HEADER, PAX_GLOBAL))
 
 
@@ -111,6 +126,27 @@ def iter_members(
         raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
     scan = member_scan(accelerate)
     return walk(source_for(stream, bufsize, windows=scan is not None), url, scan)
+
+
+def iter_announced(
+    stream: IO[bytes], url: str = "<stream>", *, bufsize: int = 1 << 20, accelerate: bool | None = None
+) -> Iterator[Member]:
+    """:func:`iter_members` that also yields ``(name, AHEAD, data_offset)`` for a member whose header has arrived
+    and whose data has not (``walk(..., announce=True)``): the members of a stream for the sample grouping, which
+    can then close a sample without waiting for the next one's data.
+
+    >>> import io
+    >>> from shardstream.tar.writer import TarStreamWriter
+    >>> out = io.BytesIO()
+    >>> with TarStreamWriter(out) as tw:
+    ...     _ = tw.add("a.txt", b"x"), tw.add("b.txt", b"y")
+    >>> list(iter_announced(io.BytesIO(out.getvalue()), "a.tar", bufsize=512, accelerate=False))
+    [('a.txt', AHEAD, 512), ('a.txt', b'x', 512), ('b.txt', AHEAD, 1536), ('b.txt', b'y', 1536)]
+    """
+    if bufsize < 1:
+        raise ConfigError(f"bufsize must be a positive number of bytes, got {bufsize!r}")
+    scan = member_scan(accelerate)
+    return walk(source_for(stream, bufsize, windows=scan is not None), url, scan, announce=True)
 
 
 def member_scan(accelerate: bool | None) -> Scan | None:
@@ -159,13 +195,19 @@ class _Pending:
         self.pax: dict[str, bytes] = {}
 
 
-def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stacklevel: int = 2) -> Iterator[Any]:
+def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stacklevel: int = 2,
+         announce: bool = False) -> Iterator[Any]:
     """The header walk from ``src.pos`` (a member boundary): C runs between extended headers when ``scan`` is
     given, Python for one header at a time, and every error and end-of-archive decision.
 
     ``data=True`` yields ``(name, data, data_offset)``; ``data=False`` yields ``(name, data_offset, size)`` and
     jumps over member data (the header-only index, :mod:`shardstream.tar.index`). ``stacklevel`` is that of the
     :class:`TruncatedTarWarning`, as seen from the frame that iterates this generator.
+
+    ``announce=True`` (with ``data``): a regular member whose data the buffer does not hold yet is first yielded as
+    ``(name, AHEAD, data_offset)``, before the walk waits for its data, then as usual. The sample grouping
+    (:mod:`shardstream.samples`) then hands out the sample before it as soon as its header shows a new key, not
+    after the next member's data has arrived (a remote shard's first sample, a slow pipe).
     """
     pending: _Pending | None = None
     global_pax: dict[str, bytes] = {}
@@ -226,6 +268,8 @@ def walk(src: Source, url: str, scan: Scan | None, *, data: bool = True, stackle
             pending = None
         if typeflag in REGULAR_TYPES:
             text = name.decode("utf-8", "surrogateescape")
+            if announce and not src.eof and len(src.buf) - src.pos < BLOCKSIZE + size:
+                yield text, AHEAD, offset + BLOCKSIZE  # its data is still to come: the grouping may close a sample
             if data:
                 try:
                     member = _take(src, size, url, offset, text)
