@@ -24,6 +24,7 @@ import base64
 import collections
 import concurrent.futures
 import errno
+import importlib
 import io
 import random
 import time
@@ -77,8 +78,34 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
     except ImportError as e:
         extra_name, module = EXTRAS[protocol]
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
-    fs = cls(**options)
+    if protocol == "gs":
+        cls = _gcs_class(cls, options)
+    try:
+        fs = cls(**options)
+    except Exception as e:  # noqa: BLE001 - credentials are checked here; the message may quote them
+        raise OpenError(f"cannot set up {protocol}:// access for {url!r} ({cls.__name__}): "
+                        f"{type(e).__name__}: {e}; check the credentials of its storage settings",
+                        url=url) from None  # not chained: the cause's text may hold the token
     return fs, cls._strip_protocol(url)
+
+
+def _gcs_class(cls: Any, options: dict[str, Any]) -> Any:
+    """gcsfs's JSON-API filesystem for an endpoint other than Google's (an emulator, a gateway), else ``cls``.
+
+    Recent gcsfs versions default to a subclass that asks a gRPC control plane for each bucket's layout before it
+    reads or writes; a server without one makes every such call wait out a 60 s retry, so those endpoints get
+    the plain class (buckets of special layouts exist only on Google's service).
+    """
+    from urllib.parse import urlsplit  # noqa: PLC0415 - stdlib, used on this path only
+
+    module = importlib.import_module("gcsfs.core")
+    core, default_location = getattr(module, "GCSFileSystem", None), getattr(module, "_location", None)
+    if core is None or cls is core or not issubclass(cls, core):
+        return cls
+    # the endpoint: the option, else gcsfs's own reading of STORAGE_EMULATOR_HOST (else Google's)
+    location = options.get("endpoint_url") or (default_location() if callable(default_location) else "")
+    host = (urlsplit(location).hostname or "").lower()
+    return cls if not host or host == "googleapis.com" or host.endswith(".googleapis.com") else core
 
 
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
