@@ -24,6 +24,7 @@ import base64
 import collections
 import concurrent.futures
 import errno
+import importlib
 import io
 import random
 import time
@@ -82,13 +83,16 @@ def filesystem_for(url: str, settings: Any = None, **extra: Any) -> tuple[Any, s
     except ImportError as e:
         extra_name, module = EXTRAS[protocol]
         raise MissingDependencyError(f"reading {protocol}:// URLs", extra_name, module) from e
+    if protocol == "gs":
+        cls = _gcs_class(cls, options)
     try:
         fs = cls(**options)
     except (ImportError, ShardstreamError):
         raise
     except Exception as e:  # noqa: BLE001 - each library raises its own (adlfs: ValueError without credentials)
+        # not chained: the cause's own text may quote a credential (gcsfs quotes a raw token); this one is redacted
         raise ConfigError(f"{url!r}: cannot set up the {protocol}:// client ({type(e).__name__}: {e}); "
-                          f"{_CREDENTIALS.get(protocol, _CREDENTIALS[''])}") from e
+                          f"{_CREDENTIALS.get(protocol, _CREDENTIALS[''])}") from None
     return fs, cls._strip_protocol(url)
 
 
@@ -97,7 +101,8 @@ _CREDENTIALS = {
     "az": "give the container's storage rule options: {connection_string: ...} or {account_name: ..., "
           "account_key: ...} (or sas_token), or set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME "
           "with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN",
-    "": "check the storage rule of this URL (StorageConfig.match(url)) and the client's own settings",
+    "": "check the credentials and options of this URL's storage rule (StorageConfig.match(url)) and the "
+          "client's own settings",
 }
 _CREDENTIALS["abfs"] = _CREDENTIALS["az"]
 
@@ -113,6 +118,25 @@ def glob_objects(pattern: str) -> list[str]:
     except Exception as e:  # noqa: BLE001 - each library raises its own
         raise OpenError(f"cannot list {pattern!r}: {type(e).__name__}: {e}", url=pattern) from e
     return sorted(f"{scheme}://{name}" for name in found)
+
+
+def _gcs_class(cls: Any, options: dict[str, Any]) -> Any:
+    """gcsfs's JSON-API filesystem for an endpoint other than Google's (an emulator, a gateway), else ``cls``.
+
+    Recent gcsfs versions default to a subclass that asks a gRPC control plane for each bucket's layout before it
+    reads or writes; a server without one makes every such call wait out a 60 s retry, so those endpoints get
+    the plain class (buckets of special layouts exist only on Google's service).
+    """
+    from urllib.parse import urlsplit  # noqa: PLC0415 - stdlib, used on this path only
+
+    module = importlib.import_module("gcsfs.core")
+    core, default_location = getattr(module, "GCSFileSystem", None), getattr(module, "_location", None)
+    if core is None or cls is core or not issubclass(cls, core):
+        return cls
+    # the endpoint: the option, else gcsfs's own reading of STORAGE_EMULATOR_HOST (else Google's)
+    location = options.get("endpoint_url") or (default_location() if callable(default_location) else "")
+    host = (urlsplit(location).hostname or "").lower()
+    return cls if not host or host == "googleapis.com" or host.endswith(".googleapis.com") else core
 
 
 def _with_proxy(options: dict[str, Any], settings: Any) -> dict[str, Any]:
