@@ -81,6 +81,24 @@ def test_ranged_blocks_and_read_ahead_are_exact(gcs_settings, local):
         assert f.read(1000) + f.read(70_000) + f.read() == want
 
 
+def test_the_first_block_is_small_and_the_next_ones_double(gcs_settings, local, monkeypatch):
+    """The first bytes of an object come after a small request, not after a whole block (16 MiB by default)."""
+    from shardstream.io import objectstore
+
+    FIRST_BLOCK = 16 << 10  # noqa: N806 - scaled down with the shard (256 KiB by default)
+    monkeypatch.setattr(objectstore, "FIRST_BLOCK", FIRST_BLOCK)
+    fs, path = filesystem_for(f"gs://{BUCKET}/data/shard-000001.tar")
+    with ObjectStream("gs://x", fs, path, block_size=4 * FIRST_BLOCK, prefetch=1) as f, open(local[1], "rb") as want_f:
+        asked = []
+        get = f._get
+        f._get = lambda start, end: asked.append(end - start) or get(start, end)
+        want = want_f.read()
+        assert f.read() == want
+    full = [FIRST_BLOCK, 2 * FIRST_BLOCK, 4 * FIRST_BLOCK]
+    assert len(want) > FIRST_BLOCK and asked[:-1] == (full + [full[-1]] * len(asked))[:len(asked) - 1]
+    assert sum(asked) == len(want)
+
+
 def test_shardwriter_writes_gs_objects(gcs_settings):
     from shardstream.writer import ShardWriter
 

@@ -9,7 +9,8 @@ credentials, addressing style), so buckets on different services can be mixed in
 ``s3://`` objects are read by the native HTTP client from a URL that s3fs signs: parallel ranged GETs
 (:mod:`shardstream.io.ranged`), with the retries, exact resume, ETag checks and proxies of ``https://`` shards. The other stores,
 and S3 with TLS settings of its own, are read by :class:`ObjectStream`: blocks of ``SHARDSTREAM_BLOCK_SIZE``
-(16 MiB) fetched ahead in the background, each failed read retried from the exact byte offset it reached, reads
+(16 MiB; the first one 256 KiB and the next ones doubling, so the first bytes come early) fetched ahead in the
+background, each failed read retried from the exact byte offset it reached, reads
 pinned to the object's ETag (an object replaced mid-read is an OpenError, never a spliced shard).
 
 >>> protocol_of("s3://bucket/a.tar"), protocol_of("abfss://c@acct.dfs.core.windows.net/a.tar")
@@ -164,6 +165,10 @@ def _permanent(exc: BaseException) -> bool:
         isinstance(exc, OSError) and exc.errno == errno.EINVAL)
 
 
+#: the size of an object's first block; the next ones double up to the block size
+FIRST_BLOCK = 256 << 10
+
+
 class ObjectStream(io.RawIOBase):
     """An object read in large ranged requests with read-ahead and exact resume (see the module docstring).
 
@@ -190,6 +195,9 @@ class ObjectStream(io.RawIOBase):
         self.pos = 0
         self._chunks: Chunks = collections.deque()  # bytes, or memoryviews of partly read ones
         self._next = 0  # offset of the next block to request
+        # the first blocks are small and double up to block_size: the first bytes come after a small request,
+        # not after a whole 16 MiB block (S3 streams one request: its blocks only cut that stream)
+        self._grow = self.block_size if s3 else min(self.block_size, FIRST_BLOCK)
         self._pending: collections.deque[concurrent.futures.Future[list[Any]]] = collections.deque()
         workers = 1 if self._s3 else max(1, prefetch)  # S3: one streaming request, blocks fetched in order
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="shardstream-get")
@@ -232,9 +240,9 @@ class ObjectStream(io.RawIOBase):
 
     def _fill(self) -> bool:
         while len(self._pending) < self._depth and self._next < self.size:
-            end = min(self.size, self._next + self.block_size)
+            end = min(self.size, self._next + self._grow)
             self._pending.append(self._pool.submit(self._fetch, self._next, end))
-            self._next = end
+            self._next, self._grow = end, min(self.block_size, 2 * self._grow)
         if not self._pending:
             return False
         self._chunks.extend(c if isinstance(c, bytes) else memoryview(c).cast("B")
