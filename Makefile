@@ -26,7 +26,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m shardstream.demo
 
-## the whole test suite (installs the real test servers it needs: nginx, Ceph RadosGW, chromium; see scripts/)
+## the whole test suite (installs the real test servers it needs: nginx, Ceph RadosGW, chromium, Azurite; see scripts/)
 test: $(STAMP)
 	./scripts/install-test-servers.sh
 	$(PY) -m pytest -q tests
