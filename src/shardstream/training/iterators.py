@@ -39,6 +39,7 @@ class IndexedReader:
     def __init__(self, dataset: IndexedDataset, order: SampleOrder, block: int = 8192):
         self.dataset, self.order, self.block = dataset, order, block
         self._first, self._ids = 0, np.zeros(0, dtype=np.int64)  # the cached block: ids of _first, _first + 1...
+        self._collated: Any = None  # the dataset's collated_reader(), made here at the first batch of columns
 
     def read(self, positions: np.ndarray) -> list[Any]:
         return self.dataset.__getitems__(self.ids(positions))
@@ -50,7 +51,11 @@ class IndexedReader:
     def read_columns(self, span: range) -> dict[str, list] | None:
         """The samples of ``span`` as the default collation makes them, when the dataset makes them at once
         (:meth:`~shardstream.indexed.IndexedDataset.collated`); else None."""
-        return self.dataset.collated(self._span_ids(span))
+        read = self._collated
+        if read is None:
+            read = self._collated = self.dataset.collated_reader()
+        ids = self._span_ids(span)
+        return read(ids if span.step == 1 else np.ascontiguousarray(ids))
 
     def _span_ids(self, span: range) -> np.ndarray:
         """``ids(positions of span)``: a slice of the cached block when it holds them."""
