@@ -207,3 +207,10 @@ def test_a_forked_process_reads_with_its_own_collated_reader(ds, forked):
     parent = read(np.arange(0, 61, 4))
     assert forked(read, np.arange(0, 61, 4)) == parent
     assert forked(lambda i: ds.collated_reader()(i), np.arange(0, 61, 4)) == parent
+
+
+def test_the_shards_share_their_field_names(ds):
+    """Each field name is one string object in every shard's index (loaded from JSON: interned), so the C call
+    compares the fields of samples of different shards by identity."""
+    first, last = ds._index(0).extensions, ds._index(len(ds._shards) - 1).extensions
+    assert first == last and all(a is b for a, b in zip(first, last, strict=True))
