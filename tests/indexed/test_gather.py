@@ -185,6 +185,11 @@ def test_the_collated_reader_gives_what_collated_gives(ds):
         assert other.collated_reader()(np.array([1, 0])) == other.collated(np.array([1, 0]))
 
 
+def test_the_collated_reader_without_the_extension(ds, monkeypatch):
+    monkeypatch.setattr(reader, "USE_ACCELERATOR", False)
+    assert ds.collated_reader()(np.arange(3)) is None is ds.collated(np.arange(3))
+
+
 def test_the_collated_reader_looks_up_nothing_once_the_shards_are_open(ds, monkeypatch):
     if sample_gatherer() is None:
         pytest.skip("no C extension")
