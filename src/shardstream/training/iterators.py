@@ -33,7 +33,9 @@ class IndexedReader:
     """Samples at positions of ``order``, read from ``dataset`` by random access.
 
     The sample numbers are computed ``block`` positions at a time (one vectorised call of the order for many
-    batches: a small batch costs numpy's per-call overhead many times over) and kept for the batches that follow.
+    batches: a small batch costs numpy's per-call overhead many times over) and kept for the batches that follow:
+    a block starts at the first position that the cache lacks, so an epoch read forward computes each position once
+    (but for the few batches that straddle two blocks).
     """
 
     def __init__(self, dataset: IndexedDataset, order: SampleOrder, block: int = 8192):
@@ -73,8 +75,7 @@ class IndexedReader:
         if not (first <= lo and hi < first + len(ids)):
             if hi - lo >= self.block or lo < 0 or hi >= self.order.total:  # wider than a block, or an error
                 return self.order.ids(positions)
-            first = lo - lo % self.block if hi < lo - lo % self.block + self.block else lo
-            end = min(first + self.block, self.order.total)
+            first, end = lo, min(lo + self.block, self.order.total)  # from the first position asked: batches go forward
             self._first, self._ids = first, ids = first, self.order.ids(np.arange(first, end, dtype=np.int64))
         return ids[positions - first]
 
