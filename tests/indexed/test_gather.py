@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from shardstream import _native
-from shardstream.indexed import IndexedDataset, index_shard
+from shardstream.indexed import IndexedDataset, index_shard, opened
 from shardstream.indexed.opened import ShardTable, sample_gatherer
 from shardstream.pipeline import default_collation_fn
 from shardstream.tar import reader
@@ -161,3 +161,61 @@ def test_the_c_call_reads_named_shard_tables(ds):
         shard = ds._here().open.get(number)
         assert table.url == shard.url and table.first == shard.first and table.extensions == shard.index.extensions
         assert table == tuple(getattr(table, name) for name in ShardTable._fields)
+
+
+def test_a_batch_over_more_shards_than_samples(write_shards):
+    """The C call sets up one table per shard of the batch, at most one per sample: batches of one sample over
+    many shards, and of many samples over every shard."""
+    ds = _dataset(write_shards)  # 61 samples in 9 shards
+    for indices in (np.array([60]), np.array([0, 60]), np.arange(60, -1, -7), np.arange(61)[::-1]):
+        assert ds.__getitems__(indices) == _one_by_one(ds, indices)
+        if sample_gatherer() is not None:
+            assert ds.collated(indices) == default_collation_fn(_one_by_one(ds, indices))
+
+
+def test_the_collated_reader_gives_what_collated_gives(ds):
+    read = ds.collated_reader()
+    rng = np.random.default_rng(3)
+    for size in (1, 9, 100):
+        indices = rng.integers(0, len(ds), size)
+        for form in (indices, indices.astype(np.int32), indices[::2], indices.tolist()):
+            assert read(form) == ds.collated(form)
+    assert read(np.array([3, 61])) is None and read(np.array([-1, 0])) == ds.collated(np.array([-1, 0]))
+    for other in (ds[5:40], ds.decode(), IndexedDataset(ds._shards[0].url, zero_copy=True)):
+        assert other.collated_reader()(np.array([1, 0])) == other.collated(np.array([1, 0]))
+
+
+def test_the_collated_reader_without_the_extension(ds, monkeypatch):
+    monkeypatch.setattr(reader, "USE_ACCELERATOR", False)
+    assert ds.collated_reader()(np.arange(3)) is None is ds.collated(np.arange(3))
+
+
+def test_the_collated_reader_looks_up_nothing_once_the_shards_are_open(ds, monkeypatch):
+    if sample_gatherer() is None:
+        pytest.skip("no C extension")
+    calls = []
+    read = opened.row_gatherer(ds._rows, ds._ends_array, ds._here(), True,
+                               lambda indices: calls.append(indices) or ds.collated(indices))
+    everything = np.arange(len(ds))
+    assert read(everything) == ds.collated(everything) and len(calls) == 1  # the first batch opens the shards
+    for indices in (everything[::-1].copy(), np.array([7, 3, 60])):
+        assert read(indices) == ds.collated(indices)
+    assert len(calls) == 1
+    ds.close()  # the shards leave: the next batch opens them again
+    assert read(everything) == ds.collated(everything) and len(calls) == 2
+    monkeypatch.setattr(opened.os, "getpid", lambda: -1)  # another process: never this one's tables
+    assert read(everything) == ds.collated(everything) and len(calls) == 3
+
+
+def test_a_forked_process_reads_with_its_own_collated_reader(ds, forked):
+    read = ds.collated_reader()
+    parent = read(np.arange(0, 61, 4))
+    assert forked(read, np.arange(0, 61, 4)) == parent
+    assert forked(lambda i: ds.collated_reader()(i), np.arange(0, 61, 4)) == parent
+
+
+def test_the_shards_share_their_field_names(ds):
+    """Each field name is one string object in every shard's index (loaded from JSON: interned), so the C call
+    compares the fields of samples of different shards by identity."""
+    first, last = ds._index(0).extensions, ds._index(len(ds._shards) - 1).extensions
+    assert first == last and all(a is b for a, b in zip(first, last, strict=True))

@@ -142,3 +142,27 @@ def test_the_c_permutation_is_the_numpy_one(n, monkeypatch):
         assert fast.dtype == slow.dtype == np.int64 and fast.tolist() == slow.tolist()
     with pytest.raises(IndexError):
         Permutation(n, 1)([n])
+
+
+class _Counted:
+    """An order that counts the calls of ``ids``."""
+
+    def __init__(self, order):
+        self.order, self.total, self.calls = order, order.total, 0
+
+    def ids(self, positions):
+        self.calls += 1
+        return self.order.ids(positions)
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_an_epoch_read_forward_computes_each_block_once(step):
+    """Batches of 100 positions (every ``step``-th: one rank of ``step``) read in order, blocks of 256: a batch
+    that straddles two blocks starts the next block, which then serves the batches after it."""
+    order = SampleOrder((700, 700, 600), seed=3, epoch=1, shuffle="global")
+    counted = _Counted(order)
+    reader = IndexedReader(None, counted, block=256 * step)  # type: ignore[arg-type]  # only its ids are used here
+    for start in range(0, order.total - 100 * step + 1, 100 * step):
+        positions = np.arange(start, start + 100 * step, step, dtype=np.int64)
+        assert reader.ids(positions).tolist() == order.ids(positions).tolist()
+    assert counted.calls <= 10  # about 2000 / 200: each block serves two batches and starts the third's

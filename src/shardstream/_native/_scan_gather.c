@@ -164,7 +164,8 @@ PyObject *gather_samples(PyObject *self, PyObject *args)
     n = rows.len / 8;
     which = PyMem_Malloc((size_t)(n + 1) * sizeof *which);
     local = PyMem_Malloc((size_t)(n + 1) * sizeof *local);
-    t = PyMem_Calloc((size_t)n + 1, sizeof *t); /* at most one table per sample */
+    /* at most one table per sample and per shard; each is set up when first used (only the first count are) */
+    t = PyMem_Malloc(((size_t)(n < nums.len / 8 ? n : nums.len / 8) + 1) * sizeof *t);
     if (t == NULL || which == NULL || local == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -207,6 +208,8 @@ PyObject *gather_samples(PyObject *self, PyObject *args)
                     goto done;
                 }
                 s = &t[count++];
+                s->held = 0;
+                s->table = NULL;
                 if (!gather_open(s, want, table))
                     goto none;
                 samples = s->b[3].len / 4 - 1;

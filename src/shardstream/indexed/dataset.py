@@ -48,7 +48,7 @@ from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
 from .dataset_index import DatasetIndex, ShardEntry
-from .opened import PACK_BUDGET, Handles, OpenShard, gather_rows
+from .opened import PACK_BUDGET, Handles, OpenShard, gather_rows, row_gatherer
 from .rows import RowIteration, row_runs
 from .shardindex import ShardIndex, rule_spec, sidecar_path
 from .source import open_source
@@ -182,6 +182,13 @@ class IndexedDataset(RowIteration):
             return None
         return gather_rows(indices, self._rows, self._ends_array, self._shard, self._here(), columns=True,
                            pack=self._pack)
+
+    def collated_reader(self) -> Callable[[np.ndarray], dict[str, list] | None]:
+        """:meth:`collated` for the batches of an epoch in this process, its look-ups done once, with the same
+        results (see :func:`~shardstream.indexed.opened.row_gatherer`)."""
+        if self._stages or self._zero_copy:
+            return self.collated
+        return row_gatherer(self._rows, self._ends_array, self._here(), True, self.collated)
 
     def packed(self, budget: int = PACK_BUDGET) -> IndexedDataset:
         """This dataset, whose batch reads (``__getitems__``, :meth:`collated`) read shards of small members from

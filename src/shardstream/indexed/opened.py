@@ -10,6 +10,7 @@
   are made in C, the same dicts :meth:`OpenShard.sample` makes (keys decoded as UTF-8 with
   ``surrogateescape``, fields ``bytes`` copied out of the memory map, members in archive order). Where it does
   not apply it says so (None) and the caller reads sample by sample.
+- :func:`row_gatherer`: :func:`gather_rows` for the batches of a whole epoch, its look-ups done once.
 - :func:`pack_table`: a shard of small members as the C reader's table of a compact copy of their bytes (see
   :meth:`~shardstream.indexed.IndexedDataset.packed`): a tar shard of 250-byte fields is about 2 KiB per sample
   (headers, padding to 512-byte blocks), and a batch read at random positions touches every page of its memory
@@ -31,7 +32,8 @@ from ..tar.reader import accelerated
 from .shardindex import ShardIndex
 from .source import ByteSource, LocalSource, OpenShards
 
-__all__ = ["PACK_BUDGET", "Handles", "OpenShard", "ShardTable", "gather_rows", "pack_table", "sample_gatherer"]
+__all__ = ["PACK_BUDGET", "Handles", "OpenShard", "ShardTable", "gather_rows", "pack_table", "row_gatherer",
+           "sample_gatherer"]
 
 #: the bytes of member data a process copies out of its shards' maps, at most, per dataset (see :func:`pack_table`)
 PACK_BUDGET = 256 << 20
@@ -209,3 +211,38 @@ def gather_rows(indices: np.ndarray, rows: range, ends: np.ndarray, shard: Calla
             return None
         tables[out] = table
     return None
+
+
+def row_gatherer(rows: range, ends: np.ndarray, handles: Handles, columns: bool,
+                 slow: Callable[[np.ndarray], Any]) -> Callable[[np.ndarray], Any]:
+    """A reader of many batches, ``read(indices)``, giving what ``slow(indices)`` gives (:func:`gather_rows` with
+    these arguments): once every shard the batches touch is open, each batch is one C call with nothing looked up
+    in Python. Whenever that call does not apply as it is (a shard not open yet, another process than the one
+    of ``handles``, indices that are not a contiguous array of 8-byte integers, ``rows`` not the whole
+    dataset), ``slow`` reads the batch.
+
+    >>> from shardstream.indexed import IndexedDataset, index_dataset, indexed_shard_writer
+    >>> with indexed_shard_writer("gathered-%d.tar", maxcount=3) as sink:
+    ...     for i in range(5):
+    ...         _ = sink.write({"__key__": f"k{i}", "cls": i})
+    >>> ds = IndexedDataset(sink.shards)
+    >>> read = ds.collated_reader()
+    >>> [read(np.array([4, 0]))["cls"] for _ in range(2)]
+    [[b'4', b'0'], [b'4', b'0']]
+    """
+    gather = sample_gatherer()
+    if gather is None or not (rows.start == 0 and rows.step == 1 and len(ends) and rows.stop == int(ends[-1])):
+        return slow
+    tables, pid = handles.tables, handles.pid
+
+    def read(indices: np.ndarray) -> Any:
+        if pid == os.getpid():
+            try:
+                out = gather(tables, ends, indices, columns)
+            except (BufferError, ValueError, TypeError):  # not a contiguous array of 8-byte integers
+                out = -1
+            if type(out) is not int:
+                return out
+        return slow(indices)  # opens the shard the batch lacks (then the next batch is one call), or says why not
+
+    return read

@@ -169,7 +169,8 @@ class ShardIndex:
                  offsets: array, sizes: array, starts: array, key_ends: array, ext_ids: array,
                  keys: bytes):  # fmt: skip
         self.url, self.size, self.fingerprint, self.rule, self.lowercase = url, size, fingerprint, rule, lowercase
-        self.extensions = tuple(extensions)
+        self.extensions = tuple(sys.intern(e) for e in extensions)  # one object per name in every shard: the batch
+        # reader compares the fields of samples of different shards by identity first
         self.offsets, self.sizes, self.starts, self.key_ends, self.ext_ids = offsets, sizes, starts, key_ends, ext_ids
         self._keys = keys
         self._key_map: dict[str, int] | None = None

@@ -33,12 +33,15 @@ class IndexedReader:
     """Samples at positions of ``order``, read from ``dataset`` by random access.
 
     The sample numbers are computed ``block`` positions at a time (one vectorised call of the order for many
-    batches: a small batch costs numpy's per-call overhead many times over) and kept for the batches that follow.
+    batches: a small batch costs numpy's per-call overhead many times over) and kept for the batches that follow:
+    a block starts at the first position that the cache lacks, so an epoch read forward computes each position once
+    (but for the few batches that straddle two blocks).
     """
 
     def __init__(self, dataset: IndexedDataset, order: SampleOrder, block: int = 8192):
         self.dataset, self.order, self.block = dataset, order, block
         self._first, self._ids = 0, np.zeros(0, dtype=np.int64)  # the cached block: ids of _first, _first + 1...
+        self._collated: Any = None  # the dataset's collated_reader(), made here at the first batch of columns
 
     def read(self, positions: np.ndarray) -> list[Any]:
         return self.dataset.__getitems__(self.ids(positions))
@@ -50,7 +53,11 @@ class IndexedReader:
     def read_columns(self, span: range) -> dict[str, list] | None:
         """The samples of ``span`` as the default collation makes them, when the dataset makes them at once
         (:meth:`~shardstream.indexed.IndexedDataset.collated`); else None."""
-        return self.dataset.collated(self._span_ids(span))
+        read = self._collated
+        if read is None:
+            read = self._collated = self.dataset.collated_reader()
+        ids = self._span_ids(span)
+        return read(ids if span.step == 1 else np.ascontiguousarray(ids))
 
     def _span_ids(self, span: range) -> np.ndarray:
         """``ids(positions of span)``: a slice of the cached block when it holds them."""
@@ -68,8 +75,7 @@ class IndexedReader:
         if not (first <= lo and hi < first + len(ids)):
             if hi - lo >= self.block or lo < 0 or hi >= self.order.total:  # wider than a block, or an error
                 return self.order.ids(positions)
-            first = lo - lo % self.block if hi < lo - lo % self.block + self.block else lo
-            end = min(first + self.block, self.order.total)
+            first, end = lo, min(lo + self.block, self.order.total)  # from the first position asked: batches go forward
             self._first, self._ids = first, ids = first, self.order.ids(np.arange(first, end, dtype=np.int64))
         return ids[positions - first]
 
