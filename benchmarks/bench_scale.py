@@ -63,7 +63,9 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def child_plan(kind: str, shards: int, world: int) -> dict:
+def child_plan(kind: str, shards: int, worlds: list[int]) -> list[dict]:
+    """Plan the last rank's epoch for each number of ranks in turn, each from scratch (the RSS growth is the
+    first one's: the process's peak only grows)."""
     from shardstream.spec import load_spec
     from shardstream.training import TrainingDataset
 
@@ -71,30 +73,34 @@ def child_plan(kind: str, shards: int, world: int) -> dict:
     given = [f"s3://bucket/train/shard-{i:06d}.tar" for i in range(shards)] if kind == "list" else None
     warm = TrainingDataset(["a.tar", "b.tar"], batch_size=2, shuffle="stream", lengths=[3, 3], rank=0, world_size=1)
     warm.order(0).runs(0, 1)  # imports and first-call caches, before the clock
-    rss, tracemalloc_on = _status("VmRSS"), tracemalloc.start()
-    start = time.perf_counter()
-    if kind == "spec":
-        spec = load_spec({"sources": [{"name": "train", "shards": pattern}]})
-        source = [url for s in spec.sources for url in s.urls]
-    else:
-        source = pattern if kind == "pattern" else given
-    ds = TrainingDataset(source, batch_size=32, shuffle="stream", lengths=[SAMPLES] * shards, rank=world - 1,
-                         world_size=world)
-    plan, order, rank = ds.plan(world_size=world, num_workers=WORKERS), ds.order(0), world - 1
-    first_shards = set()
-    for worker in range(min(WORKERS, plan.num_batches)):
-        at = int(plan.positions(rank, worker)[0])
-        for group, _, labels in order.runs(at, at + 1):
-            first_shards.add(ds._urls[int(order.group_shards(group)[int(labels[0])])])
-    seconds = time.perf_counter() - start
-    current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del tracemalloc_on
-    # equal shares: every rank serves per_rank positions in num_batches batches, padding < one per rank
-    served = (plan.num_batches - 1) * plan.batch_size + plan.batch_len(plan.num_batches - 1)
-    equal = served == plan.per_rank and plan.per_rank * world == plan.length and 0 <= plan.length - plan.work < world
-    return {"seconds": seconds, "peak": peak, "kept": current, "rss": _status("VmHWM") - rss, "equal": equal,
-            "per_rank": plan.per_rank, "first_shards": len(first_shards)}
+    rows = []
+    for world in worlds:
+        rss = _status("VmRSS")
+        tracemalloc.start()
+        start = time.perf_counter()
+        if kind == "spec":
+            spec = load_spec({"sources": [{"name": "train", "shards": pattern}]})
+            source = [url for s in spec.sources for url in s.urls]
+        else:
+            source = pattern if kind == "pattern" else given
+        ds = TrainingDataset(source, batch_size=32, shuffle="stream", lengths=[SAMPLES] * shards, rank=world - 1,
+                             world_size=world)
+        plan, order, rank = ds.plan(world_size=world, num_workers=WORKERS), ds.order(0), world - 1
+        first_shards = set()
+        for worker in range(min(WORKERS, plan.num_batches)):
+            at = int(plan.positions(rank, worker)[0])
+            for group, _, labels in order.runs(at, at + 1):
+                first_shards.add(ds._urls[int(order.group_shards(group)[int(labels[0])])])
+        seconds = time.perf_counter() - start
+        current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        # equal shares: every rank serves per_rank positions in num_batches batches, padding < one per rank
+        served = (plan.num_batches - 1) * plan.batch_size + plan.batch_len(plan.num_batches - 1)
+        equal = served == plan.per_rank and plan.per_rank * world == plan.length and 0 <= plan.length - plan.work < world
+        rows.append({"world": world, "seconds": seconds, "peak": peak, "kept": current, "equal": equal,
+                     "rss": _status("VmHWM") - rss if not rows else None, "first_shards": len(first_shards)})
+        del ds, plan, order, source
+    return rows
 
 
 def resume_urls(shards: int) -> tuple[list[str], list[str]]:
@@ -261,20 +267,21 @@ def growth(xs: list[float], ys: list[float]) -> str:
 
 def curve_plan(sizes: list[int], worlds: list[int], kinds: list[str]) -> list[str]:
     lines = ["## 1. planning one rank's epoch (TrainingDataset, shuffle='stream', 8 workers per rank)", "",
-             "| shards | given as | ranks | time s | tracemalloc peak MB | kept B/shard | RSS growth MB | equal |",
+             "| shards | given as | ranks | time s | tracemalloc peak MB | kept B/shard | RSS growth MB (first) | equal |",
              "|---|---|---|---|---|---|---|---|"]
     times: dict[tuple[str, int], list[float]] = {}
     for shards in sizes:
         for kind in kinds:
-            for world in worlds:
-                r = run_child("plan", kind, shards, world)
+            for r in run_child("plan", kind, shards, worlds):
+                world = r["world"]
                 times.setdefault((kind, world), []).append(r["seconds"])
+                rss = "-" if r["rss"] is None else f"{r['rss'] / 1e6:.1f}"
                 lines.append(f"| {shards:,} | {kind} | {world:,} | {r['seconds']:.3f} | {r['peak'] / 1e6:.1f} | "
-                             f"{r['kept'] / shards:.0f} | {r['rss'] / 1e6:.1f} | {'yes' if r['equal'] else 'NO'} |")
+                             f"{r['kept'] / shards:.0f} | {rss} | {'yes' if r['equal'] else 'NO'} |")
                 assert r["equal"], r
     if len(sizes) > 1:
         lines += [""] + [f"- time, {kind}, {world:,} ranks: {growth(sizes, t)}"
-                         for (kind, world), t in times.items() if world == worlds[-1]]
+                         for (kind, world), t in times.items() if world == worlds[0]]
     return lines
 
 
@@ -335,13 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     global INLINE
     INLINE = args.smoke
     if args.smoke:
-        plan = ([1000], [1, 4096], ["pattern"])
+        plan = ([1000], [4096, 1], ["pattern"])
         resume, indexed, cache = ([1000, 100_000], 1000), [100], [10]
     elif args.quick:
-        plan = ([1000, 10_000, 100_000], [1, 64, 4096], ["pattern", "list"])
+        plan = ([1000, 10_000, 100_000], [4096, 1, 64], ["pattern", "list"])
         resume, indexed, cache = ([1000, 100_000, 10_000_000], 20_000), [100, 1000, 10_000], [10, 100, 1000]
     else:
-        plan = ([1000, 10_000, 100_000, 1_000_000], [1, 8, 64, 512, 4096], ["pattern", "list", "spec"])
+        plan = ([1000, 10_000, 100_000, 1_000_000], [4096, 1, 8, 64, 512], ["pattern", "list", "spec"])
         resume = ([1000, 100_000, 1_000_000, 10_000_000, 100_000_000], RESUME_SHARDS)
         indexed, cache = [100, 1000, 10_000, 100_000], [10, 100, 1000, 10_000]
     began, out = time.perf_counter(), []
