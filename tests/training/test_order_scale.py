@@ -62,3 +62,11 @@ def test_a_state_does_not_grow_with_the_position_and_its_digest_is_made_once(mon
     for _ in range(3):
         fresh.state_dict()
     assert len(made) == 1  # the shard lengths are digested once, not at every save
+
+
+def test_a_streaming_dataset_keeps_its_shard_list_packed():
+    pattern = f"s3://bucket/train/shard-{{000000..{SHARDS - 1:06d}}}.tar"
+    TrainingDataset("a-{0..1}.tar", batch_size=4, shuffle="stream", lengths=[7, 7])  # first-call allocations
+    blocks, ds = _live_blocks(lambda: TrainingDataset(pattern, batch_size=4, shuffle="stream", lengths=[7] * SHARDS))
+    assert blocks < 200, f"{blocks} memory blocks kept for {SHARDS} shard URLs"
+    assert ds._urls[SHARDS - 1] == f"s3://bucket/train/shard-{SHARDS - 1:06d}.tar" and len(ds._urls) == SHARDS
