@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+from typing import Any
 
 from _common import DATA as _DATA, ROOT
 
@@ -64,20 +65,16 @@ def _fds() -> int:
 
 
 def child_plan(kind: str, shards: int, worlds: list[int]) -> list[dict]:
-    """Plan the last rank's epoch for each number of ranks in turn, each from scratch (the RSS growth is the
-    first one's: the process's peak only grows)."""
+    """Plan the last rank's epoch for each number of ranks in turn, from scratch: timed without tracemalloc (it
+    slows every allocation several times), then once more for the first number of ranks under tracemalloc (its
+    peak, and what stays allocated while the dataset lives). The RSS growth is the first run's."""
     from shardstream.spec import load_spec
     from shardstream.training import TrainingDataset
 
     pattern = f"s3://bucket/train/shard-{{000000..{shards - 1:06d}}}.tar"
     given = [f"s3://bucket/train/shard-{i:06d}.tar" for i in range(shards)] if kind == "list" else None
-    warm = TrainingDataset(["a.tar", "b.tar"], batch_size=2, shuffle="stream", lengths=[3, 3], rank=0, world_size=1)
-    warm.order(0).runs(0, 1)  # imports and first-call caches, before the clock
-    rows = []
-    for world in worlds:
-        rss = _status("VmRSS")
-        tracemalloc.start()
-        start = time.perf_counter()
+
+    def plan_rank(world: int) -> tuple[Any, Any]:
         if kind == "spec":
             spec = load_spec({"sources": [{"name": "train", "shards": pattern}]})
             source = [url for s in spec.sources for url in s.urls]
@@ -86,20 +83,30 @@ def child_plan(kind: str, shards: int, worlds: list[int]) -> list[dict]:
         ds = TrainingDataset(source, batch_size=32, shuffle="stream", lengths=[SAMPLES] * shards, rank=world - 1,
                              world_size=world)
         plan, order, rank = ds.plan(world_size=world, num_workers=WORKERS), ds.order(0), world - 1
-        first_shards = set()
-        for worker in range(min(WORKERS, plan.num_batches)):
+        for worker in range(min(WORKERS, plan.num_batches)):  # the shard each worker opens first
             at = int(plan.positions(rank, worker)[0])
             for group, _, labels in order.runs(at, at + 1):
-                first_shards.add(ds._urls[int(order.group_shards(group)[int(labels[0])])])
+                assert ds._urls[int(order.group_shards(group)[int(labels[0])])].startswith("s3://")
+        return ds, plan
+
+    plan_rank(1)  # imports and first-call caches, before the clock
+    rows: list[dict] = []
+    for world in worlds:
+        rss = _status("VmRSS")
+        start = time.perf_counter()
+        ds, plan = plan_rank(world)
         seconds = time.perf_counter() - start
-        current, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
         # equal shares: every rank serves per_rank positions in num_batches batches, padding < one per rank
         served = (plan.num_batches - 1) * plan.batch_size + plan.batch_len(plan.num_batches - 1)
         equal = served == plan.per_rank and plan.per_rank * world == plan.length and 0 <= plan.length - plan.work < world
-        rows.append({"world": world, "seconds": seconds, "peak": peak, "kept": current, "equal": equal,
-                     "rss": _status("VmHWM") - rss if not rows else None, "first_shards": len(first_shards)})
-        del ds, plan, order, source
+        rows.append({"world": world, "seconds": seconds, "equal": equal, "peak": None, "kept": None,
+                     "rss": _status("VmHWM") - rss if not rows else None})
+        del ds, plan
+    tracemalloc.start()
+    kept = plan_rank(worlds[0])
+    rows[0]["kept"], rows[0]["peak"] = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
     return rows
 
 
@@ -267,7 +274,7 @@ def growth(xs: list[float], ys: list[float]) -> str:
 
 def curve_plan(sizes: list[int], worlds: list[int], kinds: list[str]) -> list[str]:
     lines = ["## 1. planning one rank's epoch (TrainingDataset, shuffle='stream', 8 workers per rank)", "",
-             "| shards | given as | ranks | time s | tracemalloc peak MB | kept B/shard | RSS growth MB (first) | equal |",
+             "| shards | given as | ranks | time s | tracemalloc peak MB | kept B/shard | RSS growth MB | equal |",
              "|---|---|---|---|---|---|---|---|"]
     times: dict[tuple[str, int], list[float]] = {}
     for shards in sizes:
@@ -276,8 +283,10 @@ def curve_plan(sizes: list[int], worlds: list[int], kinds: list[str]) -> list[st
                 world = r["world"]
                 times.setdefault((kind, world), []).append(r["seconds"])
                 rss = "-" if r["rss"] is None else f"{r['rss'] / 1e6:.1f}"
-                lines.append(f"| {shards:,} | {kind} | {world:,} | {r['seconds']:.3f} | {r['peak'] / 1e6:.1f} | "
-                             f"{r['kept'] / shards:.0f} | {rss} | {'yes' if r['equal'] else 'NO'} |")
+                peak = "-" if r["peak"] is None else f"{r['peak'] / 1e6:.1f}"
+                kept = "-" if r["kept"] is None else f"{r['kept'] / shards:.0f}"
+                lines.append(f"| {shards:,} | {kind} | {world:,} | {r['seconds']:.3f} | {peak} | {kept} | {rss} | "
+                             f"{'yes' if r['equal'] else 'NO'} |")
                 assert r["equal"], r
     if len(sizes) > 1:
         lines += [""] + [f"- time, {kind}, {world:,} ranks: {growth(sizes, t)}"
