@@ -18,8 +18,8 @@ runs). Every measurement runs in a fresh process (``--child``), so memory figure
 3. **indexed**: ``IndexedDataset`` over 100 -> 100k tiny shards with sidecar indexes, from a dataset index
    (``.json``) and from the list of shards: open descriptors (``/proc/self/fd``) after opening and after the
    first item, the RSS growth, the time to the first item.
-4. **cache**: the shard cache (``cache_dir=``, ``cache_size=`` a tenth of the data) over 2 epochs of 10 -> 10k
-   shards served by Python's ``http.server``, in order and shuffled: hit rate, evictions, bytes downloaded.
+4. **cache**: the shard cache (``cache_dir=``, ``cache_size=`` a tenth of the data) over 2 epochs of 10 -> 1k
+   shards (counts, so 3 sizes: each is a multiple of the one before) served by Python's ``http.server``, in order and shuffled: hit rate, evictions, bytes downloaded.
    (The time to the first batch with 100k shards behind an emulated link is ``bench_remote_link.py
    --many-shards``.)
 """
