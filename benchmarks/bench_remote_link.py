@@ -344,8 +344,13 @@ def many_shards(args: argparse.Namespace) -> list[str]:
                     pattern = emu.url(f"t-{{000000..{count - 1:06d}}}.tar")
                     row = [f"{count:,}"]
                     for kind in ("webdataset", "training", "training-b8"):
-                        out = subprocess.run([sys.executable, "-c", MANY, kind, pattern, str(count), paths[0]],
-                                             env=env, capture_output=True, text=True, timeout=900, check=False)
+                        try:
+                            out = subprocess.run([sys.executable, "-c", MANY, kind, pattern, str(count), paths[0]],
+                                                 env=env, capture_output=True, text=True, timeout=args.many_timeout,
+                                                 check=False)
+                        except subprocess.TimeoutExpired:
+                            row.append(f"> {args.many_timeout * 1000:.0f} (stopped)")
+                            continue
                         if out.returncode:
                             raise RuntimeError(f"{kind} with {count} shards failed:\n{out.stderr[-3000:]}")
                         row.append(f"{json.loads(out.stdout.strip().splitlines()[-1])['first_s'] * 1000:.0f}")
@@ -406,6 +411,8 @@ def main() -> int:
     parser.add_argument("--only-small", action="store_true", help="the small-shards rows only (about a minute)")
     parser.add_argument("--many-shards", type=int, default=0, metavar="N",
                         help="only the first batch from N/1000 .. N tiny shards (e.g. 100000)")
+    parser.add_argument("--many-timeout", type=float, default=120, help="--many-shards: seconds before a reader "
+                        "is stopped (its row then says so)")
     parser.add_argument("--no-handshake", action="store_true",
                         help="small shards: a new connection costs no round trip (loopback's free connect)")
     args = parser.parse_args()
