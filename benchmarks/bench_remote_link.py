@@ -39,6 +39,15 @@ CPU: each reader row also gives its CPU per MB (its process and its DataLoader w
 clock), and each emulator line the proxy's own CPU: on a small machine the proxy (~1.5 ms/MB, two kernel copies
 of every byte) and the reader (~1.5-2 ms/MB in a worker) share the cores, so a row far below the limit with the
 machine busy says CPU, not the reader's network side.
+
+Many shards (``--many-shards N``, e.g. 100000; about a minute at 100k): the time to the first batch when the
+shard list is long, behind the same link (``--rtt-ms``, no handshake cost): tiny indexed shards (4 samples, 10 KiB:
+``bench_scale.py``'s, in ``bench-data/scale-indexed``) served by nginx, named by one brace pattern of N/1000,
+N/100, N/10 and N shards; in a fresh process each, ``WebDataset(pattern, shardshuffle=True)`` and
+``TrainingDataset(pattern, shuffle="stream", lengths=...)`` with its default ``buffer=1000`` and with ``buffer=8``
+(both shuffle the shard list; the stream shuffle reads one block of ``buffer`` samples, here 250 tiny shards,
+before its first batch): the first batch against its goal of 4 RTT. What grows with N is the list itself
+(expanded, shuffled, planned); the network part does not depend on N.
 """
 
 from __future__ import annotations
@@ -298,6 +307,63 @@ def small_shards(args: argparse.Namespace, www: str, server: Nginx, paths: list[
     return lines
 
 
+# -- many shards: the first batch from a long shard list -----------------------------------------------------
+
+MANY = r"""
+import json, sys, time
+kind, pattern, count, local = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+import shardstream as ss
+from shardstream.training import TrainingDataset
+def make(urls, n):
+    if kind == "webdataset":
+        return ss.WebDataset(urls, shardshuffle=True, seed=0).batched(4)
+    buffer = 8 if kind == "training-b8" else 1000  # the samples read before the first batch is served
+    return TrainingDataset(urls, batch_size=4, shuffle="stream", lengths=[4] * n, rank=0, world_size=1, buffer=buffer)
+next(iter(make([local], 1)))  # imports, before the clock
+start = time.perf_counter()
+batch = next(iter(make(pattern, count)))
+print(json.dumps({"first_s": time.perf_counter() - start}))
+"""
+
+
+def many_shards(args: argparse.Namespace) -> list[str]:
+    """The first batch from N/1000 .. N tiny shards behind the link (see the module docstring)."""
+    from bench_scale import indexed_shards
+
+    top = args.many_shards
+    counts = sorted({max(1, top // 1000), max(1, top // 100), max(1, top // 10), top})
+    paths, _ = indexed_shards(top)
+    rtt = args.rtt_ms / 1000
+    rows, env = [], {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    with tempfile.TemporaryDirectory(prefix="bench-many-") as work:
+        server = Nginx(os.path.dirname(paths[0]), os.path.join(work, "nginx"))
+        try:
+            with LinkEmulator(server.port, delay=rtt / 2, conn_rate=args.conn_mbps * MB,
+                              link_rate=args.link_mbps * MB) as emu:
+                for count in counts:
+                    pattern = emu.url(f"t-{{000000..{count - 1:06d}}}.tar")
+                    row = [f"{count:,}"]
+                    for kind in ("webdataset", "training", "training-b8"):
+                        try:
+                            out = subprocess.run([sys.executable, "-c", MANY, kind, pattern, str(count), paths[0]],
+                                                 env=env, capture_output=True, text=True, timeout=args.many_timeout,
+                                                 check=False)
+                        except subprocess.TimeoutExpired:
+                            row.append(f"> {args.many_timeout * 1000:.0f} (stopped)")
+                            continue
+                        if out.returncode:
+                            raise RuntimeError(f"{kind} with {count} shards failed:\n{out.stderr[-3000:]}")
+                        row.append(f"{json.loads(out.stdout.strip().splitlines()[-1])['first_s'] * 1000:.0f}")
+                    rows.append(row)
+        finally:
+            server.stop()
+    lines = [f"## many shards: the first batch (ms) behind a {args.rtt_ms:g} ms RTT link; goal 4 RTT = "
+             f"{4 * args.rtt_ms:g} ms", "", "| shards | WebDataset(shardshuffle=True) | TrainingDataset(shuffle='stream') | the same, buffer=8 |",
+             "|---|---|---|---|"] + [f"| {' | '.join(row)} |" for row in rows]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 def summary(results: list[tuple[str, str, float, dict]]) -> str:
     """The issue's table: one line per server, set and RTT."""
     def rate(found: dict, key: str, *against: str) -> str:
@@ -343,6 +409,10 @@ def main() -> int:
     parser.add_argument("--small-link-mbps", type=float, default=80, help="small shards: the link, MB/s")
     parser.add_argument("--small-repeat", type=int, default=3, help="small shards: runs of each row (median)")
     parser.add_argument("--only-small", action="store_true", help="the small-shards rows only (about a minute)")
+    parser.add_argument("--many-shards", type=int, default=0, metavar="N",
+                        help="only the first batch from N/1000 .. N tiny shards (e.g. 100000)")
+    parser.add_argument("--many-timeout", type=float, default=120, help="--many-shards: seconds before a reader "
+                        "is stopped (its row then says so)")
     parser.add_argument("--no-handshake", action="store_true",
                         help="small shards: a new connection costs no round trip (loopback's free connect)")
     args = parser.parse_args()
@@ -350,6 +420,11 @@ def main() -> int:
     reason = missing("nginx") or (None if __import__("shutil").which("curl") else "curl is not installed")
     if reason:
         print(f"# skipped: {reason}")
+        return 0
+    if args.many_shards:
+        many_shards(args)
+        print(f"# took {time.perf_counter() - began:.0f} s; load average {os.getloadavg()[0]:.1f} (cores: "
+              f"{os.cpu_count()})", flush=True)
         return 0
     small = big_shards(200, 256 << 10, 100)  # two ~26 MB shards of 256 KiB samples
     warm(small)

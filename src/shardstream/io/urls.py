@@ -171,8 +171,9 @@ def _range_names(body: str, numbers: range | tuple[str, range]) -> list[str]:
         return [letters[p] for p in positions]
     a, b = _RANGE.match(body).group(1, 2)  # type: ignore[union-attr]
     padded = any(s not in ("0", "-0") and s.startswith(("0", "-0")) for s in (a, b))
-    width = max(len(a), len(b)) if padded else 0
-    return [f"{n:0{width}d}" for n in numbers]
+    if not padded:
+        return list(map(str, numbers))
+    return list(map(f"{{:0{max(len(a), len(b))}d}}".format, numbers))
 
 
 def _expand(text: str) -> list[str]:
@@ -187,7 +188,12 @@ def _expand(text: str) -> list[str]:
             choices = [name for alternative in alternatives for name in _expand(alternative)]
         else:
             choices = ["{" + name + "}" for name in _expand(piece)]
-        names = [name + choice for name in names for choice in choices]
+        if names == [""]:
+            names = list(choices)
+        elif len(choices) == 1:
+            names = [name + choices[0] for name in names]
+        else:
+            names = [name + choice for name in names for choice in choices]
     return names
 
 
@@ -263,7 +269,8 @@ def braceexpand(pattern: str) -> list[str]:
         raise ConfigError(f"the brace pattern {_short(pattern)!r} expands to {count:,} names, more than the "
                           f"{MAX_NAMES:,} one pattern may name; split it into several patterns (joined by '::') "
                           "or list the shards in a file")
-    return [_ESCAPED.sub(r"\1", name) for name in _expand(pattern)]
+    names = _expand(pattern)
+    return [_ESCAPED.sub(r"\1", name) for name in names] if "\\" in pattern else names
 
 
 def expand_urls(urls: Urls | Iterable[str | os.PathLike[str]]) -> list[str]:

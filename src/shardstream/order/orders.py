@@ -84,21 +84,21 @@ class SampleOrder:
         return Permutation(self.total, derive_key("global", self.seed, self.epoch))
 
     @functools.cached_property
-    def _windows(self) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
-        """Window starts (positions), and per window: the first sample of each shard, the shard ends inside it."""
+    def _windows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Four arrays, whatever the number of shards: window starts (positions), the shards in their random
+        order, the running sample count of that order, and the first sample of each shard (by number)."""
         rng = np.random.default_rng(derive_key("window-shards", self.seed, self.epoch) & (2**63 - 1))
-        first = np.concatenate([[0], np.cumsum(self.lengths, dtype=np.int64)])
-        shards = rng.permutation(len(self.lengths))
-        starts, firsts, ends = [], [], []
-        position = 0
-        for w in range(0, len(shards), self.window):
-            members = shards[w : w + self.window]
-            sizes = np.asarray([self.lengths[s] for s in members], dtype=np.int64)
-            starts.append(position)
-            firsts.append(first[members])
-            ends.append(np.cumsum(sizes))
-            position += int(sizes.sum())
-        return np.asarray(starts, dtype=np.int64), firsts, ends
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(lengths)])
+        shards = rng.permutation(len(lengths))
+        ends = np.concatenate([[0], np.cumsum(lengths[shards])])
+        return ends[: len(shards) : self.window], shards, ends, first
+
+    def _window_shards(self, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """Window ``w``: the first sample of each of its shards, and the shard ends counted from its start."""
+        _, shards, ends, first = self._windows
+        lo, hi = w * self.window, min((w + 1) * self.window, len(shards))
+        return first[shards[lo:hi]], ends[lo + 1 : hi + 1] - ends[lo]
 
     def ids(self, positions: Iterable[int] | np.ndarray) -> np.ndarray:
         """The sample numbers at ``positions`` (each in ``range(total)``), as an int64 array."""
@@ -107,7 +107,7 @@ class SampleOrder:
             return where.copy()
         if self.shuffle == "global":
             return self._global(where)
-        starts, firsts, ends = self._windows
+        starts = self._windows[0]
         window_of = np.searchsorted(starts, where, side="right") - 1
         if window_of[0] == window_of[-1] and (window_of == window_of[0]).all():  # a batch inside one window
             return self._in_window(int(window_of[0]), where)
@@ -139,17 +139,17 @@ class SampleOrder:
         return {}
 
     def _in_window(self, w: int, where: np.ndarray) -> np.ndarray:
-        starts, firsts, ends = self._windows
+        starts = self._windows[0]
+        firsts, ends = self._window_shards(w)
         perm = self._permutations.get(w)
         if perm is None:
             if len(self._permutations) > 4:
                 self._permutations.clear()
-            perm = self._permutations[w] = Permutation(int(ends[w][-1]), derive_key("window", self.seed,
-                                                                                    self.epoch, w))
+            perm = self._permutations[w] = Permutation(int(ends[-1]), derive_key("window", self.seed, self.epoch, w))
         inside = perm(where - starts[w])
-        shard = np.searchsorted(ends[w], inside, side="right")
-        before = np.where(shard > 0, ends[w][np.maximum(shard - 1, 0)], 0)
-        return firsts[w][shard] + inside - before
+        shard = np.searchsorted(ends, inside, side="right")
+        before = np.where(shard > 0, ends[np.maximum(shard - 1, 0)], 0)
+        return firsts[shard] + inside - before
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,18 +182,33 @@ class StreamOrder:
         return -(-self.total // self.buffer)
 
     @functools.cached_property
-    def _groups(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Group starts in the virtual sequence, and the shards of each group (in reading order)."""
+    def _lengths(self) -> np.ndarray:
+        return np.asarray(self.lengths, dtype=np.int64)
+
+    @functools.cached_property
+    def _first(self) -> np.ndarray:
+        """The first sample of each shard (by number), and the total at the end."""
+        return np.concatenate([[0], np.cumsum(self._lengths)])
+
+    @property
+    def _size(self) -> int:
+        """Shards per group."""
+        return self.window if self.shuffle else 1
+
+    @functools.cached_property
+    def _groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Group starts in the virtual sequence, and the shards in reading order (group ``g`` is the ``g``-th run
+        of :attr:`_size` of them): two arrays, whatever the number of shards."""
         count = len(self.lengths)
         if self.shuffle:
             rng = np.random.default_rng(derive_key("stream-shards", self.seed, self.epoch) & (2**63 - 1))
             shards = rng.permutation(count)
         else:
             shards = np.arange(count)
-        size = self.window if self.shuffle else 1
-        groups = [shards[g : g + size] for g in range(0, count, size)]
-        sizes = [sum(self.lengths[s] for s in group) for group in groups]
-        return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])[:-1], groups
+        if not count:
+            return np.zeros(0, dtype=np.int64), shards
+        sizes = np.add.reduceat(self._lengths[shards], np.arange(0, count, self._size))
+        return np.concatenate([[0], np.cumsum(sizes)])[:-1], shards
 
     @functools.cached_property
     def _label_cache(self) -> dict[int, np.ndarray]:
@@ -209,8 +224,8 @@ class StreamOrder:
         return cache[group]
 
     def _make_labels(self, group: int) -> np.ndarray:
-        members = self._groups[1][group]
-        labels = np.repeat(np.arange(len(members), dtype=np.int32), [self.lengths[s] for s in members])
+        members = self.group_shards(group)
+        labels = np.repeat(np.arange(len(members), dtype=np.int32), self._lengths[members])
         if self.shuffle and len(members) > 1:
             np.random.default_rng(derive_key("interleave", self.seed, self.epoch, group) & (2**63 - 1)).shuffle(labels)
         return labels
@@ -218,26 +233,26 @@ class StreamOrder:
     def runs(self, lo: int, hi: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
         """Virtual positions ``lo .. hi-1`` as reads: ``(shard, first sample in the shard, which shard each
         position reads)`` per group touched, where the last array holds indices into that group's shards."""
-        starts, groups = self._groups
+        starts = self._groups[0]
         out = []
         g = int(np.searchsorted(starts, lo, side="right") - 1)
         while lo < hi:
             end = int(starts[g + 1]) if g + 1 < len(starts) else self.total
             a, b = lo - int(starts[g]), min(hi, end) - int(starts[g])
             labels = self._labels(g)
-            before = np.bincount(labels[:a], minlength=len(groups[g]))
+            before = np.bincount(labels[:a], minlength=len(self.group_shards(g)))
             out.append((g, before, labels[a:b]))
             lo, g = min(hi, end), g + 1
         return out
 
     def group_shards(self, group: int) -> np.ndarray:
         """The shards (numbers in ``lengths``) of a group, in the order its labels refer to them."""
-        return self._groups[1][group]
+        return self._groups[1][group * self._size : (group + 1) * self._size]
 
     def block_samples(self, block: int) -> np.ndarray:
         """The sample numbers of block ``block`` in virtual order (before the block's permutation)."""
         lo, hi = block * self.buffer, min((block + 1) * self.buffer, self.total)
-        first = np.concatenate([[0], np.cumsum(self.lengths, dtype=np.int64)])
+        first = self._first
         out = []
         for g, before, labels in self.runs(lo, hi):
             shards = self.group_shards(g)

@@ -134,9 +134,12 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         """What a saved state must agree with, its ``"fingerprint"`` (see
         :func:`~shardstream.training.state.fingerprint`): the settings that shape the order and the shards' lengths."""
         mix = {} if self._mix is None else {"mix": list(self._mix[1])}
-        return fingerprint(self.lengths, seed=self.seed, shuffle=self.shuffle, drop_last=self.drop_last, **mix,
-                           window=self.window if self.shuffle in ("window", "stream") else None,
-                           buffer=self.buffer if self.stream else None)
+        shape = self.__dict__.get("_shape")
+        if shape is None:  # the lengths' digest, once: a state is saved every few batches, the shards never change
+            shape = self.__dict__["_shape"] = fingerprint(self.lengths)
+        return {"seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last, **mix,
+                "window": self.window if self.shuffle in ("window", "stream") else None,
+                "buffer": self.buffer if self.stream else None, **shape}
 
     @property
     def config(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,7 @@ class _Open:
 class StreamReader:
     """Samples at positions of a :class:`StreamOrder`, read by streaming ``urls`` (see the module docstring)."""
 
-    def __init__(self, urls: tuple[str, ...], order: StreamOrder, *, rule: Any = None,
+    def __init__(self, urls: Sequence[str], order: StreamOrder, *, rule: Any = None,
                  opener: Callable[[str], Any] | None = None):
         self.urls, self.order, self.rule, self.opener = urls, order, rule, opener
         self._open: collections.OrderedDict[int, _Open] = collections.OrderedDict()

@@ -25,8 +25,10 @@ import dataclasses
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
 
 from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
@@ -38,9 +40,51 @@ from ..logs import progress_bar
 from ..pipeline.stages import reading
 from ..redact import redacting_logger
 
-__all__ = ["Resolved", "resolve"]
+__all__ = ["PackedUrls", "Resolved", "resolve"]
 
 log = redacting_logger(__name__)
+
+
+class PackedUrls(Sequence[str]):
+    """A shard list as two objects whatever its length: the URLs' UTF-8 bytes end to end, and where each ends
+    (an int64 array). A million URLs take ~45 MB instead of ~90 MB of ``str`` objects, pickle as two buffers
+    (a DataLoader worker's copy), and stay shared with forked workers (no reference count per URL to write).
+
+    >>> urls = PackedUrls(["a.tar", "s3://b/ü.tar"])
+    >>> len(urls), urls[1], urls[-2], list(urls) == ["a.tar", "s3://b/ü.tar"]
+    (2, 's3://b/ü.tar', 'a.tar', True)
+    """
+
+    __slots__ = ("_data", "_ends")
+
+    def __init__(self, urls: Iterable[str]):
+        urls = urls if isinstance(urls, (list, tuple)) else list(urls)
+        self._data = "".join(urls).encode("utf-8", "surrogateescape")
+        sizes = np.fromiter(map(len, urls), dtype=np.int64, count=len(urls))
+        if len(self._data) != int(sizes.sum()):  # not all ASCII: count the encoded bytes
+            sizes = np.fromiter((len(u.encode("utf-8", "surrogateescape")) for u in urls), dtype=np.int64,
+                                count=len(urls))
+        self._ends = np.cumsum(sizes)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self._ends)
+        j = int(i) + n if int(i) < 0 else int(i)
+        if not 0 <= j < n:
+            raise IndexError(f"shard {i} of a list of {n} shards")
+        start = int(self._ends[j - 1]) if j else 0
+        return self._data[start : int(self._ends[j])].decode("utf-8", "surrogateescape")
+
+    def __repr__(self) -> str:
+        return f"PackedUrls({len(self)} URLs)"
 
 
 @dataclasses.dataclass
@@ -49,7 +93,7 @@ class Resolved:
 
     lengths: tuple[int, ...]
     reader: IndexedDataset | None = None
-    urls: tuple[str, ...] = ()
+    urls: Sequence[str] = ()
 
 
 def _fetched(urls: list[str], cache_dir: Any) -> list[str]:
@@ -156,7 +200,7 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
     if text is not None and text.endswith(".json"):
         if stream:
             index = DatasetIndex.load(text, allow_commands=allow_commands)
-            return Resolved(tuple(s.samples for s in index.shards), urls=tuple(s.url for s in index.shards))
+            return Resolved(tuple(s.samples for s in index.shards), urls=PackedUrls([s.url for s in index.shards]))
         reader = IndexedDataset(text, rule=rule)
         return Resolved(tuple(reader.shard_lengths), reader=reader)
     urls = expand_urls(source)
@@ -164,9 +208,9 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
         raise ConfigError(f"no shards in {source!r}")
     if stream:
         if lengths is not None:
-            return Resolved(_given_lengths(lengths, urls), urls=tuple(urls))
+            return Resolved(_given_lengths(lengths, urls), urls=PackedUrls(urls))
         counts = tuple(_each(urls, progress, "counting", lambda url: _count(url, rule, opener)))
-        return Resolved(counts, urls=tuple(urls))
+        return Resolved(counts, urls=PackedUrls(urls))
     local = _fetched(urls, cache_dir)
     remote = [url for url in local if local_path(url) is None]
     try:

@@ -1,0 +1,72 @@
+"""The epoch orders and the training state at scale: a shard list is planned with a few arrays (never a Python
+object per shard), and a saved state does not grow with the shard count or the position."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from shardstream.order import SampleOrder, StreamOrder
+from shardstream.training import TrainingDataset, dataset as training_dataset
+
+SHARDS = 100_000
+
+
+def _live_blocks(make):
+    """Memory blocks still held after ``make()`` (its result kept): a few per array, one per Python object."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        kept = make()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(stat.count_diff for stat in after.compare_to(before, "filename") if stat.count_diff > 0)
+    return grown, kept
+
+
+@pytest.mark.parametrize("use", [
+    lambda lengths: StreamOrder(lengths, seed=0, epoch=0, window=8),
+    lambda lengths: StreamOrder(lengths, seed=0, epoch=0, shuffle=False),
+    lambda lengths: SampleOrder(lengths, seed=0, epoch=0, shuffle="window", window=8),
+], ids=["stream-groups", "stream-in-order", "windows"])
+def test_an_order_of_many_shards_holds_arrays_not_an_object_per_shard(use):
+    lengths = (7,) * SHARDS
+
+    def build():
+        order = use(lengths)  # noqa: B023 (the current lengths, small then large)
+        if isinstance(order, StreamOrder):
+            assert order.group_shards(3).size and order.runs(0, 10) and order.block_samples(0).size
+        else:
+            assert order.ids([0, 5, 99]).size == 3
+        return order  # its cached arrays stay alive
+
+    warm, lengths = lengths, (7,) * 50  # a first small run: what the first call allocates once (imports, caches)
+    build()
+    lengths = warm
+    blocks, _ = _live_blocks(build)
+    assert blocks < 200, f"{blocks} memory blocks kept for {SHARDS} shards"
+
+
+def test_a_state_does_not_grow_with_the_position_and_its_digest_is_made_once(monkeypatch):
+    urls = [f"s3://bucket/shard-{i:06d}.tar" for i in range(1000)]
+    ds = TrainingDataset(urls, batch_size=4, shuffle="stream", lengths=[100] * 1000, rank=0, world_size=1)
+    plan = ds.plan(world_size=1)
+    early, late = ds.state_for(0, plan, 1), ds.state_for(0, plan, plan.num_batches - 1)
+    assert len(repr(early)) == len(repr(late)) - len(str(plan.num_batches - 1)) + 1
+    made = []
+    real = training_dataset.fingerprint
+    monkeypatch.setattr(training_dataset, "fingerprint", lambda *a, **k: made.append(1) or real(*a, **k))
+    fresh = TrainingDataset(urls, batch_size=4, shuffle="stream", lengths=[100] * 1000, rank=0, world_size=1)
+    for _ in range(3):
+        fresh.state_dict()
+    assert len(made) == 1  # the shard lengths are digested once, not at every save
+
+
+def test_a_streaming_dataset_keeps_its_shard_list_packed():
+    pattern = f"s3://bucket/train/shard-{{000000..{SHARDS - 1:06d}}}.tar"
+    TrainingDataset("a-{0..1}.tar", batch_size=4, shuffle="stream", lengths=[7, 7])  # first-call allocations
+    blocks, ds = _live_blocks(lambda: TrainingDataset(pattern, batch_size=4, shuffle="stream", lengths=[7] * SHARDS))
+    assert blocks < 200, f"{blocks} memory blocks kept for {SHARDS} shard URLs"
+    assert ds._urls[SHARDS - 1] == f"s3://bucket/train/shard-{SHARDS - 1:06d}.tar" and len(ds._urls) == SHARDS
