@@ -172,3 +172,25 @@ def test_a_number_in_the_host_or_port_is_no_shard_number():
     assert next_in_series("http://h:8080/a.tar", "http://h:8081/a.tar") is None
     assert next_in_series("s3://b/s-0001.tar", "s3://b/s-0002.tar") == "s3://b/s-0003.tar"
     assert _shifted("shards/s-0007.tar", 2) == "shards/s-0009.tar"
+
+
+def test_a_lookahead_closed_by_the_collector_inside_a_locked_region_goes_on(monkeypatch):
+    """A reader's generator dropped earlier is finalized by the garbage collector wherever this thread allocates,
+    also inside the prefetcher's locked regions (starting the opener thread of the next shard), and its
+    ``Lookahead.close()`` takes the lock again: that must not wait for itself (a stream shuffle over many small
+    remote shards hung there, 0% CPU)."""
+    import threading
+
+    from shardstream.io import prefetch
+
+    monkeypatch.setattr(prefetch, "_LOCK", type(prefetch._LOCK)())  # a failure blocks this lock only
+    dying, done = prefetch.Lookahead(), threading.Event()
+
+    def locked_region():
+        with prefetch._LOCK:
+            dying.close()  # what the finalizer of the dropped reader does when the collector runs here
+        done.set()
+
+    threading.Thread(target=locked_region, daemon=True).start()
+    assert done.wait(30), "Lookahead.close() waited for the lock its own thread holds"
+    assert dying.closed

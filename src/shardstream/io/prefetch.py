@@ -51,7 +51,9 @@ __all__ = ["Lookahead", "forget", "next_in_series", "open_in_series"]
 
 T = TypeVar("T")
 _NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
-_LOCK = threading.Lock()
+# re-entrant: a reader's generator dropped earlier may be finalized by the garbage collector inside a locked region
+# of this thread (any allocation there can run it), and its Lookahead.close() takes the lock again
+_LOCK = threading.RLock()
 _LAST: dict[tuple[str, str], str] = {}  # series (prefix, suffix) -> the last URL opened by a bare open
 # (owner, URL) -> (its stream, being opened or open; the settings it is opened under). Owner: a Lookahead, or
 # None for the guesses of bare opens
@@ -64,7 +66,7 @@ def _after_fork() -> None:
     """A forked child (a DataLoader worker) has none of the parent's threads: fresh lock, pool and streams (the
     parent's connections are never used by the child)."""
     global _LOCK, _POOL, _OPENING
-    _LOCK = threading.Lock()
+    _LOCK = threading.RLock()
     _AHEAD.clear()
     _LAST.clear()
     _POOL = None
