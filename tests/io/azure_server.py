@@ -17,7 +17,7 @@ import shutil
 import subprocess
 
 import pytest
-from remote_servers import LOOPBACK, build_shard, free_port, samples_of, wait_port
+from remote_servers import LOOPBACK, build_shard, free_port, samples_of, stop_process, wait_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCAL_BIN = os.path.join(ROOT, ".test-servers", "azurite", "node_modules", ".bin", "azurite-blob")
@@ -83,13 +83,7 @@ class Azurite:
         return adlfs.AzureBlobFileSystem(connection_string=self.connection_string(), skip_instance_cache=True, **kw)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
 

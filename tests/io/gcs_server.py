@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from remote_servers import LOOPBACK, free_port, which
+from remote_servers import LOOPBACK, free_port, stop_process, which
 
 #: the bucket the tests' shards are uploaded to
 BUCKET = "gcs-shards"
@@ -114,13 +114,7 @@ class FakeGCS:
         return f"{self.endpoint}/download/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def settings_yaml(endpoint: str, bucket: str = BUCKET, token: str = "anon") -> str:

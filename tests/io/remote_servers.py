@@ -55,6 +55,17 @@ def missing(*names: str) -> str | None:
             "uuid-runtime; `scripts/install-test-servers.sh` does it)")
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL after 5 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -111,13 +122,7 @@ http {{
         return f"http://{LOOPBACK}:{self.port}/{path.lstrip('/')}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 # -- Ceph RadosGW ---------------------------------------------------------------------------------------------
