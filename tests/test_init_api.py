@@ -21,6 +21,14 @@ SRC = pathlib.Path(shardstream.__file__).parent
 SCRIPT = ROOT / "scripts" / "gen_init_api.py"
 
 
+def run_fresh(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter that imports this tree's package; its failure fails the test."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_the_static_imports_are_generated_from_the_table():
     """Change ``_API``, then run ``python scripts/gen_init_api.py``: the block between the markers is its output."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC.parent), os.environ.get("PYTHONPATH")) if p))
@@ -58,8 +66,7 @@ def test_each_name_is_listed_once_and_comes_from_its_module():
 def test_eager_names_load_with_the_package_and_the_rest_on_first_use():
     code = ("import sys, shardstream as s; print(any(n in vars(s) for n in s._PIPELINE_NAMES), "
             "'shardstream.pipeline' in sys.modules, all(n in vars(s) for n in s._API['errors'].split()))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    result = run_fresh(code)
     assert result.stdout.split() == ["False", "False", "True"], result.stdout + result.stderr
 
 
@@ -74,9 +81,7 @@ def test_gopen_stays_the_function_when_its_module_loads(first):
             "assert shardstream.gopen is shardstream.io.gopen, shardstream.gopen\n"
             "assert isinstance(sys.modules['shardstream.gopen'], types.ModuleType)\n"
             "assert sys.modules['shardstream.gopen'].reader('pipe:printf x').read() == b'x'\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
-    assert result.returncode == 0, result.stderr
+    run_fresh(code)
 
 
 def test_the_package_s_modules_are_attributes_on_first_use():
@@ -86,6 +91,4 @@ def test_the_package_s_modules_are_attributes_on_first_use():
             "assert 'shardstream.io' not in sys.modules\n"
             "assert s.io.open_url and s.logs.log_to_stderr and s.training.TrainingDataset\n"
             "assert not hasattr(s, 'no_such_module') and not hasattr(s, '_no_such')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
-    assert result.returncode == 0, result.stderr
+    run_fresh(code)
