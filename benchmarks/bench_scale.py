@@ -77,7 +77,7 @@ def child_plan(kind: str, shards: int, worlds: list[int]) -> list[dict]:
     def plan_rank(world: int) -> tuple[Any, Any]:
         if kind == "spec":
             spec = load_spec({"sources": [{"name": "train", "shards": pattern}]})
-            source = [url for s in spec.sources for url in s.urls]
+            source = spec.sources[0].urls  # the source's URLs as the spec keeps them
         else:
             source = pattern if kind == "pattern" else given
         ds = TrainingDataset(source, batch_size=32, shuffle="stream", lengths=[SAMPLES] * shards, rank=world - 1,

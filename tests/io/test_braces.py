@@ -37,6 +37,7 @@ CORPUS = [
     "}{", "}{x}{", "}{{a,b}", "x}{{a}",
     # URLs
     "pipe:curl -s http://h/x-{00..01}.tar || true", "s3://bucket/{train,val}-{0000..0002}.tar",
+    "https://h/a%20b/shard-{000..002}%d.tar", "%s{-03..2}%%", r"a\%{9..11}\}", "{0..3}", "x{-1..-3}",
     "https://host/path/shard-{000..002}.tar?x=1", "${DATA}/a.tar",
     # unbalanced: refused by both
     "photos-{0000..0002.tar", "open{brace", "close}brace", "{a,b}{", "}{a,b}", "{1{2,3}", "{{a,b}", "a}", r"\{a,b}",

@@ -156,6 +156,31 @@ def test_a_rewrite_rule_to_pipe_makes_document_urls_commands(monkeypatch):
         trust.urls_from_document(["gs://bucket/a.tar; rm -rf ~"], document="ds.json")
 
 
+@pytest.mark.parametrize("command", ["pipe:touch x", "PIPE:touch x", "Pipe:touch x"])
+def test_one_command_among_many_urls_is_found_and_named(command):
+    """The list is checked by one scan of its text: a command anywhere in it, in any case, is still refused, and
+    the error names that URL."""
+    urls = [f"s3://bucket/train-{i:06d}.tar" for i in range(10_000)]
+    urls[7_345] = command
+    with pytest.raises(UnsafeURLError) as raised:
+        trust.urls_from_document(urls, document="big.json")
+    assert command in str(raised.value)
+    assert trust.urls_from_document(urls, document="big.json", allow_commands=True)[7_345] == command
+
+
+def test_a_url_holding_a_line_break_is_judged_by_its_scheme_alone():
+    """A line break then ``pipe:`` inside a URL looks like a command to the scan; the exact check lets it be."""
+    urls = ["s3://b/a.tar", "data/odd\npipe:name.tar", "/data/pipe:x.tar"]
+    assert trust.urls_from_document(urls, document="ds.json") == urls
+
+
+def test_a_rewrite_rule_to_pipe_is_found_among_many_urls(monkeypatch):
+    monkeypatch.setenv("SHARDSTREAM_URL_REWRITES", "gs://=pipe:./fetch-gs.sh?")
+    urls = [f"s3://bucket/train-{i:06d}.tar" for i in range(1_000)] + ["gs://bucket/last.tar"]
+    with pytest.raises(UnsafeURLError, match="gs://bucket/last.tar"):
+        trust.urls_from_document(urls, document="ds.json")
+
+
 def test_every_document_reader_goes_through_the_one_check(planted, monkeypatch):
     """Count the calls of the check from each entry point that reads URLs out of a file."""
     index_path, _ = planted

@@ -150,3 +150,24 @@ def test_webdataset_reads_a_spec_file(spec, tmp_path):
         assert collections.Counter(source(s) for s in samples) == {"a": 100, "b": 60, "c": 40}
     assert wds.WebDataset(spec).seed == 5  # a dict too; the spec's seed unless one is given
     assert wds.WebDataset(spec, seed=1).seed == 1
+
+
+def test_a_packed_source_reads_as_its_tuple_would(spec, tmp_path, monkeypatch):
+    """A source whose ``shards:`` is one long numeric range is kept packed (long patterns only; lowered here):
+    the mix, its resume state and a spec file's relative paths read the same as with the tuple of URLs."""
+    from shardstream.io.packed import PackedUrls
+    from shardstream.spec import load_spec, parse
+
+    assert spec["sources"][0]["shards"] == [str(tmp_path / "a" / f"shard-{i:06d}.tar") for i in range(3)]
+    spec["sources"][0]["shards"] = str(tmp_path / "a" / "shard-{000000..000002}.tar")
+    want = [list(map(source, spec_pipeline(spec, shardshuffle=True)))]
+    monkeypatch.setattr(parse, "PACK_FROM", 2)
+    assert isinstance(load_spec(spec).sources[0].urls, PackedUrls)
+    assert [list(map(source, spec_pipeline(spec, shardshuffle=True)))] == want
+    path = tmp_path / "a" / "mix.yaml"
+    path.write_text(yaml.safe_dump({**spec, "sources": [{"name": "a", "shards": "shard-{000000..000002}.tar",
+                                                                   "samples": 120}]}))
+    urls = load_spec(str(path)).sources[0].urls
+    assert isinstance(urls, PackedUrls) and list(urls) == [str(tmp_path / "a" / f"shard-{i:06d}.tar") for i in range(3)]
+    assert len(list(wds.WebDataset(str(path)))) == 120
+

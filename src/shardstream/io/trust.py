@@ -46,17 +46,23 @@ from collections.abc import Iterable
 
 from ..config import Settings, get_settings, secure_mode, secure_refusal
 from ..errors import UnsafeURLError
+from .packed import PackedUrls
 from .rewrite import rewrite_url
 from .urls import split_scheme
 
-__all__ = ["COMMAND_SCHEMES", "check_url", "runs_command", "urls_from_document"]
+__all__ = ["COMMAND_SCHEMES", "check_url", "packed_from_document", "runs_command", "urls_from_document"]
 
 #: URL schemes whose opener runs a command (``pipe:CMD`` runs CMD in a shell).
 COMMAND_SCHEMES = frozenset({"pipe"})
 
 
-def runs_command(url: str | os.PathLike[str]) -> bool:
-    """Whether opening ``url`` runs a command: its scheme, as written or after the URL rewrite rules.
+#: What a command URL's text starts with, lower-cased (:func:`split_scheme` lower-cases ASCII schemes).
+_COMMAND_STARTS = tuple(f"\n{scheme}:" for scheme in sorted(COMMAND_SCHEMES))
+
+
+def runs_command(url: str | os.PathLike[str], settings: Settings | None = None) -> bool:
+    """Whether opening ``url`` runs a command: its scheme, as written or after the URL rewrite rules of
+    ``settings`` (the process environment by default).
 
     >>> runs_command("pipe:cat a.tar"), runs_command("PIPE:cat a.tar"), runs_command("/data/pipe:x.tar")
     (True, True, False)
@@ -65,19 +71,46 @@ def runs_command(url: str | os.PathLike[str]) -> bool:
     if split_scheme(text)[0] in COMMAND_SCHEMES:
         return True
 
-    return split_scheme(rewrite_url(text))[0] in COMMAND_SCHEMES
+    return split_scheme(rewrite_url(text, settings))[0] in COMMAND_SCHEMES
 
 
 def urls_from_document(urls: Iterable[str | os.PathLike[str]], *, document: str | os.PathLike[str],
                        allow_commands: bool = False) -> list[str]:
     """``urls``, read from the file ``document``, as strings; refuses any that runs a command (see the module
-    docstring) unless ``allow_commands``. Call it on every URL taken out of a file, before opening any."""
-    checked = [os.fspath(url) for url in urls]
-    if not allow_commands:
-        for url in checked:
-            if runs_command(url):
-                raise UnsafeURLError(url, document=os.fspath(document))
+    docstring) unless ``allow_commands``. Call it on every URL taken out of a file, before opening any.
+
+    The settings are read once for the whole list; without rewrite rules, a million URLs are checked by one
+    scan of their text rather than one call per URL, and the URL named in the error is the first that runs a
+    command (:func:`runs_command` decides).
+    """
+    checked: list[str] = list(map(os.fspath, urls))  # type: ignore[arg-type]  # os.fspath is overloaded
+    if allow_commands or not checked:
+        return checked
+    settings = get_settings()
+    if settings.url_rewrites or settings.use_ais_for:
+        suspects: Iterable[str] = checked  # a rule may turn any URL into a command: check each
+    else:  # one scan: a line break, then a command scheme, in the lower-cased text of all the URLs
+        text = "\n" + "\n".join(checked).lower()
+        if not any(start in text for start in _COMMAND_STARTS):
+            return checked
+        suspects = checked  # one URL at least starts like a command (or holds a line break): find it exactly
+    for url in suspects:
+        if runs_command(url, settings):
+            raise UnsafeURLError(url, document=os.fspath(document))
     return checked
+
+
+def packed_from_document(urls: PackedUrls, *, document: str | os.PathLike[str],
+                         allow_commands: bool = False) -> PackedUrls:
+    """:func:`urls_from_document` for the URLs of one numeric range, packed by
+    :meth:`~shardstream.io.packed.PackedUrls.of_pattern`: they share everything before their digits, and digits
+    cannot complete a scheme, so without rewrite rules the first URL decides for all; with rules each is checked.
+    Returns ``urls``, packed as they came."""
+    if not allow_commands and len(urls):
+        settings = get_settings()
+        rules = settings.url_rewrites or settings.use_ais_for
+        urls_from_document(urls if rules else [urls[0]], document=document)
+    return urls
 
 
 def check_url(url: str, settings: Settings | None = None) -> None:

@@ -165,21 +165,38 @@ def _sequence(body: str) -> range | tuple[str, range] | None:
     return None
 
 
+def _number_format(body: str) -> str:
+    """The ``%`` format of a numeric range group's names: zero-padded to its widest end when an end is."""
+    a, b = _RANGE.match(body).group(1, 2)  # type: ignore[union-attr]
+    padded = any(s not in ("0", "-0") and s.startswith(("0", "-0")) for s in (a, b))
+    return f"%0{max(len(a), len(b))}d" if padded else "%d"
+
+
 def _range_names(body: str, numbers: range | tuple[str, range]) -> list[str]:
     if isinstance(numbers, tuple):
         letters, positions = numbers
         return [letters[p] for p in positions]
-    a, b = _RANGE.match(body).group(1, 2)  # type: ignore[union-attr]
-    padded = any(s not in ("0", "-0") and s.startswith(("0", "-0")) for s in (a, b))
-    if not padded:
-        return list(map(str, numbers))
-    return list(map(f"{{:0{max(len(a), len(b))}d}}".format, numbers))
+    return list(map(_number_format(body).__mod__, numbers))
+
+
+def _one_range(pieces: list[tuple[bool, str]]) -> list[str] | None:
+    """The names of ``prefix{a..b}suffix`` with a numeric range (the common shard pattern), each made by one
+    format (no pass per piece); None for any other shape."""
+    groups = [k for k, (is_group, _) in enumerate(pieces) if is_group]
+    if len(groups) != 1 or not isinstance(numbers := _sequence(body := pieces[groups[0]][1]), range):
+        return None
+    before = "".join(piece for _, piece in pieces[: groups[0]]).replace("%", "%%")
+    after = "".join(piece for _, piece in pieces[groups[0] + 1 :]).replace("%", "%%")
+    return list(map((before + _number_format(body) + after).__mod__, numbers))
 
 
 def _expand(text: str) -> list[str]:
     """The names of ``text`` (balanced), escapes not yet removed."""
+    pieces = _groups(text)
+    if (names := _one_range(pieces)) is not None:
+        return names
     names = [""]
-    for is_group, piece in _groups(text):
+    for is_group, piece in pieces:
         if not is_group:
             choices = [piece]
         elif (numbers := _sequence(piece)) is not None:

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..io.packed import PackedUrls
 from ..io.storage_config import StorageConfig, StorageRule
-from ..io.trust import urls_from_document
+from ..io.trust import packed_from_document, urls_from_document
 from ..io.urls import braceexpand, split_scheme
 from ..streams import FORMATS
 from .document import read_file
@@ -58,6 +59,20 @@ def is_spec(value: Any) -> bool:
     return isinstance(data, Mapping) and bool({"sources", "datasets"} & set(data))
 
 
+#: a source's ``shards:`` pattern of one numeric range naming at least this many URLs is kept packed
+PACK_FROM = 4096
+
+
+def _packed(shards: Any, base: str, folder: str | None, document: str, allow_commands: bool) -> PackedUrls | None:
+    """The URLs of a long pattern of one numeric range (``train-{000000..999999}.tar``), packed without a ``str``
+    per URL (:class:`~shardstream.io.packed.PackedUrls`), checked by the same rule as every other spec URL; None
+    for any other ``shards:`` (a list, several patterns, other braces, a short range)."""
+    if not isinstance(shards, str) or shards.startswith("{"):
+        return None  # the pattern's own start decides its join with the prefix, as its names' starts would
+    packed = PackedUrls.of_pattern(_join(base, shards, folder) if base or folder else shards, least=PACK_FROM)
+    return None if packed is None else packed_from_document(packed, document=document, allow_commands=allow_commands)
+
+
 def _checked(urls: list[str], document: str, allow_commands: bool) -> list[str]:
     """THE one place URLs read from a spec are checked: :func:`shardstream.io.trust.urls_from_document` (a command
     URL, as written or after the rewrite rules, needs ``allow_commands``)."""
@@ -66,10 +81,13 @@ def _checked(urls: list[str], document: str, allow_commands: bool) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class SourceSpec:
-    """One source of a spec (see the module docstring for the keys)."""
+    """One source of a spec (see the module docstring for the keys). ``urls`` is a tuple, or for a pattern of one
+    numeric range naming :data:`PACK_FROM` URLs or more, a :class:`~shardstream.io.packed.PackedUrls` (a
+    sequence equal to the tuple of the same URLs, kept as two buffers: a million URLs are planned in well under a
+    second, without a ``str`` each)."""
 
     name: str
-    urls: tuple[str, ...]
+    urls: Sequence[str]
     format: str = "tar"
     samples: int | None = None
     weight: float | None = None
@@ -247,7 +265,11 @@ def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: s
     if len(buckets) != 1:
         raise ConfigError(f"{where}: one bucket per source (got {shown(buckets)}); write one source per bucket")
     base = _join(top.get("prefix") or "", buckets[0], None) if buckets[0] else top.get("prefix") or ""
-    urls = _checked([_join(base, u, folder) for u in _shard_urls(entry["shards"], where)], document, allow_commands)
+    urls: Sequence[str] | None = _packed(entry["shards"], base, folder, document, allow_commands)
+    if urls is None:
+        named = _shard_urls(entry["shards"], where)
+        urls = _checked([_join(base, u, folder) for u in named] if base or folder else named, document,
+                        allow_commands)
     if not urls:
         raise ConfigError(f"{where}: `shards:` names no shard")
     name = text(entry.get("name", f"source{i}"), f"{where}: name", numbers=True)
@@ -281,7 +303,7 @@ def _source(entry: Any, i: int, top: Mapping[str, Any], document: str, folder: s
     if choose_shards is not None and choose_shards > len(urls):
         raise ConfigError(f"{where}: choose {choose_shards} shards of {len(urls)}")
     return SourceSpec(
-        name=name, urls=tuple(urls), format=fmt,
+        name=name, urls=urls if isinstance(urls, PackedUrls) else tuple(urls), format=fmt,
         samples=number(entry.get("samples"), f"{where}: samples", integer=True),
         weight=number(entry.get("weight"), f"{where}: weight"), proportion=proportion,
         repeat=number(entry.get("repeat"), f"{where}: repeat"), choose=choose, fields=fields,
@@ -341,8 +363,9 @@ subsample=None)
     storage = data.get("storage")
 
     rules = StorageConfig.from_data({"storage": storage} if storage is not None else None, document).rules
-    spec_urls = frozenset(url for s in sources for url in s.urls)  # the spec's rules: for its own URLs only
-    rules = tuple(dataclasses.replace(rule, scope=spec_urls) for rule in rules)
+    if rules:  # the spec's rules: for its own URLs only
+        spec_urls = frozenset(url for s in sources for url in s.urls)
+        rules = tuple(dataclasses.replace(rule, scope=spec_urls) for rule in rules)
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, str))):
         raise ConfigError(f"{document}: seed must be an integer or a string, not {type(seed).__name__} {shown(seed)}")

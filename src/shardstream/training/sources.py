@@ -24,19 +24,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, overload
-
-import numpy as np
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError, OpenError, StaleIndexError
 from ..indexed import DatasetIndex, IndexedDataset, ShardEntry, ShardIndex, index_shard, sidecar_path
 from ..indexed.shardindex import rule_spec
 from ..indexed.source import open_source
 from ..io.cache import cache_opener
-from ..io.urls import MAX_NAMES, expand_urls, local_path
+from ..io.packed import PackedUrls
+from ..io.urls import expand_urls, local_path
 from ..logs import progress_bar
 from ..pipeline.stages import reading
 from ..redact import redacting_logger
@@ -44,82 +42,6 @@ from ..redact import redacting_logger
 __all__ = ["PackedUrls", "Resolved", "resolve"]
 
 log = redacting_logger(__name__)
-
-
-#: a brace pattern of one numeric range and nothing else to expand (no other brace, escape, ``${VAR}`` or ``::``)
-_ONE_RANGE = re.compile(r"^([^{}\\$]*)\{(\d+)\.\.(\d+)\}([^{}\\$]*)$")
-
-
-class PackedUrls(Sequence[str]):
-    """A shard list as two objects whatever its length: the URLs' UTF-8 bytes end to end, and where each ends
-    (an int64 array). A million URLs take ~45 MB instead of ~90 MB of ``str`` objects, pickle as two buffers
-    (a DataLoader worker's copy), and stay shared with forked workers (no reference count per URL to write).
-
-    >>> urls = PackedUrls(["a.tar", "s3://b/ü.tar"])
-    >>> len(urls), urls[1], urls[-2], list(urls) == ["a.tar", "s3://b/ü.tar"]
-    (2, 's3://b/ü.tar', 'a.tar', True)
-    """
-
-    __slots__ = ("_data", "_ends")
-
-    def __init__(self, urls: Iterable[str]):
-        urls = urls if isinstance(urls, (list, tuple)) else list(urls)
-        self._data = "".join(urls).encode("utf-8", "surrogateescape")
-        sizes = np.fromiter(map(len, urls), dtype=np.int64, count=len(urls))
-        if len(self._data) != int(sizes.sum()):  # not all ASCII: count the encoded bytes
-            sizes = np.fromiter((len(u.encode("utf-8", "surrogateescape")) for u in urls), dtype=np.int64,
-                                count=len(urls))
-        self._ends = np.cumsum(sizes)
-
-    @classmethod
-    def of_pattern(cls, pattern: str) -> PackedUrls | None:
-        """The URLs of a brace pattern of one numeric range of equal-width ends (``s3://b/train-{000000..999999}.tar``),
-        packed without making a ``str`` per URL (a million in a few tens of milliseconds); None for any other
-        pattern (expand it with :func:`~shardstream.io.urls.expand_urls`). The same URLs, in the same order.
-
-        >>> list(PackedUrls.of_pattern("s3://b/t-{08..11}.tar"))
-        ['s3://b/t-08.tar', 's3://b/t-09.tar', 's3://b/t-10.tar', 's3://b/t-11.tar']
-        >>> PackedUrls.of_pattern("t-{1..10}.tar") is None  # ends of different widths: expanded the usual way
-        True
-        """
-        m = _ONE_RANGE.match(pattern)
-        if m is None or not pattern.isascii() or "::" in pattern:
-            return None
-        prefix, first, last, suffix = m.groups()
-        start, stop = int(first), int(last)
-        if len(first) != len(last) or start > stop or stop - start + 1 > MAX_NAMES:
-            return None  # other widths, a descending range, or over the cap (whose error expand_urls gives)
-        numbers = np.arange(start, stop + 1, dtype=np.int64)
-        width, at = len(first), len(prefix)
-        rows = np.empty((len(numbers), at + width + len(suffix)), dtype=np.uint8)
-        rows[:, :at] = np.frombuffer(prefix.encode(), dtype=np.uint8)
-        for k in range(width):  # one digit column at a time: no n x width array of int64
-            rows[:, at + k] = numbers // 10 ** (width - 1 - k) % 10 + ord("0")
-        rows[:, at + width:] = np.frombuffer(suffix.encode(), dtype=np.uint8)
-        packed = cls.__new__(cls)
-        packed._data = rows.tobytes()
-        packed._ends = np.arange(1, len(numbers) + 1, dtype=np.int64) * rows.shape[1]
-        return packed
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self._ends)
-        j = int(i) + n if int(i) < 0 else int(i)
-        if not 0 <= j < n:
-            raise IndexError(f"shard {i} of a list of {n} shards")
-        start = int(self._ends[j - 1]) if j else 0
-        return self._data[start : int(self._ends[j])].decode("utf-8", "surrogateescape")
-
-    def __repr__(self) -> str:
-        return f"PackedUrls({len(self)} URLs)"
 
 
 @dataclasses.dataclass
@@ -210,7 +132,7 @@ def _each(shards: list[str], progress: bool | None, desc: str, fn: Any) -> list[
         bar.close()
 
 
-def _given_lengths(lengths: Any, urls: list[str]) -> tuple[int, ...]:
+def _given_lengths(lengths: Any, urls: Sequence[str]) -> tuple[int, ...]:
     if isinstance(lengths, Mapping):
         missing = [url for url in urls if url not in lengths]
         if missing:
@@ -238,9 +160,9 @@ def resolve(source: Any, *, stream: bool = False, lengths: Sequence[int] | Mappi
             return Resolved(tuple(s.samples for s in index.shards), urls=PackedUrls([s.url for s in index.shards]))
         reader = IndexedDataset(text, rule=rule)
         return Resolved(tuple(reader.shard_lengths), reader=reader)
-    packed = PackedUrls.of_pattern(source) if stream and lengths is not None and isinstance(source, str) else None
-    if packed is not None:  # a long numeric pattern, packed without a str per URL
-        return Resolved(_given_lengths(lengths, packed), urls=packed)  # type: ignore[arg-type]
+    packed = PackedUrls.of_pattern(source) if stream and lengths is not None and isinstance(source, str) else source
+    if stream and lengths is not None and isinstance(packed, PackedUrls) and len(packed):
+        return Resolved(_given_lengths(lengths, packed), urls=packed)  # a long list kept packed: no str per URL
     urls = expand_urls(source)
     if not urls:
         raise ConfigError(f"no shards in {source!r}")
