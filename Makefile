@@ -29,7 +29,7 @@ demo: $(STAMP)
 ## the whole test suite (installs the real test servers it needs: nginx, Ceph RadosGW, chromium, Azurite; see scripts/)
 test: $(STAMP)
 	./scripts/install-test-servers.sh
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=20 tests
 
 ## the linters over src/ ([tool.ruff], [tool.mypy] in pyproject.toml; tests/test_lint.py runs them)
 lint: $(STAMP)

@@ -47,44 +47,15 @@ from ..codecs import Decoder, as_decoder
 from ..errors import ConfigError, StaleIndexError, add_context
 from ..samples import RuleSpec
 from .columns import iter_columns
-from .dataset_index import DatasetIndex, ShardEntry
+from .dataset_index import describe
 from .opened import PACK_BUDGET, Handles, OpenShard, gather_rows, row_gatherer
 from .rows import RowIteration, row_runs
-from .shardindex import ShardIndex, rule_spec, sidecar_path
+from .shardindex import ShardIndex
 from .source import open_source
 
 __all__ = ["IndexedDataset"]
 
 Stage = Callable[[dict], Any]
-
-
-def _description(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[int, ShardIndex], str | None]:
-    """Shard entries (with counts), indexes already loaded, and the dataset index path, from what was given."""
-    if isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".json"):
-        source = DatasetIndex.load(source)
-    if isinstance(source, DatasetIndex):
-        if rule is not None and rule_spec(rule) != (source.rule, source.lowercase):
-            raise StaleIndexError(
-                f"the dataset index {source.path!r} was built with the key rule {source.rule!r} (lowercase="
-                f"{source.lowercase}), not {rule_spec(rule)[0]!r}: rebuild it with "
-                "shardstream.indexed.index_dataset(shards, output, rule=...)",
-                url=source.path,
-            )
-        return list(source.shards), {}, source.path
-    shards = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-    if not shards:
-        raise ConfigError("IndexedDataset needs a dataset index (.json), a shard, or a list of shards")
-    entries, loaded = [], {}
-    for number, shard in enumerate(os.fspath(s) for s in shards):
-        index = loaded[number] = ShardIndex.load(shard)
-        if rule is not None and rule_spec(rule) != (index.rule, index.lowercase):
-            raise StaleIndexError(
-                f"the index of shard {shard!r} was built with the key rule {index.rule!r}, not "
-                f"{rule_spec(rule)[0]!r}: rebuild it with shardstream.indexed.index_shard({shard!r}, rule=...)",
-                url=shard,
-            )
-        entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
-    return entries, loaded, None
 
 
 class IndexedDataset(RowIteration):
@@ -102,7 +73,7 @@ class IndexedDataset(RowIteration):
 
     def __init__(self, source: Any, *, decode: Any = None, transform: Stage | None = None, rule: RuleSpec = None,
                  zero_copy: bool = False, verify: bool = True):  # fmt: skip
-        shards, loaded, origin = _description(source, rule)
+        shards, loaded, origin = describe(source, rule)
         self._shards = tuple(shards)
         self._ends = list(accumulate(shard.samples for shard in shards))
         self._rows = range(self._ends[-1] if self._ends else 0)

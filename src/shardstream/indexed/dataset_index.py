@@ -28,10 +28,10 @@ import json
 import os
 import posixpath
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_module
-from ..errors import OpenError, StaleIndexError
+from ..errors import ConfigError, OpenError, StaleIndexError
 from ..io.files import write_file
 from ..io.trust import urls_from_document
 from ..logs import progress_bar
@@ -47,7 +47,7 @@ else:
 
 log = redacting_logger(__name__)
 
-__all__ = ["DatasetIndex", "ShardEntry", "index_dataset"]
+__all__ = ["DatasetIndex", "ShardEntry", "describe", "index_dataset"]
 
 FORMAT = "shardstream-dataset-index"
 VERSION = 1
@@ -228,3 +228,33 @@ def index_dataset(
              len(entries), built, len(entries) - built, sum(e.samples for e in entries))
     return dataclasses.replace(result, path=os.fspath(output))
 
+
+def describe(source: Any, rule: RuleSpec) -> tuple[list[ShardEntry], dict[int, ShardIndex], str | None]:
+    """What an :class:`~shardstream.indexed.IndexedDataset` is built from: the shard entries (with counts), the
+    indexes already loaded, and the dataset index path, from what was given (a ``.json`` dataset index, a
+    :class:`DatasetIndex`, a shard or a list of shards); a key rule other than the indexes' is refused."""
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source).endswith(".json"):
+        source = DatasetIndex.load(source)
+    if isinstance(source, DatasetIndex):
+        if rule is not None and rule_spec(rule) != (source.rule, source.lowercase):
+            raise StaleIndexError(
+                f"the dataset index {source.path!r} was built with the key rule {source.rule!r} (lowercase="
+                f"{source.lowercase}), not {rule_spec(rule)[0]!r}: rebuild it with "
+                "shardstream.indexed.index_dataset(shards, output, rule=...)",
+                url=source.path,
+            )
+        return list(source.shards), {}, source.path
+    shards = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if not shards:
+        raise ConfigError("IndexedDataset needs a dataset index (.json), a shard, or a list of shards")
+    entries, loaded = [], {}
+    for number, shard in enumerate(os.fspath(s) for s in shards):
+        index = loaded[number] = ShardIndex.load(shard)
+        if rule is not None and rule_spec(rule) != (index.rule, index.lowercase):
+            raise StaleIndexError(
+                f"the index of shard {shard!r} was built with the key rule {index.rule!r}, not "
+                f"{rule_spec(rule)[0]!r}: rebuild it with shardstream.indexed.index_shard({shard!r}, rule=...)",
+                url=shard,
+            )
+        entries.append(ShardEntry(shard, sidecar_path(shard), len(index), index.size, index.fingerprint))
+    return entries, loaded, None
