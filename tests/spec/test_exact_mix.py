@@ -110,9 +110,18 @@ def test_field_selection_renames_and_storage_rules(spec, tmp_path):
     rule = load_storage_config().match(shard)
     assert rule is not None and rule.profile == "reader"
     assert load_storage_config().match(str(tmp_path / "a" / "other.tar")) is None  # the source's URLs only
-    del pipeline
-    gc.collect()
-    assert load_storage_config().match(shard) is None  # gone with the pipeline
+    gc.disable()  # gone with the pipeline itself, not at the next collection (nothing refers back to the mix)
+    try:
+        del pipeline, samples, from_a
+        assert load_storage_config().match(shard) is None
+        dataset = wds.WebDataset(spec)
+        for _ in zip(range(3), dataset, strict=False):  # an iteration dropped mid-epoch
+            pass
+        assert load_storage_config().match(shard).profile == "reader"
+        del dataset
+        assert load_storage_config().match(shard) is None
+    finally:
+        gc.enable()
 
 
 def test_one_pass_counts_come_from_the_indexes(tmp_path):

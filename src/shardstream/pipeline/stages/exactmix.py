@@ -27,6 +27,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -69,11 +70,9 @@ class _ExactCursor(Cursor):
         self.schedule = Schedule(source.counts, ctx.seed, ctx.epoch)
         self.walk = self.schedule.walk(self.part, self.parts)
         self.passes = [0] * len(source.datasets)
-        self.subs = SubCursors(source, ctx, self._here)
-
-    def _here(self, i: int) -> Context:
-        """The context of dataset ``i``'s cursor: one per pass over the dataset."""
-        return self.ctx.replace(cycle=(*self.ctx.cycle, self.passes[i]))
+        # not a bound method: the sub-cursors referring back to this cursor would make a reference cycle, which
+        # keeps a dropped mix (and a spec's storage rules, which live as long as its shard lists) until a collection
+        self.subs = SubCursors(source, ctx, functools.partial(_pass_context, ctx, self.passes))
 
     @property
     def restorable(self) -> bool:  # type: ignore[override]
@@ -121,10 +120,15 @@ class _ExactCursor(Cursor):
         passes = ints(state, "passes", length=count, what=name)
         with within("walk"):
             walk = self.schedule.walk(self.part, self.parts, state=state["walk"])
-        self.passes = passes
+        self.passes[:] = passes  # the same list: the sub-cursors' contexts read it
         self.subs.reset()  # reopened in the restored passes' contexts
         self.subs.restore(saved)
         self.walk = walk
+
+
+def _pass_context(ctx: Context, passes: list[int], i: int) -> Context:
+    """The context of dataset ``i``'s cursor: one per pass over the dataset."""
+    return ctx.replace(cycle=(*ctx.cycle, passes[i]))
 
 
 def _plain(value: Any) -> Any:
