@@ -179,7 +179,9 @@ class ShardCache:
     def _download(self, url: str, target: str, path: str) -> None:
         with prefetch.Lookahead() as alone:  # nothing opened ahead: a shard opened outside its lock would be downloaded twice
             stream = alone.open(get_opener(target), target, None)
-        tmp = os.path.join(self.directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+        partial = os.path.join(self.directory, cache_index.PARTIAL)  # not in the folder itself: see cache_index
+        os.makedirs(partial, exist_ok=True)
+        tmp = os.path.join(partial, f"{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:
             size, md5 = getattr(stream, "size", None), getattr(stream, "md5", None) if self.verify else None
             if size:
@@ -248,15 +250,21 @@ class ShardCache:
         return [name for name, _ in gone]
 
     def _put_in_place(self, tmp: str, path: str) -> None:
-        """Rename a checked download into place and record it in the index, under the eviction lock."""
-        with locked(os.path.join(self.directory, _EVICT_LOCK)):
-            os.replace(tmp, path)
+        """Rename a checked download into place and record it, under the eviction lock (the index is opened first:
+        it checks that the folder has not changed since it was last written)."""
+        with locked(os.path.join(self.directory, _EVICT_LOCK)), contextlib.ExitStack() as stack:
+            index = None
             try:
-                st = os.stat(path)
-                with cache_index.CacheIndex(self.directory) as index:
+                index = stack.enter_context(cache_index.CacheIndex(self.directory))
+            except (sqlite3.Error, OSError) as e:
+                logger.warning("shard cache %s: no index (%s): the next scan counts %s", self.directory, e, path)
+            os.replace(tmp, path)
+            if index is not None:
+                try:
+                    st = os.stat(path)
                     index.add(os.path.basename(path), st.st_size, st.st_mtime_ns)
-            except (sqlite3.Error, OSError) as e:  # the shard is in place: the next scan counts it
-                logger.warning("shard cache %s: %s not recorded in the index (%s)", self.directory, path, e)
+                except (sqlite3.Error, OSError) as e:  # the shard is in place: the next scan counts it
+                    logger.warning("shard cache %s: %s not recorded in the index (%s)", self.directory, path, e)
 
     def _evict_by_listing(self, needed: int, max_bytes: int) -> list[tuple[str, int]]:
         entries = self.entries()

@@ -8,11 +8,14 @@ so one process at a time reads or changes it. It is a hint, checked before it is
 - a record is used only when it names a plain file of the folder (no ``/``, no leading dot, not a link) whose
   size is the recorded one; a shard read since it was recorded (a newer modification time: readers touch the
   file) is moved to its new place in the order instead of being removed;
+- it keeps the folder's modification time as of its last change: the cache changes the folder's entries only
+  under the lock (downloads are written in the ``.partial`` subfolder, lock files live in ``.locks``, and the
+  database keeps its journal file), so a different time means that someone else added, removed or renamed a file
+  (a user, a process killed between renaming a shard into place and recording it), and the index is rebuilt;
 - it is rebuilt from a scan of the folder when it is missing, unreadable, of another version, or found wrong (a
-  record whose file is gone or differs: a user deleting files, a process killed between two steps, an edit), and
-  at least once every ``max(RESCAN_EVERY, entries)`` downloads, so files it does not know about (copied in by
-  hand, renamed into place by a process killed before it recorded them) are counted within that many downloads.
-  A scan also removes the temporary files of downloads dead for more than ``STALE_TMP`` seconds.
+  record whose file is gone or differs: an edit, or a change the folder's time did not show, as within one tick
+  of its clock), and at least once every ``max(RESCAN_EVERY, entries)`` downloads whatever happens. A scan also
+  removes the temporary files of downloads dead for more than ``STALE_TMP`` seconds.
 
 Its worst failure is therefore a shard of the folder removed early (read again from its source later), never a
 file outside the folder, an error for a reader, or a loop.
@@ -45,11 +48,12 @@ from typing import Any
 
 from ..redact import redacting_logger
 
-__all__ = ["INDEX_NAME", "RESCAN_EVERY", "STALE_TMP", "CacheIndex"]
+__all__ = ["INDEX_NAME", "PARTIAL", "RESCAN_EVERY", "STALE_TMP", "CacheIndex", "plain_name"]
 
 logger = redacting_logger(__name__)
 
 INDEX_NAME = ".index.sqlite3"
+PARTIAL = ".partial"  # the subfolder of downloads in progress
 RESCAN_EVERY = 256  # downloads between two scans at least (more when the cache holds more entries)
 STALE_TMP = 600.0  # seconds: an unlocked temporary file this old belongs to a dead download
 _VERSION = 1
@@ -68,6 +72,13 @@ def plain_name(name: object) -> bool:
     """
     return (isinstance(name, str) and bool(name) and not name.startswith(".") and "/" not in name
             and "\x00" not in name and (os.altsep is None or os.altsep not in name) and os.sep not in name)
+
+
+def _remove_if_stale(entry: os.DirEntry[str]) -> None:
+    """Remove a download's temporary file unchanged for ``STALE_TMP`` seconds: its process died."""
+    with contextlib.suppress(FileNotFoundError):
+        if entry.name.endswith(".tmp") and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TMP:
+            os.unlink(entry.path)
 
 
 def _count(value: object) -> bool:
@@ -114,6 +125,7 @@ class CacheIndex:
         fresh = not os.path.exists(self.path)
         con = self._con = sqlite3.connect(self.path, timeout=2.0, isolation_level=None)
         con.execute("PRAGMA synchronous=OFF")  # a hint: a machine crash at worst leaves it to be rebuilt
+        con.execute("PRAGMA journal_mode=PERSIST")  # a journal file created once: the folder's time stays
         if fresh:
             con.executescript(
                 "BEGIN;"
@@ -127,6 +139,9 @@ class CacheIndex:
         values = [meta.get(k) for k in ("version", "total", "count", "since_scan")]
         if values[0] != _VERSION or not all(_count(v) for v in values[1:]):
             logger.info("shard cache index %s: version or totals not as written: rebuilt", self.path)
+            self.rebuild()
+        elif meta.get("folder") != self._folder_time():
+            logger.debug("shard cache index %s: the folder changed behind its back: rebuilt", self.path)
             self.rebuild()
         else:
             self.total, self.count, self.since_scan = (int(v) for v in values[1:])  # type: ignore[arg-type]
@@ -149,25 +164,30 @@ class CacheIndex:
         assert self._con is not None, "use CacheIndex as a context manager"
         return self._con
 
+    def _folder_time(self) -> int:
+        return os.stat(self.directory).st_mtime_ns
+
     def _save_meta(self) -> None:
+        """Write the totals, and the folder's time now that this process has made its changes to it."""
         self.con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                              [("version", _VERSION), ("total", self.total), ("count", self.count),
-                              ("since_scan", self.since_scan)])
+                              ("since_scan", self.since_scan), ("folder", self._folder_time())])
 
     # -- changes ----------------------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
         """Replace every record by a scan of the folder (and remove the temporaries of dead downloads)."""
         rows = []
-        now = time.time()
         for entry in os.scandir(self.directory):
             with contextlib.suppress(FileNotFoundError):
                 if entry.name.startswith("."):
-                    if entry.name.endswith(".tmp") and now - entry.stat().st_mtime > STALE_TMP:
-                        os.unlink(entry.path)
+                    _remove_if_stale(entry)  # a temporary file where earlier versions wrote them
                 elif plain_name(entry.name) and entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     rows.append((entry.name, st.st_size, st.st_mtime_ns))
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(os.path.join(self.directory, PARTIAL)):
+                _remove_if_stale(entry)
         con = self.con
         con.execute("BEGIN IMMEDIATE")
         con.execute("DELETE FROM entries")
@@ -222,6 +242,8 @@ class CacheIndex:
 
     def _evict(self, needed: int, max_bytes: int, remove: Callable[[str], bool],
                removed: list[tuple[str, int]]) -> None:
+        if self.total + needed <= max_bytes:
+            return  # nothing to write
         con = self.con
         con.execute("BEGIN IMMEDIATE")
         after: tuple[Any, Any] = (-1, "")
