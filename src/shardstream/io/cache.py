@@ -5,7 +5,7 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
 
 - the local name comes from the whole URL: a readable part and a hash of the URL
   (``http_host_data_train-000.1f2e3d4c5b6a7988.tar``), so ``a/shard-0.tar`` and ``b/shard-0.tar`` never collide;
-- a shard is downloaded to a hidden temporary name, its size checked against the server's (and its MD5 where
+- a shard is downloaded to a temporary name in the ``.partial`` subfolder, its size checked against the server's (and its MD5 where
   the server states one), then renamed into place: a name in the cache is always a complete shard. When the
   server states no size (no ``Content-Length``, a ``pipe:`` command), the download must be a complete tar
   archive (every member whole, the end-of-archive marker present, compressed data complete): a connection
@@ -22,16 +22,17 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
   being read is never removed;
 - eviction reads the size and last use of the shards from an index in the folder
   (:mod:`shardstream.io.cache_index`), not from a listing of it: making room costs a few look-ups per download,
-  whatever the number of shards cached. The index is checked before it is trusted and rebuilt from a scan when it
-  is missing or wrong, and at least every 256 downloads (or as many as there are shards cached, if more);
+  whatever the number of shards cached. The index is checked before it is trusted, and rebuilt from a scan when it
+  is missing or wrong, when the folder changed behind its back (a user deleting files), and at least every 256
+  downloads (or as many as there are shards cached, if more);
 - a cached shard is read without any network access: a cached dataset works offline.
 
 How far the cache may exceed ``max_bytes``: room is made for a download of known size before it starts, and
 again after it, so the cache exceeds ``max_bytes`` only by the shards being read (never removed: when they all
 are, the cache cannot shrink below them), by the downloads of other processes in progress at that moment (until
-their own eviction, right after they finish), by a shard larger than the whole limit (kept while it is read), and
-by files put in the folder behind the cache's back (a copy by hand, a process killed between renaming a shard
-into place and recording it) until the next scan counts them.
+their own eviction, right after they finish), and by a shard larger than the whole limit (kept while it is read).
+Files put in the folder behind the cache's back are counted at the next eviction, as the folder's modification
+time shows a change; in the rare case it does not (two changes within one tick of its clock), at the next scan.
 
 Local shards (paths, ``file:``) are never copied. URL rewriting (:mod:`shardstream.io.rewrite`) applies to
 what is downloaded; the cache name comes from the URL as written. Locks need POSIX ``fcntl``; elsewhere the
