@@ -125,6 +125,19 @@ def edit_index(directory, sql: str, *rows) -> None:
     con.close()
 
 
+def test_shards_read_since_they_were_recorded_are_evicted_in_the_order_of_their_reads(tmp_path, mem):
+    """The records say old-00000 was used at 0 s, old-00001 at 1 s; the files say old-00000 was read again at 0.5 s:
+    old-00000 is still the least recently used, then old-00001."""
+    old = fill(tmp_path, 3)
+    cache = ShardCache(str(tmp_path), max_bytes=4 * SIZE)
+    read(cache, "mem://h/w.tar")  # the index is made, and the folder's subfolders: nothing more to scan
+    os.utime(os.path.join(tmp_path, old[0]), ns=(10**18 + 5 * 10**8,) * 2)  # read at 0.5 s
+    read(cache, "mem://h/a.tar")
+    assert old[0] not in shards_in(tmp_path) and old[1] in shards_in(tmp_path)
+    read(cache, "mem://h/b.tar")
+    assert sorted(shards_in(tmp_path)) == sorted([old[2], *(cache.name_for(f"mem://h/{n}.tar") for n in "wab")])
+
+
 def damage_rows(directory, *rows) -> None:
     edit_index(directory, "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", *rows)
 
@@ -138,7 +151,7 @@ DAMAGES = {
     "a negative size": lambda d: damage_rows(d, ("old-00002.tar", -5, 0)),
     "a huge size": lambda d: damage_rows(d, ("old-00002.tar", 10**18, 0)),
     "a size as text": lambda d: damage_rows(d, ("old-00002.tar", "x", 0)),
-    "a file deleted by hand": lambda d: os.unlink(os.path.join(d, "old-00000.tar")),
+    "a file deleted by hand": lambda d: os.unlink(os.path.join(d, "old-00001.tar")),
     "a file added by hand": lambda d: fill(d, 6),  # old-00005.tar, unknown to the index
     "a negative total": lambda d: edit_index(d, "UPDATE meta SET value = -1 WHERE key = 'total'"),
     "a record of a file that is not there": lambda d: damage_rows(d, ("gone.tar", SIZE, 0)),
@@ -147,18 +160,25 @@ DAMAGES = {
 }
 
 
+SEEN_IN_RECORDS = {"garbage bytes", "a record naming a file outside", "an absolute path", "a negative size",
+                   "a huge size", "a size as text", "a negative total", "a record of a file that is not there"}
+
+
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_index_is_rebuilt_and_nothing_outside_the_folder_is_touched(tmp_path, mem, damage):
     outside = tmp_path / "outside.tar"
-    outside.write_bytes(b"not the cache's")
+    outside.write_bytes(b"o" * SIZE)  # the size a record names: only its name can tell it is not a shard
     folder = str(tmp_path / "c")
     fill(folder, 5)
     cache = ShardCache(folder, max_bytes=5 * SIZE)
-    cache.evict()
+    read(cache, "mem://h/w.tar")  # the index is made (and the subfolders the cache keeps)
+    folder_time = os.stat(folder).st_mtime_ns
     DAMAGES[damage](folder)
+    if damage in SEEN_IN_RECORDS:  # the folder looks unchanged: the records themselves must tell
+        assert os.stat(folder).st_mtime_ns == folder_time
     for i in range(3):  # each download removes the oldest shard: the damaged record comes first
         assert read(cache, f"mem://h/{i}.tar") == payload(f"mem://h/{i}.tar")
-    assert outside.read_bytes() == b"not the cache's"
+    assert outside.read_bytes() == b"o" * SIZE
     left = shards_in(folder)
     assert recorded(folder) == left
     assert sum(left.values()) <= 5 * SIZE

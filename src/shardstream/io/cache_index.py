@@ -254,11 +254,11 @@ class CacheIndex:
                 self._check_totals()  # every remaining shard is being read, or the totals drifted
                 break
             for name, size, mtime in rows:
-                after = (mtime, name)
                 st = self._check(name, size, mtime)
-                if st.st_mtime_ns > mtime:  # read since it was recorded: it goes to its new place in the order
+                if st.st_mtime_ns > mtime:  # read since it was recorded: it goes to its new place in the order,
                     con.execute("UPDATE entries SET mtime = ? WHERE name = ?", (st.st_mtime_ns, name))
-                    continue
+                    break  # maybe before the rest of this page: read again from the same place
+                after = (mtime, name)  # removed, or being read: passed
                 if self.total + needed <= max_bytes:
                     break
                 if remove(os.path.join(self.directory, name)):
