@@ -3,6 +3,7 @@ rebuilt when damaged, lock files removed, and several processes sharing one fold
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -155,13 +156,16 @@ DAMAGES = {
     "a file added by hand": lambda d: fill(d, 6),  # old-00005.tar, unknown to the index
     "a negative total": lambda d: edit_index(d, "UPDATE meta SET value = -1 WHERE key = 'total'"),
     "a record of a file that is not there": lambda d: damage_rows(d, ("gone.tar", SIZE, 0)),
+    "a trigger": lambda d: edit_index(d, "CREATE TRIGGER t AFTER INSERT ON entries BEGIN "
+                                         "DELETE FROM entries WHERE name = NEW.name; END"),  # records nothing
     "a link": lambda d: (os.unlink(os.path.join(d, INDEX_NAME)),
                          os.symlink(os.path.join(os.path.dirname(d), "outside.tar"), os.path.join(d, INDEX_NAME))),
 }
 
 
 SEEN_IN_RECORDS = {"garbage bytes", "a record naming a file outside", "an absolute path", "a negative size",
-                   "a huge size", "a size as text", "a negative total", "a record of a file that is not there"}
+                   "a huge size", "a size as text", "a negative total", "a record of a file that is not there",
+                   "a trigger"}
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -182,6 +186,8 @@ def test_a_damaged_index_is_rebuilt_and_nothing_outside_the_folder_is_touched(tm
     left = shards_in(folder)
     assert recorded(folder) == left
     assert sum(left.values()) <= 5 * SIZE
+    with contextlib.closing(sqlite3.connect(os.path.join(folder, INDEX_NAME))) as con:
+        assert con.execute("SELECT type FROM sqlite_master WHERE type NOT IN ('table', 'index')").fetchall() == []
     assert {cache.name_for(f"mem://h/{i}.tar") for i in range(3)} <= set(left)
 
 

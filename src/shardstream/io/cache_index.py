@@ -60,6 +60,24 @@ _VERSION = 1
 _PAGE = 64  # records read at a time while making room
 
 
+_SCHEMA = ("CREATE TABLE entries (name TEXT PRIMARY KEY, size INTEGER, mtime INTEGER);"
+           "CREATE INDEX by_use ON entries (mtime, name);"
+           "CREATE TABLE meta (key TEXT PRIMARY KEY, value);")
+_expected: list[tuple[Any, ...]] = []
+
+
+def _schema_of(con: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    return con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+
+
+def _expected_schema() -> list[tuple[Any, ...]]:
+    if not _expected:
+        with contextlib.closing(sqlite3.connect(":memory:")) as con:
+            con.executescript(_SCHEMA)
+            _expected.extend(_schema_of(con))
+    return _expected
+
+
 class _Disagrees(Exception):
     """A record the folder contradicts: the index is rebuilt."""
 
@@ -127,14 +145,11 @@ class CacheIndex:
         con.execute("PRAGMA synchronous=OFF")  # a hint: a machine crash at worst leaves it to be rebuilt
         con.execute("PRAGMA journal_mode=PERSIST")  # a journal file created once: the folder's time stays
         if fresh:
-            con.executescript(
-                "BEGIN;"
-                "CREATE TABLE IF NOT EXISTS entries (name TEXT PRIMARY KEY, size INTEGER, mtime INTEGER);"
-                "CREATE INDEX IF NOT EXISTS by_use ON entries (mtime, name);"
-                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);"
-                "COMMIT;")
+            con.executescript(f"BEGIN; {_SCHEMA} COMMIT;")
             self.rebuild()
             return
+        if _schema_of(con) != _expected_schema():  # a trigger or a view could run anything on our next write
+            raise sqlite3.DatabaseError("not the schema the cache writes")
         meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         values = [meta.get(k) for k in ("version", "total", "count", "since_scan")]
         if values[0] != _VERSION or not all(_count(v) for v in values[1:]):
