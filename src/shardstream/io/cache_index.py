@@ -12,13 +12,15 @@ so one process at a time reads or changes it. It is a hint, checked before it is
   under the lock (downloads are written in the ``.partial`` subfolder, lock files live in ``.locks``, and the
   database keeps its journal file), so a different time means that someone else added, removed or renamed a file
   (a user, a process killed between renaming a shard into place and recording it), and the index is rebuilt;
-- it is rebuilt from a scan of the folder when it is missing, unreadable, of another version, or found wrong (a
+- it is rebuilt from a scan of the folder when it is missing, unreadable, of another version or schema (a
+  trigger or a view added to it would run on the next write), or found wrong (a
   record whose file is gone or differs: an edit, or a change the folder's time did not show, as within one tick
   of its clock), and at least once every ``max(RESCAN_EVERY, entries)`` downloads whatever happens. A scan also
   removes the temporary files of downloads dead for more than ``STALE_TMP`` seconds.
 
-Its worst failure is therefore a shard of the folder removed early (read again from its source later), never a
-file outside the folder, an error for a reader, or a loop.
+Its worst failure is therefore a shard of the folder removed early (read again from its source later, as when
+the recorded total is edited to a plausible wrong number), never a file outside the folder, an error for a
+reader, or a loop.
 
 >>> import os
 >>> os.makedirs("shards", exist_ok=True)
