@@ -118,6 +118,13 @@ def test_a_shard_read_since_it_was_recorded_keeps_its_place_in_the_order(tmp_pat
                                                  cache.name_for("mem://h/b.tar")])
 
 
+def later(directory) -> None:
+    """The folder's time a second later, as the clock shows a change after the cache's last one (changes within one
+    tick of the clock keep the same time: the record checks and the periodic scan find those)."""
+    st = os.stat(directory)
+    os.utime(directory, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
 def edit_index(directory, sql: str, *rows) -> None:
     """An edit that leaves the folder's time as it was (the journal file stays): only the records can tell."""
     con = sqlite3.connect(os.path.join(directory, INDEX_NAME), isolation_level=None)
@@ -153,7 +160,7 @@ DAMAGES = {
     "a huge size": lambda d: damage_rows(d, ("old-00002.tar", 10**18, 0)),
     "a size as text": lambda d: damage_rows(d, ("old-00002.tar", "x", 0)),
     "a file deleted by hand": lambda d: os.unlink(os.path.join(d, "old-00001.tar")),
-    "a file added by hand": lambda d: fill(d, 6),  # old-00005.tar, unknown to the index
+    "a file added by hand": lambda d: (fill(d, 6), later(d)),  # old-00005.tar, unknown to the index
     "a negative total": lambda d: edit_index(d, "UPDATE meta SET value = -1 WHERE key = 'total'"),
     "a record of a file that is not there": lambda d: damage_rows(d, ("gone.tar", SIZE, 0)),
     "a trigger": lambda d: edit_index(d, "CREATE TRIGGER t AFTER INSERT ON entries BEGIN "
