@@ -247,7 +247,7 @@ def test_a_removed_lock_file_never_lets_two_processes_in(tmp_path):
 READER = """
 import hashlib, sys
 from shardstream.io.cache import ShardCache
-cache = ShardCache(sys.argv[1], max_bytes=int(sys.argv[2]))
+cache = ShardCache(sys.argv[1], max_bytes=int(sys.argv[2]), verbose=True)  # "cached URL", "evicted NAME" on stderr
 urls = sys.argv[4:]
 rank = int(sys.argv[3])
 for epoch in range(2):
@@ -266,20 +266,31 @@ def test_four_processes_share_a_small_cache(tmp_path):
     stub = StubHTTP(blobs, delay=0.02)  # the processes overlap
     try:
         urls = [stub.url(name) for name in blobs]
-        gets = {}
+        names = {ShardCache("x").name_for(url): url for url in urls}
+        gets, logs = {}, []
         for folder, limit in (("small", 3 * 20_010), ("all", 8 * 20_010)):
-            procs = [subprocess.Popen([sys.executable, "-c", READER, str(tmp_path / folder), str(limit), str(rank),
-                                       *urls], stdout=subprocess.PIPE, text=True) for rank in range(4)]
+            procs = []
+            for rank in range(4):
+                logs.append(tmp_path / f"{folder}-{rank}.log")
+                with open(logs[-1], "w") as err:
+                    procs.append(subprocess.Popen([sys.executable, "-c", READER, str(tmp_path / folder), str(limit),
+                                                   str(rank), *urls], stdout=subprocess.PIPE, stderr=err, text=True))
             for p in procs:
                 lines = [line.split() for line in p.communicate(timeout=120)[0].splitlines()]
                 assert p.returncode == 0 and len(lines) == 16
                 assert all(want[name] == digest for name, digest in lines)
+            if folder == "small":  # every download was put in the cache, and a shard came again only once evicted
+                said = [line.split()[2:4] for log in logs for line in log.read_text().splitlines()]
+                cached = [sum(1 for w, what in said if w == "cached" and what == url) for url in urls]
+                evicted = [sum(1 for w, what in said if w == "evicted" and names.get(what) == url) for url in urls]
+                assert cached == [stub.full_gets(name) for name in blobs]
+                assert all(c <= e + 1 for c, e in zip(cached, evicted, strict=True)), (cached, evicted)
             left = shards_in(tmp_path / folder)
             assert recorded(tmp_path / folder) == left  # the four kept one index between them
             assert os.listdir(tmp_path / folder / ".locks") == []
             ShardCache(str(tmp_path / folder), max_bytes=limit).evict()
             assert sum(shards_in(tmp_path / folder).values()) <= limit
             gets[folder] = [stub.full_gets(name) for name in blobs]
-        assert [b - a for a, b in zip(gets["small"], gets["all"], strict=True)] == [1] * 8  # room for all: one download each
+        assert [b - a for a, b in zip(gets["small"], gets["all"], strict=True)] == [1] * 8  # room for all: one each
     finally:
         stub.stop()
