@@ -19,7 +19,8 @@ runs). Every measurement runs in a fresh process (``--child``), so memory figure
    (``.json``) and from the list of shards: open descriptors (``/proc/self/fd``) after opening and after the
    first item, the RSS growth, the time to the first item.
 4. **cache**: the shard cache (``cache_dir=``, ``cache_size=`` a tenth of the data) over 2 epochs of 10 -> 1k
-   shards (counts, so 3 sizes: each is a multiple of the one before) served by Python's ``http.server``, in order and shuffled: hit rate, evictions, bytes downloaded.
+   shards (counts, so 3 sizes: each is a multiple of the one before) served by Python's ``http.server``, in order and shuffled: hit rate, evictions, bytes downloaded,
+   the time evicting takes per download, and the lock files left in the cache folder.
    (The time to the first batch with 100k shards behind an emulated link is ``bench_remote_link.py
    --many-shards``.)
 """
@@ -229,16 +230,36 @@ def child_cache(count: int, shuffled: bool, work: str) -> dict:
     log.addHandler(Count()), log.setLevel(logging.INFO)
     urls = [f"http://127.0.0.1:{server.server_address[1]}/{os.path.basename(s)}" for s in shards]
     epochs = []
-    ds = ss.WebDataset(urls, cache_dir=os.path.join(work, "cache"), cache_size=count * size // 10,
+    cache_dir = os.path.join(work, "cache")
+    ds = ss.WebDataset(urls, cache_dir=cache_dir, cache_size=count * size // 10,
                        shardshuffle=count if shuffled else False, seed=1, empty_check=False)
-    for _ in range(2):  # each iteration is the next epoch (a new shard order when shuffled)
-        before = dict(served), dict(said)
-        samples = sum(1 for _ in ds)
-        downloads = said["cached"] - before[1]["cached"]
-        epochs.append({"samples": samples, "downloads": downloads, "hit_rate": 1 - downloads / count,
-                       "evictions": said["evicted"] - before[1]["evicted"],
-                       "bytes": served["bytes"] - before[0]["bytes"]})
-    server.shutdown()
+    from shardstream.io.cache import ShardCache  # noqa: PLC0415 - with the package under test
+
+    evicting = {"s": 0.0}
+    real_evict = ShardCache.evict
+
+    def timed_evict(self, needed=0):  # the eviction's share of each download (making room, before and after)
+        began = time.perf_counter()
+        try:
+            return real_evict(self, needed)
+        finally:
+            evicting["s"] += time.perf_counter() - began
+
+    ShardCache.evict = timed_evict
+    try:
+        for _ in range(2):  # each iteration is the next epoch (a new shard order when shuffled)
+            before, began = (dict(served), dict(said), evicting["s"]), time.perf_counter()
+            samples = sum(1 for _ in ds)
+            seconds = time.perf_counter() - began
+            downloads = said["cached"] - before[1]["cached"]
+            epochs.append({"samples": samples, "downloads": downloads, "hit_rate": 1 - downloads / count,
+                           "evictions": said["evicted"] - before[1]["evicted"],
+                           "bytes": served["bytes"] - before[0]["bytes"], "seconds": seconds,
+                           "evict_ms": (evicting["s"] - before[2]) * 1e3 / max(downloads, 1),
+                           "locks": len(os.listdir(os.path.join(cache_dir, ".locks")))})
+    finally:
+        ShardCache.evict = real_evict
+        server.shutdown()
     return {"size": size, "epochs": epochs}
 
 
@@ -323,15 +344,22 @@ def curve_indexed(counts: list[int]) -> list[str]:
 
 def curve_cache(counts: list[int]) -> list[str]:
     lines = ["## 4. the shard cache, cache = 1/10 of the data, 2 epochs", "",
-             "| shards | order | epoch | downloads | hit rate | evictions | MB downloaded |", "|---|---|---|---|---|---|---|"]
+             "| shards | order | epoch | downloads | hit rate | evictions | MB downloaded | eviction ms per download "
+             "| lock files left | epoch s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    per_download: dict[int, float] = {}
     for count in counts:
         for shuffled in (False, True):
             with tempfile.TemporaryDirectory(prefix="bench-scale-") as work:
                 r = run_child("cache", count, shuffled, work)
             for epoch, e in enumerate(r["epochs"]):
                 assert e["samples"] == 4 * count, e
+                per_download[count] = max(per_download.get(count, 0.0), e["evict_ms"])
                 lines.append(f"| {count:,} | {'shuffled' if shuffled else 'in order'} | {epoch} | {e['downloads']:,} | "
-                             f"{e['hit_rate']:.0%} | {e['evictions']:,} | {e['bytes'] / 1e6:.2f} |")
+                             f"{e['hit_rate']:.0%} | {e['evictions']:,} | {e['bytes'] / 1e6:.2f} | "
+                             f"{e['evict_ms']:.2f} | {e['locks']:,} | {e['seconds']:.1f} |")
+    if len(counts) > 1:
+        lines += ["", f"- eviction per download (the worst epoch of each size): "
+                      f"{growth(counts, [per_download[c] for c in counts])}"]
     return lines
 
 

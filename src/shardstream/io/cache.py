@@ -5,7 +5,7 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
 
 - the local name comes from the whole URL: a readable part and a hash of the URL
   (``http_host_data_train-000.1f2e3d4c5b6a7988.tar``), so ``a/shard-0.tar`` and ``b/shard-0.tar`` never collide;
-- a shard is downloaded to a hidden temporary name, its size checked against the server's (and its MD5 where
+- a shard is downloaded to a temporary name in the ``.partial`` subfolder, its size checked against the server's (and its MD5 where
   the server states one), then renamed into place: a name in the cache is always a complete shard. When the
   server states no size (no ``Content-Length``, a ``pipe:`` command), the download must be a complete tar
   archive (every member whole, the end-of-archive marker present, compressed data complete): a connection
@@ -14,10 +14,25 @@ workers receive it with the dataset (``WebDataset(urls, cache_dir=..., cache_siz
   holds the shard's lock file (``fcntl.flock``) while it downloads, the others wait for it and then read the file.
   So a download never opens the next shard ahead (:mod:`shardstream.io.prefetch`): that stream would fetch the
   next shard outside its lock, once in every process that reads it;
+- the lock file of a shard exists only while the shard is downloaded: the downloader removes it before letting
+  go, and a process that waited on it checks, once it holds the lock, that the path still names the file it
+  locked (else it locks the new one), so a folder of a million shards read once does not keep a million lock files;
 - every reader holds a shared lock on the file it reads; eviction (least recently used first, when the cache
   exceeds ``max_bytes``) takes an exclusive lock without waiting and skips the files it cannot lock, so a shard
   being read is never removed;
+- eviction reads the size and last use of the shards from an index in the folder
+  (:mod:`shardstream.io.cache_index`), not from a listing of it: making room costs a few look-ups per download,
+  whatever the number of shards cached. The index is checked before it is trusted, and rebuilt from a scan when it
+  is missing or wrong, when the folder changed behind its back (a user deleting files), and at least every 256
+  downloads (or as many as there are shards cached, if more);
 - a cached shard is read without any network access: a cached dataset works offline.
+
+How far the cache may exceed ``max_bytes``: room is made for a download of known size before it starts, and
+again after it, so the cache exceeds ``max_bytes`` only by the shards being read (never removed: when they all
+are, the cache cannot shrink below them), by the downloads of other processes in progress at that moment (until
+their own eviction, right after they finish), and by a shard larger than the whole limit (kept while it is read).
+Files put in the folder behind the cache's back are counted at the next eviction, as the folder's modification
+time shows a change; in the rare case it does not (two changes within one tick of its clock), at the next scan.
 
 Local shards (paths, ``file:``) are never copied. URL rewriting (:mod:`shardstream.io.rewrite`) applies to
 what is downloaded; the cache name comes from the URL as written. Locks need POSIX ``fcntl``; elsewhere the
@@ -42,8 +57,7 @@ import hashlib
 import os
 import re
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from .._lazy import lazy_module
@@ -53,18 +67,18 @@ from ..logs import log_to_stderr
 from ..redact import redact, redacting_logger
 from ..tar import TruncatedTarWarning
 from ..tar.compress import iter_tar
+from .filelock import locked, removable_lock, remove_unless_locked, try_lock
 from .registry import finish_stream, get_opener, split_scheme
 from .rewrite import rewrite_url
 
 if TYPE_CHECKING:
-    from . import prefetch
-else:
-    prefetch = lazy_module("shardstream.io.prefetch")  # its threads and the HTTP client load with a download
+    import sqlite3
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+    from . import cache_index, prefetch
+else:
+    sqlite3 = lazy_module("sqlite3")
+    cache_index = lazy_module("shardstream.io.cache_index")  # sqlite3 loads when a download is recorded
+    prefetch = lazy_module("shardstream.io.prefetch")  # its threads and the HTTP client load with a download
 
 __all__ = ["ShardCache", "cache_opener"]
 
@@ -73,27 +87,7 @@ logger = redacting_logger(__name__)
 _LOCAL = ("", "file")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SUFFIX = re.compile(r"(?:\.[A-Za-z][A-Za-z0-9]{0,3}){1,2}$")  # .tar, .tar.gz, .tgz
-_STALE_TMP = 600.0  # seconds: an unlocked temporary file this old belongs to a dead download
-
-
-def _flock(fd: int, how: int) -> bool:
-    if fcntl is None:  # pragma: no cover - not POSIX
-        return True
-    try:
-        fcntl.flock(fd, how)
-        return True
-    except BlockingIOError:
-        return False
-
-
-@contextlib.contextmanager
-def _locked(path: str, blocking: bool = True) -> Iterator[bool]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
-    try:
-        got = _flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)) if fcntl else True
-        yield got
-    finally:
-        os.close(fd)
+_EVICT_LOCK = ".evict.lock"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,8 +153,7 @@ class ShardCache:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return None
-        if fcntl is not None:
-            _flock(fd, fcntl.LOCK_SH)  # held until the stream is closed: eviction skips this file
+        try_lock(fd, shared=True)  # held until the stream is closed: eviction skips this file
         if os.fstat(fd).st_nlink == 0:  # evicted between open and lock
             os.close(fd)
             return None
@@ -178,7 +171,7 @@ class ShardCache:
     def _fetch(self, url: str, target: str, path: str) -> None:
         locks = os.path.join(self.directory, ".locks")
         os.makedirs(locks, exist_ok=True)
-        with _locked(os.path.join(locks, os.path.basename(path) + ".lock")):  # one download per shard
+        with removable_lock(os.path.join(locks, os.path.basename(path) + ".lock")):  # one download per shard
             if not os.path.exists(path):
                 self._download(url, target, path)
             else:
@@ -187,7 +180,9 @@ class ShardCache:
     def _download(self, url: str, target: str, path: str) -> None:
         with prefetch.Lookahead() as alone:  # nothing opened ahead: a shard opened outside its lock would be downloaded twice
             stream = alone.open(get_opener(target), target, None)
-        tmp = os.path.join(self.directory, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+        partial = os.path.join(self.directory, cache_index.PARTIAL)  # not in the folder itself: see cache_index
+        os.makedirs(partial, exist_ok=True)
+        tmp = os.path.join(partial, f"{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
         try:
             size, md5 = getattr(stream, "size", None), getattr(stream, "md5", None) if self.verify else None
             if size:
@@ -214,7 +209,7 @@ class ShardCache:
                 _check_complete_tar(tmp, url, written)
             if digest is not None and digest.hexdigest() != md5:
                 raise OpenError(f"{url!r}: MD5 {digest.hexdigest()} does not match the server's {md5}", url=url)
-            os.replace(tmp, path)
+            self._put_in_place(tmp, path)
             self._say("cached %s -> %s (%d bytes)", url, path, written)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -238,48 +233,57 @@ class ShardCache:
 
     def evict(self, needed: int = 0) -> list[str]:
         """Remove least recently used shards not being read until the cache (plus ``needed`` bytes) fits in
-        ``max_bytes``; also removes temporary files of dead downloads. Returns the names removed."""
+        ``max_bytes``; when it scans the folder, also removes the temporary and lock files of dead downloads. Returns
+        the names removed."""
         if self.max_bytes is None or self.max_bytes < 0 or not os.path.isdir(self.directory):
             return []
-        removed: list[str] = []
-        with _locked(os.path.join(self.directory, ".evict.lock"), blocking=False) as mine:
-            if not mine:
-                return removed  # another process is evicting right now
-            self._remove_stale_temporaries()
-            entries = self.entries()
-            total = sum(size for size, _ in entries.values()) + needed
-            for name, (size, _) in sorted(entries.items(), key=lambda item: item[1][1]):
-                if total <= self.max_bytes:
-                    break
-                if self._remove_unless_read(os.path.join(self.directory, name)):
-                    removed.append(name)
-                    total -= size
-                    self._say("evicted %s (%d bytes)", name, size)
+        with locked(os.path.join(self.directory, _EVICT_LOCK)):
+            try:
+                with cache_index.CacheIndex(self.directory) as index:
+                    gone = index.evict(needed, self.max_bytes, remove_unless_locked)
+                    if index.scanned:
+                        self._remove_stale_locks()
+            except (sqlite3.Error, OSError) as e:  # no usable index here (a read-only or odd file system)
+                logger.warning("shard cache %s: no index (%s): the folder is listed instead", self.directory, e)
+                gone = self._evict_by_listing(needed, self.max_bytes)
+        for name, size in gone:
+            self._say("evicted %s (%d bytes)", name, size)
+        return [name for name, _ in gone]
+
+    def _put_in_place(self, tmp: str, path: str) -> None:
+        """Rename a checked download into place and record it, under the eviction lock (the index is opened first:
+        it checks that the folder has not changed since it was last written)."""
+        with locked(os.path.join(self.directory, _EVICT_LOCK)), contextlib.ExitStack() as stack:
+            index = None
+            try:
+                index = stack.enter_context(cache_index.CacheIndex(self.directory))
+            except (sqlite3.Error, OSError) as e:
+                logger.warning("shard cache %s: no index (%s): the next scan counts %s", self.directory, e, path)
+            os.replace(tmp, path)
+            if index is not None:
+                try:
+                    st = os.stat(path)
+                    index.add(os.path.basename(path), st.st_size, st.st_mtime_ns)
+                except (sqlite3.Error, OSError) as e:  # the shard is in place: the next scan counts it
+                    logger.warning("shard cache %s: %s not recorded in the index (%s)", self.directory, path, e)
+
+    def _evict_by_listing(self, needed: int, max_bytes: int) -> list[tuple[str, int]]:
+        entries = self.entries()
+        total = sum(size for size, _ in entries.values()) + needed
+        removed = []
+        for name, (size, _) in sorted(entries.items(), key=lambda item: item[1][1]):
+            if total <= max_bytes:
+                break
+            if remove_unless_locked(os.path.join(self.directory, name)):
+                removed.append((name, size))
+                total -= size
         return removed
 
-    @staticmethod
-    def _remove_unless_read(path: str) -> bool:
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            return False
-        try:
-            if not (_flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) if fcntl else True):
-                return False  # someone is reading it
-            os.unlink(path)
-            return True
-        except FileNotFoundError:
-            return False
-        finally:
-            os.close(fd)
-
-    def _remove_stale_temporaries(self) -> None:
-        now = time.time()
-        for entry in os.scandir(self.directory):
-            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                with contextlib.suppress(OSError):
-                    if now - entry.stat().st_mtime > _STALE_TMP:
-                        os.unlink(entry.path)
+    def _remove_stale_locks(self) -> None:
+        """Remove the lock files of downloads that died (a download removes its own): each one nobody holds."""
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(os.path.join(self.directory, ".locks")):
+                remove_unless_locked(entry.path)
 
     def _say(self, message: str, *args: Any) -> None:
         if self.verbose:
