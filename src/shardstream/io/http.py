@@ -21,7 +21,8 @@ forwarding proxy (``CONNECT`` tunnels for https); see :mod:`shardstream.io.proxy
 Retries count failures since the last byte received (``SHARDSTREAM_HTTP_RETRIES``, default 5); every stream
 also has a hard cap on requests. Extra headers come from ``SHARDSTREAM_HTTP_HEADERS`` and from the storage
 settings of the URL's prefix (:mod:`shardstream.io.storage_config`); ``https://user:password@host/`` sends Basic
-authentication (the password never appears in messages).
+authentication (the password never appears in messages); where redirects and credentials may go is
+:mod:`shardstream.io.redirects`.
 
 >>> split_status_line("bytes 100-199/1000")
 (100, 1000)
@@ -38,12 +39,13 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from urllib.parse import SplitResult, urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError, OpenError
 from ..redact import redact, redacting_logger
 from .content_range import parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
+from .redirects import may_keep_credentials, origin, redirect_target
 
 __all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "parse_content_range", "redact", "split_status_line"]
 
@@ -67,18 +69,6 @@ class RangeNotSatisfiable(OpenError):
     def __init__(self, message: str, url: str, total: int | None):
         super().__init__(message, url=url)
         self.total = total
-
-
-def _origin(parts: SplitResult) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL: where credentials may go (``ValueError`` for a port that is no number)."""
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
-def _may_keep_credentials(home: tuple[str, str, int], there: tuple[str, str, int]) -> bool:
-    """Credentials follow a redirect to the same origin, or from http to https on the same host; never to
-    another host, and never from https down to plain http."""
-    return there == home or (home[0] == "http" and there[0] == "https" and there[1] == home[1])
 
 
 def _digits(value: str | None) -> int | None:
@@ -113,7 +103,7 @@ class HttpStream(io.RawIOBase):
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
         try:
-            self._home = _origin(parts)
+            self._home = origin(parts)
         except ValueError:
             raise ConfigError(f"{name or redact(url)!r}: the port is not a number") from None
         self.url, self.name = url, name or redact(url)  # name: what messages show (never a signature)
@@ -153,7 +143,7 @@ class HttpStream(io.RawIOBase):
     def _send(self, url: str, start: int) -> http.client.HTTPResponse:
         parts = urlsplit(url)
         headers = dict(self.headers)
-        if not _may_keep_credentials(self._home, _origin(parts)):  # redirected elsewhere: keep credentials home
+        if not may_keep_credentials(self._home, origin(parts)):  # redirected elsewhere: keep credentials home
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
         if start > 0 or self.end is not None:
             headers["Range"] = f"bytes={start}-{'' if self.end is None else self.end - 1}"
@@ -201,19 +191,6 @@ class HttpStream(io.RawIOBase):
                 self._close_conn()
                 self._wait(e, f"{type(e).__name__}: {e}")
 
-    def _redirect_target(self, url: str, location: str) -> str:
-        """Where a redirect leads: an http(s) URL with a host and a numeric port, or an OpenError."""
-        try:
-            target = urljoin(url, location)
-            parts = urlsplit(target)
-            _origin(parts)
-        except ValueError:
-            raise self._error(f"redirected to a malformed URL {redact(location)!r}") from None
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise self._error(f"redirected to {redact(target)!r}, which is not an http:// or https:// URL with a "
-                              "host; shardstream follows redirects to HTTP(S) only")
-        return target
-
     def _open_at(self, start: int) -> http.client.HTTPResponse:
         url = self.url
         for _ in range(self.max_redirects + 1):
@@ -225,7 +202,7 @@ class HttpStream(io.RawIOBase):
             self._close_conn()
             if not location:
                 raise self._error(f"redirect {resp.status} without a Location header")
-            url = self._redirect_target(url, location)
+            url = redirect_target(url, location, self.name)
         else:
             raise self._error(f"more than {self.max_redirects} redirects")
         self.final_url = url
