@@ -43,11 +43,12 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError, OpenError
 from ..redact import redact, redacting_logger
-from .content_range import parse_content_range, split_status_line, unsatisfied_total
+from .content_range import RangeIgnored, RangeNotSatisfiable, parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
 from .redirects import may_keep_credentials, origin, redirect_target
 
-__all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "parse_content_range", "redact", "split_status_line"]
+__all__ = ["ConnectionPool", "HttpStream", "RangeIgnored", "RangeNotSatisfiable", "parse_content_range", "redact",
+           "split_status_line"]
 
 log = redacting_logger(__name__)
 
@@ -61,14 +62,6 @@ _MAX_DRAIN = 16 << 20
 
 class _Retry(Exception):
     """Internal: this attempt failed in a way worth retrying."""
-
-
-class RangeNotSatisfiable(OpenError):
-    """A part asked for bytes from beyond the end of the object (HTTP 416); ``total`` is its size if stated."""
-
-    def __init__(self, message: str, url: str, total: int | None):
-        super().__init__(message, url=url)
-        self.total = total
 
 
 def _digits(value: str | None) -> int | None:
@@ -91,14 +84,17 @@ class HttpStream(io.RawIOBase):
     (``Content-Range: bytes 0-1048575/*``) ends the stream at the end of its range (``last``: one past its last
     byte), which may come before ``end`` (the object ends there). ``pool`` lends kept-alive connections;
     ``route`` says which proxy to use (default: none). ``final_url`` is the URL after redirects. ``on_open(stream)``
-    is called before the first request, ``on_sent()`` once it is sent (its answer on its way).
+    is called before the first request, ``on_sent()`` once it is sent (its answer on its way). ``ranged_only``:
+    a first answer of 200 to a request from ``start`` > 0 is not read from byte 0 and skipped, but closed unread
+    (:class:`RangeIgnored`).
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
                  timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
                  sleep: Callable[[float], None] = time.sleep, name: str | None = None, start: int = 0,
                  end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None,
-                 on_open: Callable[[HttpStream], None] | None = None, on_sent: Callable[[], None] | None = None):
+                 on_open: Callable[[HttpStream], None] | None = None, on_sent: Callable[[], None] | None = None,
+                 ranged_only: bool = False):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
@@ -115,6 +111,7 @@ class HttpStream(io.RawIOBase):
         self._sleep = sleep
         self._first = True  # the next good answer is the first one: it sets size and validators
         self.start, self.end, self.pool, self.route = start, end, pool, route or Route()
+        self.ranged_only = ranged_only
         self.final_url, self.ranged = url, False
         self.pos = start
         self.size: int | None = None
@@ -218,6 +215,9 @@ class HttpStream(io.RawIOBase):
         if resp.status not in (200, 206):
             body = " ".join(resp.read(1000).decode("utf-8", "replace").split())[:200]
             raise self._error(f"HTTP {resp.status} {resp.reason}" + (f": {body}" if body else ""))
+        if resp.status == 200 and start > 0 and self.ranged_only and self._first:
+            raise RangeIgnored(f"{self.name!r}: the server ignores Range (200 for bytes {start}-); closed unread",
+                               url=self.name)  # _connect closes the connection: nothing of the body is read
         self._check_validators(resp)
         if resp.status == 206:
             try:
