@@ -7,13 +7,12 @@ training modes, the shard cache's downloads):
 
 - the first part (``Range: bytes=0-``\\ *1 MiB*\\ ``-1``) is opened at once and its bytes are handed to the
   reader as they arrive, so the first sample comes after one round trip plus its own bytes;
-- the next parts go out with it, over other connections (kept alive and shared by the whole process:
+- the next parts go out with it over other connections (kept alive, shared by the process:
   :mod:`shardstream.io.fetchers`), at most ``readahead`` bytes ahead of the reader: planned on the size of the
-  previous shard of the same server, or, for the first object of a server not seen before in this process,
-  *blind*: ``connections - 1`` parts at most, before anything is known of the object. A blind part past its end
-  is answered 416 and dropped; one answered 200 (the server ignores ``Range``) is closed unread; one that fails
-  is asked again once the first answer is in. The size comes from whichever answer lands first, and the rest
-  of the parts are requested then. Parts start small and grow
+  server's previous shard or, for a server's first object in this process, *blind* (``connections - 1`` at
+  most): one past the end gets a 416 and is dropped, one answered 200 (``Range`` ignored) is closed unread, one
+  that fails is asked again once the first answer is in; the size comes from whichever answer lands first, and
+  the other parts go out then. Parts start small and grow
   (1 MiB up to offset 8 MiB, then a quarter of the offset in whole MiBs, up to the part size), and shrink
   again towards the end (at most a quarter of what is left): the first bytes of a shard (its first samples)
   and its last ones come over several connections at once rather than queued behind one big part at one
@@ -196,15 +195,11 @@ class RangedStream(InOrder):
             part.missed = error
 
     def _again(self, part: Part) -> None:
-        """Request ``part`` again (the first answer is in), unless it is over or past the end."""
-        if part.done or self._stopped:
-            return
-        if self.size is not None and part.start >= self.size:
-            part.done = True
-            self._give(part)
-            self._cond.notify_all()
-            return
-        self._fetch.submit((self._serial, part.index), functools.partial(self._get, part))
+        """Request ``part`` again (the first answer is in), unless it is over or past the end (trimmed)."""
+        self._trim()
+        if not (part.done or self._stopped):
+            self._fetch.submit((self._serial, part.index), functools.partial(self._get, part))
+        self._cond.notify_all()
 
     def _read_on(self, part: Part, stream: HttpStream) -> None:
         """``stream`` answered ``part`` with the whole object (200: the server ignores ``Range``): that part reads
