@@ -171,7 +171,9 @@ class StubHTTP:
     (that many 206 answers, the first ones, leave out ``Content-Range``: a header block cut short),
     ``fail_first`` (a status, e.g. 503, answered once to the first request of each path, with ``Retry-After: 0``),
     ``short_once`` (``short`` applies to the first request of each path only), ``hold_first`` (the answer to a
-    request from byte 0 waits, headers and all, until ``release`` is set).
+    request from byte 0 waits, headers and all, until ``release`` is set), ``refuse_once`` (``Range`` headers:
+    the first request with each is answered 403, a permanent error; ``hold_refused``: those answers wait until
+    ``release`` is set; ``refused`` counts the ones sent).
     ``requests`` lists ``(path, range header)`` of the GETs; ``heads`` the paths of HEAD requests (answered 405);
     ``connections`` counts the connections accepted.
     AIStore emulation: ``ais=True`` makes ``/v1/objects/BUCKET/OBJ?provider=P`` a gateway that redirects (307)
@@ -183,11 +185,14 @@ class StubHTTP:
         self.flags = {"ranges": True, "etag_changes": False, "short": 0, "md5": None, "bad_range_start": False,
                       "status": None, "ais": False, "delay": 0.0, "first_delay": 0.0, "hold_after": None, "hold_at": None,
                       "length": True, "no_content_range": 0, "fail_first": None, "short_once": False,
-                      "unknown_total": False, "hold_first": False, **flags}
+                      "unknown_total": False, "hold_first": False, "refuse_once": (), "hold_refused": False,
+                      **flags}
         self.release = threading.Event()
         self.requests: list[tuple[str, str | None]] = []
         self.heads: list[str] = []
         self.connections = 0
+        self.refused = 0
+        self._refused_ranges: set[str] = set()
         self.sent = 0
         self._sent_lock = threading.Lock()
         stub = self
@@ -234,6 +239,13 @@ class StubHTTP:
         self.requests.append((path, rng))
         if f["status"] or (f["fail_first"] and sum(1 for p, _ in self.requests if p == path) == 1):
             self._reply(h, f["status"] or f["fail_first"], b"", {"Retry-After": "0"})
+            return
+        if rng and self._refused(rng):
+            if f["hold_refused"]:
+                self.release.wait(30)
+            self._reply(h, 403, b"refused")
+            with self._sent_lock:
+                self.refused += 1
             return
         if f["ais"] and path.startswith("v1/objects/"):
             provider = urllib.parse.parse_qs(parts.query).get("provider", ["ais"])[0]
@@ -282,6 +294,13 @@ class StubHTTP:
             if not f["length"]:
                 headers["Content-Length"] = None
             self._reply(h, 200, data, headers, short=short, count=self._count)
+
+    def _refused(self, rng: str) -> bool:
+        with self._sent_lock:
+            if rng in self.flags["refuse_once"] and rng not in self._refused_ranges:
+                self._refused_ranges.add(rng)
+                return True
+            return False
 
     def _count(self, n: int) -> None:
         with self._sent_lock:

@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from shardstream.errors import ConfigError, OpenError
-from shardstream.io.http import HttpStream, _may_keep_credentials
+from shardstream.io.http import HttpStream
+from shardstream.io.redirects import may_keep_credentials
 
 
 class _Scripted:
@@ -103,7 +104,7 @@ def test_a_port_that_is_no_number_is_a_config_error():
     (("https", "h", 443), ("https", "h", 8443), False),
 ])
 def test_credentials_follow_a_redirect_only_to_the_same_origin_or_up_to_https(home, there, kept):
-    assert _may_keep_credentials(home, there) is kept
+    assert may_keep_credentials(home, there) is kept
 
 
 def test_credentials_are_dropped_on_a_redirect_to_another_port(scripted):

@@ -99,11 +99,13 @@ def test_a_short_part_is_an_error_never_a_short_shard(blob, small_parts):
 
 
 def test_a_server_without_range_is_read_as_one_stream(blob, small_parts):
+    """One stream: the first answer (200). The parts sent blind with it to this new server (3 at most) got a
+    whole body each and were closed unread (test_ranged_bounds measures what the server sent on them)."""
     stub = StubHTTP({"a.tar": blob}, ranges=False)
     try:
         with open_url(stub.url("a.tar")) as f:
             assert f.read() == blob and not f.parallel
-        assert len(stub.requests) == 1
+        assert len(stub.requests) <= 4 and stub.full_gets("a.tar") == 1
     finally:
         stub.stop()
 

@@ -18,7 +18,7 @@ from fault_servers import StubHTTP
 
 from shardstream.errors import OpenError
 from shardstream.io import open_url
-from shardstream.io.http import split_status_line
+from shardstream.io.http import HttpStream, RangeIgnored, split_status_line
 from shardstream.pipeline import tarfile_samples
 
 
@@ -47,7 +47,9 @@ def a_tar(samples: int, size: int) -> bytes:
 
 def test_a_server_ignoring_range_is_read_within_one_part_of_memory(parts_of_4m):
     """A 48 MiB shard answered 200 (the whole body) to the first ranged GET, and a reader that stops after one
-    byte: the stream holds at most one part (4 MiB) ahead of it, not the whole shard."""
+    byte: the stream holds at most one part (4 MiB) ahead of it, not the whole shard. The server is new, so the
+    next parts went out blind with the first request (at most ``connections`` requests in all); each is answered
+    200 too and closed with its body unread: what the server sent on them stays small."""
     blob = pattern(48 << 20)
     stub = StubHTTP({"big.tar": blob}, ranges=False)
     tracemalloc.start()
@@ -65,7 +67,23 @@ def test_a_server_ignoring_range_is_read_within_one_part_of_memory(parts_of_4m):
         stub.stop()
     assert digest.digest() == hashlib.sha256(blob).digest()
     assert peak < (4 << 20) + (2 << 20), f"{peak / 2**20:.1f} MiB held for a 48 MiB shard"
-    assert len(stub.requests) == 1
+    assert len(stub.requests) <= 4 and stub.full_gets("big.tar") == 1  # the first, and blind parts closed unread
+    # closed unread: what the socket buffers took before the close (up to ~4 MiB each on loopback), never a body
+    assert stub.sent - len(blob) < len(blob) // 2, f"{(stub.sent - len(blob)) / 2**20:.1f} MiB sent on the blind parts"
+
+
+def test_a_part_asked_blind_closes_a_whole_body_unread(fast_retries):
+    """A part requested before the first answer (``ranged_only``) that gets the whole object (200) closes its
+    connection at once: it does not read the 8 MiB before its start to skip them (the first answer carries them)."""
+    blob = pattern(48 << 20)
+    stub = StubHTTP({"big.tar": blob}, ranges=False)
+    try:
+        with pytest.raises(RangeIgnored, match="big.tar.*ignores Range"):
+            HttpStream(stub.url("big.tar"), start=8 << 20, end=9 << 20, ranged_only=True)
+        assert len(stub.requests) == 1  # refused, not retried
+    finally:
+        stub.stop()
+    assert stub.sent < 8 << 20, f"{stub.sent / 2**20:.1f} MiB sent"  # what socket buffers took: never the skip
 
 
 def test_a_200_after_a_ranged_shard_repeats_no_bytes(parts_of_4m):

@@ -78,7 +78,8 @@ def test_the_first_sample_costs_one_request_and_no_size_probe(fast_retries):
         assert not errors, errors
         assert got[1:3] == ["s0-0000", "s0-0001"] and len(got) == 21
         assert stub.heads == []
-        assert seen[0] == ("d/a.tar", f"bytes=0-{LEAD - 1}")  # the first request: the first part, from byte 0
+        # the first request: the first part, from byte 0 (the others are parts sent blind with it, held too)
+        assert stub.full_gets("d/a.tar") == 1 and ("d/a.tar", f"bytes=0-{LEAD - 1}") in seen
     finally:
         stub.release.set()
         stub.stop()
@@ -156,28 +157,120 @@ def test_the_fetch_threads_start_without_holding_up_the_first_request(monkeypatc
     assert callers.count(me) == 1
 
 
-def test_the_first_parts_go_out_on_connections_opened_during_the_first_round_trip(fast_retries, monkeypatch):
-    """While the first answer of a new server is on its way (the object's size unknown: no part can be planned),
-    the connections the parts will use are opened; the parts find them in the pool and open no other."""
-    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
-    blob = bytes(range(256)) * ((6 << 20) // 256)  # 6 MiB: six parts of 1 MiB
-    stub = StubHTTP({"w.tar": blob}, hold_first=True)
+def _ranges(stub: StubHTTP) -> list[tuple[int, int]]:
+    """The byte ranges ``[start, end)`` the stub was asked for, in order of offset."""
+    return sorted((int(a), int(b) + 1) for a, b in (r.split("=")[1].split("-") for _, r in stub.requests))
+
+
+def _read_in_thread(url: str) -> tuple[threading.Thread, list]:
     got: list = []
 
     def read() -> None:
-        with open_url(stub.url("w.tar")) as f:
+        with open_url(url) as f:
             got.append(f.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, got
+
+
+def test_a_new_servers_next_parts_go_out_with_its_first_request(fast_retries, monkeypatch):
+    """The first object of a server not seen before: its next parts (``connections - 1``, 1 MiB each) are
+    requested blind while its first answer is on its way; their answers state the size, so the parts after them
+    are requested too before the first answer comes. Every byte is asked for once, over at most 4 connections."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    blob = bytes(range(256)) * ((6 << 20) // 256)  # 6 MiB: six parts of 1 MiB
+    stub = StubHTTP({"w.tar": blob}, hold_first=True)
+    try:
+        thread, got = _read_in_thread(stub.url("w.tar"))
+        _until(lambda: len(stub.requests) >= 6, "every part requested before the first answer")
+        assert _ranges(stub) == [(i << 20, (i + 1) << 20) for i in range(6)]
+        stub.release.set()
+        thread.join(60)
+        assert got == [blob]
+        assert len(stub.requests) == 6 and stub.connections <= 4
+    finally:
+        stub.release.set()
+        stub.stop()
+
+
+def test_connections_are_opened_ahead_where_no_blind_part_fits_the_read_ahead(fast_retries, monkeypatch):
+    """A stream on another server holds the whole read-ahead budget (2 parts of 1 MiB, unread), so the first
+    object of a new server gets no blind part: while its first answer is on its way, the connections its parts
+    will use are opened, with no request on them, and the parts planned after it find them in the pool."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_PART_SIZE", "1M")
+    monkeypatch.setenv("SHARDSTREAM_HTTP_READAHEAD", "2M")
+    blob = bytes(range(256)) * ((4 << 20) // 256)
+    hog, stub = StubHTTP({"h.tar": blob}), StubHTTP({"w.tar": blob}, hold_first=True)
+    try:
+        with open_url(hog.url("h.tar")) as held:
+            _until(lambda: len(hog.requests) == 3, "the blind parts of the stream that holds the budget")
+            thread, got = _read_in_thread(stub.url("w.tar"))
+            _until(lambda: stub.connections >= 4 and stub.requests, "connections opened before the first answer")
+            assert len(stub.requests) == 1  # connections, not requests: no blind part fits the budget
+            assert held.read(1) == blob[:1]
+        stub.release.set()
+        thread.join(60)
+        assert got == [blob] and stub.connections <= 4
+        assert _ranges(stub) == [(i << 20, (i + 1) << 20) for i in range(4)]
+    finally:
+        stub.release.set()
+        stub.stop()
+        hog.stop()
+
+
+def test_blind_parts_past_the_end_of_a_small_object_are_dropped_quietly(fast_retries, monkeypatch, caplog):
+    """A 100 KiB object on a new server: the blind parts (from 1 MiB on) are answered 416 while its first answer
+    is held; they are dropped with no retry and no warning, and the object is read from its first answer."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    blob = bytes(range(256)) * 400
+    stub = StubHTTP({"s.tar": blob}, hold_first=True)
+    try:
+        with caplog.at_level("INFO", logger="shardstream"):
+            thread, got = _read_in_thread(stub.url("s.tar"))
+            _until(lambda: len(stub.requests) >= 4, "the three blind parts")
+            stub.release.set()
+            thread.join(60)
+        assert got == [blob]
+        assert sorted(r for _, r in stub.requests) == [f"bytes={i << 20}-{((i + 1) << 20) - 1}" for i in range(4)]
+        assert [r for r in caplog.records if r.levelname != "DEBUG"] == []
+    finally:
+        stub.release.set()
+        stub.stop()
+
+
+@pytest.mark.parametrize("held", ["first", "refused"], ids=["refused-before-the-first-answer", "refused-after-it"])
+def test_a_failed_blind_part_is_requested_again_once_the_first_answer_covers_it(fast_retries, monkeypatch, held):
+    """The blind parts are refused (403, a permanent error) while the first answer is held, or once it is in:
+    the read does not fail, those parts are asked for again as ordinary parts, and every byte comes once."""
+    monkeypatch.setenv("SHARDSTREAM_HTTP_CONNECTIONS", "4")
+    blob = bytes(range(256)) * ((5 << 20) // 256)
+    blind = [f"bytes={i << 20}-{((i + 1) << 20) - 1}" for i in (1, 2, 3)]
+    stub = StubHTTP({"r.tar": blob}, refuse_once=blind, hold_first=held == "first", hold_refused=held == "refused")
+    opened = threading.Event()
+    got: list = []
+
+    def read() -> None:
+        try:
+            with open_url(stub.url("r.tar")) as f:  # returns once the first answer is in
+                opened.set()
+                got.append(f.read())
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            got.append(e)
 
     try:
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
-        # the first request's connection (maybe one opened ahead) and the three of the fetch threads
-        _until(lambda: stub.connections >= 3 and stub.requests, "connections opened before the first answer")
-        assert len(stub.requests) == 1  # connections, not requests: nothing is asked before the size is known
+        if held == "first":
+            _until(lambda: stub.refused == 3, "the blind parts refused")
+        else:
+            _until(opened.is_set, "the first answer")
         stub.release.set()
         thread.join(60)
         assert got == [blob]
-        assert len(stub.requests) == 6 and stub.connections <= 4  # the parts used the connections opened ahead
+        asked = [r for _, r in stub.requests]
+        assert all(asked.count(r) == 2 for r in blind), asked
     finally:
         stub.release.set()
         stub.stop()

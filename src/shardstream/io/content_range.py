@@ -1,4 +1,6 @@
-"""``Content-Range``: the one parser of the byte ranges servers answer with (the remote readers and the viewer).
+"""``Content-Range``: the one parser of the byte ranges servers answer with (the remote readers and the viewer),
+and the two answers to a ``Range`` request that carry no range: :class:`RangeNotSatisfiable` (416: nothing from
+that offset on) and :class:`RangeIgnored` (200: the whole object, refused unread by a stream told to).
 
 A header that makes no sense (not ``bytes FIRST-LAST/TOTAL``, negative, reversed, past its total, beyond what a
 file offset can be) is a ValueError that quotes it and says what is wrong; callers turn it into their
@@ -14,11 +16,26 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_content_range", "split_status_line", "unsatisfied_total"]
+from ..errors import OpenError
+
+__all__ = ["RangeIgnored", "RangeNotSatisfiable", "parse_content_range", "split_status_line", "unsatisfied_total"]
 
 _CONTENT_RANGE = re.compile(r"bytes (\d{1,19})-(\d{1,19})/(\d{1,19}|\*)", re.IGNORECASE)
 _UNSATISFIED = re.compile(r"bytes \*/(\d{1,19})", re.IGNORECASE)
 _MAX_OFFSET = (1 << 63) - 1  # a byte offset beyond this is no file's
+
+
+class RangeNotSatisfiable(OpenError):
+    """A part asked for bytes from beyond the end of the object (HTTP 416); ``total`` is its size if stated."""
+
+    def __init__(self, message: str, url: str, total: int | None):
+        super().__init__(message, url=url)
+        self.total = total
+
+
+class RangeIgnored(OpenError):
+    """A request for bytes from an offset other than 0 got the whole object (HTTP 200) while its stream was told
+    not to read through it (``ranged_only``): its connection was closed with the body unread."""
 
 
 def parse_content_range(content_range: str) -> tuple[int, int, int | None]:

@@ -7,11 +7,12 @@ threads are started with the first task, by a thread of their own: the first sha
 reader's thread) goes out at once, not after a dozen thread starts (each waits to be scheduled: 20 ms for 15 on a
 busy 2-core machine), and the threads are up by the time its answer tells the size.
 
-Connections are kept warm: once the first request to a server is on its way (the size of the object unknown, so
-no part can be planned yet), the fetch threads open connections to that server (TCP, and TLS for https), once per
-server and process, and leave them in the pool; the parts planned when the first answer comes go out on them
-instead of paying a handshake (one round trip, two or three with TLS) each. A connection that fails to open is
-left out; the part that would have used it opens its own and reports.
+The first object of a server (:meth:`Fetchers.first_visit`: once per server and process) has its next parts
+requested blind, with its first request (:mod:`shardstream.io.ranged`), each on a connection of its own. Where no
+part is planned, connections are kept warm instead: the fetch threads open them (TCP, and TLS for https) and
+leave them in the pool, and the parts planned when the first answer comes go out on them instead of paying a
+handshake (one round trip, two or three with TLS) each. A connection that fails to open is left out; the part
+that would have used it opens its own and reports.
 
 >>> share(16, 256 << 20, 8 << 20, workers=4)
 (4, 67108864)
@@ -70,7 +71,7 @@ class Fetchers:
         self._cond = threading.Condition()
         self._arrival = itertools.count()
         self.budget = 0  # read-ahead bytes reserved, all streams together
-        self._warmed: set[tuple[Any, ...]] = set()  # the pool keys warmed already
+        self._visited: set[tuple[Any, ...]] = set()  # the pool keys of the servers seen already
         self._threads = threads  # started with the first task (0 once started)
 
     def _start(self, threads: int) -> None:
@@ -88,13 +89,17 @@ class Fetchers:
         if threads:
             threading.Thread(target=self._start, args=(threads,), name="shardstream-part-start", daemon=True).start()
 
-    def warm(self, key: tuple[Any, ...], make: Callable[[], Any], count: int, priority: tuple[int, int]) -> None:
-        """Open ``count`` connections for the pool ``key`` on the fetch threads (``make()`` makes one), unless
-        this process has warmed ``key`` already: they wait in the pool for the parts of the first object."""
+    def first_visit(self, key: tuple[Any, ...]) -> bool:
+        """True the first time this process asks about the server of pool ``key``, False ever after."""
         with self._cond:
-            if key in self._warmed:
-                return
-            self._warmed.add(key)
+            if key in self._visited:
+                return False
+            self._visited.add(key)
+            return True
+
+    def warm(self, key: tuple[Any, ...], make: Callable[[], Any], count: int, priority: tuple[int, int]) -> None:
+        """Open ``count`` connections for the pool ``key`` on the fetch threads (``make()`` makes one): they wait in
+        the pool for the parts of the first object."""
         for _ in range(count):
             self.submit(priority, functools.partial(self._open, key, make))
 

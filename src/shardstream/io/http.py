@@ -21,7 +21,8 @@ forwarding proxy (``CONNECT`` tunnels for https); see :mod:`shardstream.io.proxy
 Retries count failures since the last byte received (``SHARDSTREAM_HTTP_RETRIES``, default 5); every stream
 also has a hard cap on requests. Extra headers come from ``SHARDSTREAM_HTTP_HEADERS`` and from the storage
 settings of the URL's prefix (:mod:`shardstream.io.storage_config`); ``https://user:password@host/`` sends Basic
-authentication (the password never appears in messages).
+authentication (the password never appears in messages); where redirects and credentials may go is
+:mod:`shardstream.io.redirects`.
 
 >>> split_status_line("bytes 100-199/1000")
 (100, 1000)
@@ -38,14 +39,16 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from urllib.parse import SplitResult, urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError, OpenError
 from ..redact import redact, redacting_logger
-from .content_range import parse_content_range, split_status_line, unsatisfied_total
+from .content_range import RangeIgnored, RangeNotSatisfiable, parse_content_range, split_status_line, unsatisfied_total
 from .proxy import ConnectionPool, Route
+from .redirects import may_keep_credentials, origin, redirect_target
 
-__all__ = ["ConnectionPool", "HttpStream", "RangeNotSatisfiable", "parse_content_range", "redact", "split_status_line"]
+__all__ = ["ConnectionPool", "HttpStream", "RangeIgnored", "RangeNotSatisfiable", "parse_content_range", "redact",
+           "split_status_line"]
 
 log = redacting_logger(__name__)
 
@@ -59,26 +62,6 @@ _MAX_DRAIN = 16 << 20
 
 class _Retry(Exception):
     """Internal: this attempt failed in a way worth retrying."""
-
-
-class RangeNotSatisfiable(OpenError):
-    """A part asked for bytes from beyond the end of the object (HTTP 416); ``total`` is its size if stated."""
-
-    def __init__(self, message: str, url: str, total: int | None):
-        super().__init__(message, url=url)
-        self.total = total
-
-
-def _origin(parts: SplitResult) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL: where credentials may go (``ValueError`` for a port that is no number)."""
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
-def _may_keep_credentials(home: tuple[str, str, int], there: tuple[str, str, int]) -> bool:
-    """Credentials follow a redirect to the same origin, or from http to https on the same host; never to
-    another host, and never from https down to plain http."""
-    return there == home or (home[0] == "http" and there[0] == "https" and there[1] == home[1])
 
 
 def _digits(value: str | None) -> int | None:
@@ -101,19 +84,22 @@ class HttpStream(io.RawIOBase):
     (``Content-Range: bytes 0-1048575/*``) ends the stream at the end of its range (``last``: one past its last
     byte), which may come before ``end`` (the object ends there). ``pool`` lends kept-alive connections;
     ``route`` says which proxy to use (default: none). ``final_url`` is the URL after redirects. ``on_open(stream)``
-    is called before the first request, ``on_sent()`` once it is sent (its answer on its way).
+    is called before the first request, ``on_sent()`` once it is sent (its answer on its way). ``ranged_only``:
+    a first answer of 200 to a request from ``start`` > 0 is not read from byte 0 and skipped, but closed unread
+    (:class:`RangeIgnored`).
     """
 
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, retries: int = 5,
                  timeout: float = 60, backoff: float = 0.5, max_redirects: int = 8,
                  sleep: Callable[[float], None] = time.sleep, name: str | None = None, start: int = 0,
                  end: int | None = None, pool: ConnectionPool | None = None, route: Route | None = None,
-                 on_open: Callable[[HttpStream], None] | None = None, on_sent: Callable[[], None] | None = None):
+                 on_open: Callable[[HttpStream], None] | None = None, on_sent: Callable[[], None] | None = None,
+                 ranged_only: bool = False):
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"{name or redact(url)!r} is not an http:// or https:// URL with a host")
         try:
-            self._home = _origin(parts)
+            self._home = origin(parts)
         except ValueError:
             raise ConfigError(f"{name or redact(url)!r}: the port is not a number") from None
         self.url, self.name = url, name or redact(url)  # name: what messages show (never a signature)
@@ -125,6 +111,7 @@ class HttpStream(io.RawIOBase):
         self._sleep = sleep
         self._first = True  # the next good answer is the first one: it sets size and validators
         self.start, self.end, self.pool, self.route = start, end, pool, route or Route()
+        self.ranged_only = ranged_only
         self.final_url, self.ranged = url, False
         self.pos = start
         self.size: int | None = None
@@ -153,7 +140,7 @@ class HttpStream(io.RawIOBase):
     def _send(self, url: str, start: int) -> http.client.HTTPResponse:
         parts = urlsplit(url)
         headers = dict(self.headers)
-        if not _may_keep_credentials(self._home, _origin(parts)):  # redirected elsewhere: keep credentials home
+        if not may_keep_credentials(self._home, origin(parts)):  # redirected elsewhere: keep credentials home
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
         if start > 0 or self.end is not None:
             headers["Range"] = f"bytes={start}-{'' if self.end is None else self.end - 1}"
@@ -201,19 +188,6 @@ class HttpStream(io.RawIOBase):
                 self._close_conn()
                 self._wait(e, f"{type(e).__name__}: {e}")
 
-    def _redirect_target(self, url: str, location: str) -> str:
-        """Where a redirect leads: an http(s) URL with a host and a numeric port, or an OpenError."""
-        try:
-            target = urljoin(url, location)
-            parts = urlsplit(target)
-            _origin(parts)
-        except ValueError:
-            raise self._error(f"redirected to a malformed URL {redact(location)!r}") from None
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise self._error(f"redirected to {redact(target)!r}, which is not an http:// or https:// URL with a "
-                              "host; shardstream follows redirects to HTTP(S) only")
-        return target
-
     def _open_at(self, start: int) -> http.client.HTTPResponse:
         url = self.url
         for _ in range(self.max_redirects + 1):
@@ -225,7 +199,7 @@ class HttpStream(io.RawIOBase):
             self._close_conn()
             if not location:
                 raise self._error(f"redirect {resp.status} without a Location header")
-            url = self._redirect_target(url, location)
+            url = redirect_target(url, location, self.name)
         else:
             raise self._error(f"more than {self.max_redirects} redirects")
         self.final_url = url
@@ -241,6 +215,9 @@ class HttpStream(io.RawIOBase):
         if resp.status not in (200, 206):
             body = " ".join(resp.read(1000).decode("utf-8", "replace").split())[:200]
             raise self._error(f"HTTP {resp.status} {resp.reason}" + (f": {body}" if body else ""))
+        if resp.status == 200 and start > 0 and self.ranged_only and self._first:
+            raise RangeIgnored(f"{self.name!r}: the server ignores Range (200 for bytes {start}-); closed unread",
+                               url=self.name)  # _connect closes the connection: nothing of the body is read
         self._check_validators(resp)
         if resp.status == 206:
             try:

@@ -4,7 +4,8 @@ every answer must share.
 A shard is read as parts that start small, grow, and shrink again towards its end (:func:`span`), sized so that
 every connection has work on a shard of a known size (:func:`fit`). A :class:`Part` holds what its answer has received and the reader has not
 read yet (``buffered`` bytes); a *throttled* part reads on to the end of the object (a whole body, or an object
-of unknown size) and waits while a part's worth of its bytes is buffered.
+of unknown size) and waits while a part's worth of its bytes is buffered; a *blind* part was requested with the
+first one, before its answer told the object's size and whether the server honours ``Range``.
 
 >>> span(0, 8 << 20), span(16 << 20, 8 << 20), span(64 << 20, 8 << 20)
 (1048576, 4194304, 8388608)
@@ -65,8 +66,8 @@ class Part:
     """One byte range ``[start, end)`` of a ranged read (``end`` -1: to the end of an object of unknown size),
     its received ``chunks`` (``buffered`` bytes), and its state."""
 
-    __slots__ = ("buffered", "chunks", "done", "end", "error", "index", "reserved", "seen", "start", "stream",
-                 "throttled")
+    __slots__ = ("blind", "buffered", "chunks", "done", "end", "error", "index", "missed", "reserved", "seen", "start",
+                 "stream", "throttled")
 
     def __init__(self, index: int, start: int, end: int):
         self.index, self.start, self.end = index, start, end
@@ -77,6 +78,8 @@ class Part:
         self.error: BaseException | None = None
         self.seen: Any = None  # its answer, when it came before the first one: checked when that one comes
         self.stream: Any = None  # its request (an HttpStream), aborted when the reader stops
+        self.blind = False  # requested before anything was known of the object (its size, Range support)
+        self.missed: BaseException | None = None  # a blind request's failure, seen before the first answer
 
     def add(self, data: bytes) -> None:
         """Bytes received."""

@@ -7,10 +7,12 @@ training modes, the shard cache's downloads):
 
 - the first part (``Range: bytes=0-``\\ *1 MiB*\\ ``-1``) is opened at once and its bytes are handed to the
   reader as they arrive, so the first sample comes after one round trip plus its own bytes;
-- when its answer states the size, the next parts are requested at once over other connections (kept alive
-  and shared by the whole process; opened while that answer is on its way: :mod:`shardstream.io.fetchers`), at
-  most ``readahead`` bytes ahead of the reader; when the previous shard of the same server was big enough, they
-  are requested at once with the first one (no round trip lost to learn the size). Parts start small and grow
+- the next parts go out with it over other connections (kept alive, shared by the process:
+  :mod:`shardstream.io.fetchers`), at most ``readahead`` bytes ahead of the reader: planned on the size of the
+  server's previous shard or, for a server's first object in this process, *blind* (``connections - 1`` at
+  most): one past the end gets a 416 and is dropped, one answered 200 (``Range`` ignored) is closed unread, one
+  that fails is asked again once the first answer is in; the size comes from whichever answer lands first, and
+  the other parts go out then. Parts start small and grow
   (1 MiB up to offset 8 MiB, then a quarter of the offset in whole MiBs, up to the part size), and shrink
   again towards the end (at most a quarter of what is left): the first bytes of a shard (its first samples)
   and its last ones come over several connections at once rather than queued behind one big part at one
@@ -104,17 +106,18 @@ class RangedStream(InOrder):
         self.size: int | None = guess or None  # a guess until the first answer
         if guess:
             self.part_size = fit(guess, self.connections, self.part_size)
-        warm = None
-        if not guess and self.connections > 1:  # the parts wait for the first answer; their connections need not
+        blind = None
+        if not guess and self.connections > 1:  # a server not seen before: its next parts go out with the first
             _, key, make = (route or Route()).connection_for(parts, timeout)
-            warm = functools.partial(self._fetch.warm, key, make, self.connections - 1, (self._serial, -1))
+            if self._fetch.first_visit(key):
+                blind = functools.partial(self._blind, key, make)
         with self._cond:
             first = self._add_part(0, span(0, self.part_size))
             if guess:
                 self._plan()  # the next parts go out with the first, on the strength of the last shard's size
         try:
             s = HttpStream(url, start=0, end=first.end, name=name, on_open=functools.partial(self._opened, first),
-                           on_sent=warm, **self._options)
+                           on_sent=blind, **self._options)
         except BaseException:
             self.close()
             raise
@@ -143,6 +146,11 @@ class RangedStream(InOrder):
                         part.error = self._changed(changed)
                 part.seen = None
             self._trim()
+            for part in self._parts:  # blind parts that failed before it: trimmed, dropped or requested again
+                if part.missed is not None:
+                    part.missed = None
+                    self._again(part)
+            self.parallel = self.parallel or any(part.end > part.start for part in self._parts[1:])
             self._plan()
         self._own_thread(self._pump, first, s)
 
@@ -153,6 +161,45 @@ class RangedStream(InOrder):
         self._parts.append(part)
         self._planned = part.end
         return part
+
+    def _blind(self, key: tuple[Any, ...], make: Callable[[], Any]) -> None:
+        """The first request to a server not seen before in this process is on its way: the next parts
+        (``connections - 1`` at most, of the sizes they start with, within the read-ahead budget) go out now, each
+        on a connection of its own, rather than one round trip later when its answer tells the size. Connections
+        that no part takes are opened and kept warm. Called once per server and process: after it, the size of the
+        server's last object is a hint."""
+        count = self.connections - 1
+        with self._cond:
+            while count and not (self._stopped or self._held):
+                cost = span(self._planned, self.part_size)
+                if self._fetch.budget + cost > self.readahead:  # read without the lock: a hint
+                    break
+                part = self._add_part(self._planned, self._planned + cost)
+                part.reserved, part.blind = cost, True
+                self._fetch.submit((self._serial, part.index), functools.partial(self._get, part), cost)
+                count -= 1
+        if count:  # after the blind parts: they take no connection opened for the parts after them
+            self._fetch.warm(key, make, count, (self._serial, len(self._parts)))
+
+    def _missed(self, part: Part, error: BaseException) -> None:
+        """A blind part failed (416: it starts past the end; :class:`~shardstream.io.http.RangeIgnored`: a whole
+        body, closed unread; any other error) and nothing of it reached the reader: once the first answer is in,
+        it is trimmed (past the end), dropped (the first answer is the whole object) or requested again like any
+        other part (its errors are then the reader's)."""
+        part.blind, part.stream = False, None
+        log.debug("%s: bytes %d-%d, requested before the first answer: %s: %s", self.name, part.start, part.end - 1,
+                  type(error).__name__, error)
+        if self._known:
+            self._again(part)
+        elif not part.done:
+            part.missed = error
+
+    def _again(self, part: Part) -> None:
+        """Request ``part`` again (the first answer is in), unless it is over or past the end (trimmed)."""
+        self._trim()
+        if not (part.done or self._stopped):
+            self._fetch.submit((self._serial, part.index), functools.partial(self._get, part))
+        self._cond.notify_all()
 
     def _read_on(self, part: Part, stream: HttpStream) -> None:
         """``stream`` answered ``part`` with the whole object (200: the server ignores ``Range``): that part reads
@@ -239,17 +286,24 @@ class RangedStream(InOrder):
             return
         try:
             stream = HttpStream(self.url, start=part.start, end=part.end if part.end >= 0 else None, name=self.name,
-                                on_open=functools.partial(self._opened, part), **self._options)
+                                on_open=functools.partial(self._opened, part), ranged_only=part.blind,
+                                **self._options)
         except RangeNotSatisfiable as e:  # a part planned on a guess, past the end
             with self._cond:
+                if part.blind:
+                    self._missed(part, e)
+                    return
                 if self._known and e.total is not None and self.size is not None and e.total != self.size:
                     part.error = self._changed(f"size {self.size} -> {e.total}")
                 part.done = True
                 self._cond.notify_all()
             return
         except BaseException as e:  # noqa: BLE001 - handed to the reader, which raises it at this part
-            log.debug("%s: bytes %d-%d failed: %s: %s", self.name, part.start, part.end - 1, type(e).__name__, e)
             with self._cond:
+                if part.blind:
+                    self._missed(part, e)
+                    return
+                log.debug("%s: bytes %d-%d failed: %s: %s", self.name, part.start, part.end - 1, type(e).__name__, e)
                 part.error, part.done = e, True
                 self._cond.notify_all()
             return
@@ -257,6 +311,10 @@ class RangedStream(InOrder):
             changed = differs(self, stream) if self._known else None
             if not self._known:
                 part.seen = stream
+                if self.size is None and stream.ranged and stream.size is not None:  # a blind part answered first
+                    self.size, self.part_size = stream.size, fit(stream.size, self.connections, self.part_size)
+                    self._trim()
+                    self._plan()
             if changed:
                 part.error, part.done = self._changed(changed), True
                 self._cond.notify_all()
