@@ -15,7 +15,7 @@ import pytest
 from training_data import keys_of, write_dataset
 
 from shardstream.errors import ConfigError, OpenError
-from shardstream.io import open_url
+from shardstream.io import open_url, prefetch
 from shardstream.order import StreamOrder
 from shardstream.training import TrainingDataset
 from shardstream.training.iterators import StreamReader
@@ -108,6 +108,7 @@ def server(tmp_path_factory):
     paths = write_dataset(tmp_path_factory.mktemp("ahead"), [PER_SHARD] * SHARDS)
     files = {f"t-{i:03d}.tar": open(path, "rb").read() for i, path in enumerate(paths)}
     srv = GatedServer(files)
+    srv.paths = paths
     yield srv
     srv.stop()
 
@@ -119,6 +120,12 @@ def urls(server, missing: int | None = None) -> list[str]:
 def dataset(server, urls_, **kw) -> TrainingDataset:
     kw = {"batch_size": 8, "shuffle": "stream", "buffer": 64, "seed": 3, "rank": 0, "world_size": 1, **kw}
     return TrainingDataset(urls_, lengths=[PER_SHARD] * SHARDS, **kw)
+
+
+def reference(server) -> list[int]:
+    """The sample numbers of an epoch of the same shards read from local files, each opened when first read (the
+    order depends on the shards' lengths only, not on their URLs)."""
+    return keys_of(dataset(server, server.paths, open_ahead=0))
 
 
 def opens_ahead() -> list[threading.Thread]:
@@ -133,13 +140,11 @@ def wait_ended(threads: list[threading.Thread]) -> list[threading.Thread]:
 
 def test_a_block_opens_its_shards_several_at_once_in_the_same_order(server):
     """Each block of 64 samples spans 16 tiny shards: they are requested AHEAD at once (the gate opens only when
-    that many are in flight), and the batches are those of the shards opened one by one."""
-    server.release()
-    sequential = keys_of(dataset(server, urls(server), open_ahead=0))
+    that many are in flight; never more), and the batches are those of the shards opened one by one."""
     server.hold(AHEAD)
     ahead = keys_of(dataset(server, urls(server), open_ahead=AHEAD))
     assert server.most == AHEAD
-    assert ahead == sequential and sorted(ahead) == list(range(SHARDS * PER_SHARD))
+    assert ahead == reference(server) and sorted(ahead) == list(range(SHARDS * PER_SHARD))
 
 
 def test_resumed_epoch_gives_exactly_the_remaining_batches(server):
@@ -171,11 +176,12 @@ def test_a_shard_that_fails_ahead_raises_as_its_own_open_would(server):
     order_first = int(dataset(server, urls(server)).order(0).group_shards(0)[0])
     broken = urls(server, missing=order_first)
     server.release()
-    sequential = _first_error(dataset(server, broken, open_ahead=0))
+    alone = _first_error(dataset(server, broken, open_ahead=0))
+    prefetch.forget(wait=True)
     server.hold(None)
     ahead = _first_error(dataset(server, broken, open_ahead=AHEAD))
-    assert ahead[0] is sequential[0] and issubclass(ahead[0], OpenError)
-    assert server.url("gone.tar") in ahead[1] and server.url("gone.tar") in sequential[1]
+    assert ahead[0] is alone[0] and issubclass(ahead[0], OpenError)
+    assert server.url("gone.tar") in ahead[1] and server.url("gone.tar") in alone[1]
     gc.collect()
     server.release()
     assert wait_ended(opens_ahead()) == []
@@ -205,12 +211,10 @@ def test_a_reader_dropped_mid_block_closes_what_it_opened_ahead(server):
 
 
 def test_the_shard_cache_downloads_each_shard_once_when_opened_ahead(server, tmp_path):
-    server.release()
-    reference = keys_of(dataset(server, urls(server), open_ahead=0))
     server.hold(AHEAD)
     ds = dataset(server, urls(server), cache_dir=tmp_path / "cache", open_ahead=AHEAD)
-    assert keys_of(ds) == reference and server.most == AHEAD
-    assert keys_of(ds) != reference  # the next epoch, from the cache
+    assert keys_of(ds) == reference(server) and server.most == AHEAD
+    assert keys_of(ds) != reference(server)  # the next epoch, from the cache
     assert sorted(server.gets.values()) == [1] * SHARDS
 
 
