@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_module
 from ..config import get_settings
 from ..io import open_url
 from ..io.prefetch import Lookahead
@@ -46,6 +47,10 @@ from ..io.urls import split_scheme
 
 if TYPE_CHECKING:
     import concurrent.futures
+
+    from ..io import fetchers
+else:
+    fetchers = lazy_module("shardstream.io.fetchers")  # loads with the HTTP client, in the process that reads
 
 __all__ = ["ShardsAhead", "default_limit"]
 
@@ -55,12 +60,10 @@ _NOT_AHEAD = ("", "file", "pipe")  # opened in the reader's thread: no round tri
 def default_limit() -> int:
     """The process's share of the HTTP connection budget (``SHARDSTREAM_HTTP_CONNECTIONS``, divided among
     DataLoader workers, at least 2); 1 when the budget is one connection."""
-    from ..io.fetchers import share  # noqa: PLC0415 - loads with the HTTP client, in the process that reads
-
     settings = get_settings()
     if settings.http_connections <= 1:
         return 1
-    return share(settings.http_connections, settings.http_readahead, settings.http_part_size)[0]
+    return fetchers.share(settings.http_connections, settings.http_readahead, settings.http_part_size)[0]
 
 
 def _open(opener: Callable[[str], Any], told: Lookahead, url: str) -> Any:
