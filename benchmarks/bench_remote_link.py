@@ -45,8 +45,8 @@ shard list is long, behind the same link (``--rtt-ms``, no handshake cost): tiny
 ``bench_scale.py``'s, in ``bench-data/scale-indexed``) served by nginx, named by one brace pattern of N/1000,
 N/100, N/10 and N shards; in a fresh process each, ``WebDataset(pattern, shardshuffle=True)`` and
 ``TrainingDataset(pattern, shuffle="stream", lengths=...)`` with its default ``buffer=1000`` and with ``buffer=8``
-(both shuffle the shard list; the stream shuffle reads one block of ``buffer`` samples, here 250 tiny shards,
-before its first batch): the first batch against its goal of 4 RTT. What grows with N is the list itself
+(both shuffle the shard list; the stream shuffle reads one block of ``buffer`` samples, here 250 tiny shards
+opened ``open_ahead`` (16) at a time, before its first batch): the first batch against its goal of 4 RTT. What grows with N is the list itself
 (expanded, shuffled, planned); the network part does not depend on N.
 """
 

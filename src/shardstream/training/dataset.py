@@ -66,6 +66,9 @@ class TrainingDataset(Resumable, IterableDatasetBase):
     :param shuffle: ``"global"``, ``"window"``, ``"stream"`` or ``"none"``
     :param window: shards mixed at a time (``"window"``: shards per window; ``"stream"``: shards read at once)
     :param buffer: ``"stream"``: samples shuffled together (memory: ``buffer`` samples plus ``window`` streams)
+    :param open_ahead: ``"stream"``: the most remote shards opened ahead at once while a block is read (None: the
+        process's share of ``SHARDSTREAM_HTTP_CONNECTIONS``; 0: each shard opened when it is first read); see
+        :mod:`shardstream.training.ahead`
     :param drop_last: False: every sample is served, the first few (< ranks) twice when the count does not divide;
         True: only full batches, fewer than ``ranks * batch_size`` samples left out (different ones each epoch)
     :param decode: as ``IndexedDataset(decode=)`` (``True``, ``"rgb"``, a Decoder, a callable)
@@ -86,7 +89,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
                  map: Callable[[Any], Any] | None = None, collate: Callable[[list[Any]], Any] | None = default_collation_fn,
                  rank: int | None = None, world_size: int | None = None,
                  lengths: Sequence[int] | Mapping[str, int] | None = None, cache_dir: Any = None, keys: Any = None,
-                 allow_commands: bool = False, progress: bool | None = None):
+                 allow_commands: bool = False, progress: bool | None = None, open_ahead: int | None = None):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise ConfigError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -94,10 +97,13 @@ class TrainingDataset(Resumable, IterableDatasetBase):
             raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if window < 1 or buffer < 1:
             raise ConfigError(f"window and buffer must be >= 1, got window={window}, buffer={buffer}")
+        if open_ahead is not None and (isinstance(open_ahead, bool) or not isinstance(open_ahead, int)
+                                       or open_ahead < 0):
+            raise ConfigError(f"open_ahead must be an integer >= 0 or None, got {open_ahead!r}")
         if (rank is None) != (world_size is None) or (world_size is not None and not 0 <= rank < world_size):  # type: ignore[operator]
             raise ConfigError(f"give both rank and world_size, with 0 <= rank < world_size (got {rank}, {world_size})")
         self.batch_size, self.seed, self.shuffle, self.drop_last = batch_size, seed, shuffle, bool(drop_last)
-        self.window, self.buffer = int(window), int(buffer)
+        self.window, self.buffer, self.open_ahead = int(window), int(buffer), open_ahead
         self.stream = shuffle == "stream"
         self._keys, self._collate = keys, collate
         self._finishers = tuple(f for f in (as_decoder(decode), map) if f is not None)
@@ -222,7 +228,7 @@ class TrainingDataset(Resumable, IterableDatasetBase):
         """What reads the samples at positions of epoch ``epoch``'s order (``reader.read(positions)``; close it)."""
         order = self.order(epoch)
         if isinstance(order, StreamOrder):
-            return StreamReader(self._urls, order, rule=self._keys, opener=self._opener)
+            return StreamReader(self._urls, order, rule=self._keys, opener=self._opener, open_ahead=self.open_ahead)
         return IndexedReader(self._indexed.packed(), order)  # type: ignore[union-attr, arg-type]
 
     @property

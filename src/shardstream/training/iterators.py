@@ -5,8 +5,10 @@
   small samples as packed copies of their fields, see :meth:`~shardstream.indexed.IndexedDataset.packed`).
 - :class:`StreamReader` reads positions of a :class:`~shardstream.order.StreamOrder` front to back:
   it keeps the ``window`` shards of the current group open, reads one block of ``buffer`` samples at a time and
-  serves it in the block's permuted order. Jumping to a position (a resumed epoch) reopens the current shards
-  and skips their first samples: only those shards' prefixes are read again, never the rest of the epoch.
+  serves it in the block's permuted order. The remote shards a block opens are opened ahead, several at once
+  (:mod:`~shardstream.training.ahead`), so a block over many small shards does not wait one round trip per shard.
+  Jumping to a position (a resumed epoch) reopens the current shards and skips their first samples: only those
+  shards' prefixes are read again, never the rest of the epoch.
 - :class:`PlanIterator` produces one worker's batches of an :class:`~shardstream.training.plan.EpochPlan` and
   says where it is with ``state_dict()`` (torchdata's ``Stateful`` protocol).
 """
@@ -24,6 +26,7 @@ from ..indexed import IndexedDataset
 from ..order import SampleOrder, StreamOrder
 from ..pipeline.cursors import Cursor, require
 from ..pipeline.stages import reading
+from .ahead import ShardsAhead
 from .plan import EpochPlan
 
 __all__ = ["IndexedReader", "PlanIterator", "StreamReader"]
@@ -112,11 +115,15 @@ class _Open:
 
 
 class StreamReader:
-    """Samples at positions of a :class:`StreamOrder`, read by streaming ``urls`` (see the module docstring)."""
+    """Samples at positions of a :class:`StreamOrder`, read by streaming ``urls`` (see the module docstring).
+
+    ``open_ahead``: the most remote shards opened ahead at once (None: the process's share of the HTTP connection
+    budget; 0: none, each shard opened when it is first read)."""
 
     def __init__(self, urls: Sequence[str], order: StreamOrder, *, rule: Any = None,
-                 opener: Callable[[str], Any] | None = None):
+                 opener: Callable[[str], Any] | None = None, open_ahead: int | None = None):
         self.urls, self.order, self.rule, self.opener = urls, order, rule, opener
+        self._ahead = ShardsAhead(urls, opener, open_ahead)
         self._open: collections.OrderedDict[int, _Open] = collections.OrderedDict()
         self._block = -1
         self._samples: list[Any] = []  # the current block, in serving order
@@ -155,12 +162,18 @@ class StreamReader:
         self._samples = []  # release the previous block before reading the next one
         order, taken, where = self.order, [], []
         lo, hi = block * order.buffer, min((block + 1) * order.buffer, order.total)
-        at = 0  # the run's first position in the block
+        runs = []
         for group, before, labels in order.runs(lo, hi):
             shards = order.group_shards(group).tolist()
-            counts, need = before.tolist(), np.bincount(labels, minlength=len(shards)).tolist()
             present, first = np.unique(labels, return_index=True)
-            opened = {label: self._seek(shards[label], counts[label]) for label in present[np.argsort(first)].tolist()}
+            runs.append((shards, before.tolist(), labels, present[np.argsort(first)].tolist()))
+        if self._ahead.enabled:  # the shards this block opens, in the order it reads them (the sorted labels)
+            self._ahead.plan(shards[label] for shards, counts, _, present in runs for label in sorted(present)
+                             if self._reopens(shards[label], counts[label]))
+        at = 0  # the run's first position in the block
+        for shards, counts, labels, present in runs:
+            need = np.bincount(labels, minlength=len(shards)).tolist()
+            opened = {label: self._seek(shards[label], counts[label]) for label in present}
             for label in sorted(opened):
                 taken.extend(self._take(opened[label], need[label], shards[label]))
             where.append(at + np.argsort(labels, kind="stable"))  # the block positions of taken, in its order
@@ -185,6 +198,11 @@ class StreamReader:
             stream.at += n
             count -= n
         return out
+
+    def _reopens(self, shard: int, index: int) -> bool:
+        """Whether :meth:`_seek` opens ``shard`` to read from sample ``index`` (it is not open before it)."""
+        stream = self._open.get(shard)
+        return stream is None or stream.next > index
 
     def _seek(self, shard: int, index: int) -> _Open:
         """The open stream of ``shard`` at sample ``index``: read on from where it is, or reopen it and skip."""
@@ -212,14 +230,16 @@ class StreamReader:
         while len(self._open) > self.order.window:  # the current group's streams stay open
             _, oldest = self._open.popitem(last=False)
             oldest.close()
-        stream = self._open[shard] = _Open(reading.tarfile_chunks([self.urls[shard]], keys=self.rule,
-                                                                  opener=self.opener))
+        opener = self._ahead.opener_for(shard) if self._ahead.enabled else self.opener  # opened when first read
+        chunks = reading.tarfile_chunks([self.urls[shard]], keys=self.rule, opener=opener)
+        stream = self._open[shard] = _Open(chunks)
         return stream
 
     def close(self) -> None:
         for stream in self._open.values():
             stream.close()
         self._open.clear()
+        self._ahead.close()
         self._samples = []
 
 
