@@ -43,6 +43,7 @@ from .._lazy import lazy_module
 from ..config import get_settings
 from ..io import open_url
 from ..io.prefetch import Lookahead
+from ..io.trust import COMMAND_SCHEMES
 from ..io.urls import split_scheme
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ else:
 
 __all__ = ["ShardsAhead", "default_limit"]
 
-_NOT_AHEAD = ("", "file", "pipe")  # opened in the reader's thread: no round trip to hide
+_NOT_AHEAD = frozenset({"", "file"}) | COMMAND_SCHEMES  # opened in the reader's thread: no round trip to hide
 
 
 def default_limit() -> int:
