@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..redact import redact
 from .aistore import ais_url
 
-__all__ = ["RewriteRules", "rewrite_url"]
+__all__ = ["RewriteRules", "rewrite_url", "rewrites"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +70,15 @@ def _from_settings(specs: tuple[str, ...], endpoint: str | None, schemes: tuple[
     return RewriteRules.parse(specs, ais_endpoint=endpoint, ais_schemes=tuple(s.lower() for s in schemes))
 
 
+def rewrites(settings: Settings) -> bool:
+    """Whether the settings rewrite any URL (prefix rules, or AIStore routing): without, every URL stays as is.
+
+    >>> rewrites(Settings()), rewrites(Settings(url_rewrites=("gs://b/=/data/",)))
+    (False, True)
+    """
+    return bool(settings.url_rewrites or settings.use_ais_for)
+
+
 def rewrite_url(url: str, settings: Settings | None = None) -> str:
     """``url`` after the rules of the settings (the process environment by default); unchanged without rules.
 
@@ -77,7 +86,7 @@ def rewrite_url(url: str, settings: Settings | None = None) -> str:
     'file:/data/a.tar'
     """
     settings = settings or get_settings()
-    if not settings.url_rewrites and not settings.use_ais_for:
+    if not rewrites(settings):
         return url
     if settings.url_rewrites and secure_mode(settings):
         raise secure_refusal("rewrite", f"rewriting {redact(url)!r} by rules from the environment",

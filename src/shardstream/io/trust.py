@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from ..config import Settings, get_settings, secure_mode, secure_refusal
 from ..errors import UnsafeURLError
 from .packed import PackedUrls
-from .rewrite import rewrite_url
+from .rewrite import rewrite_url, rewrites
 from .urls import split_scheme
 
 __all__ = ["COMMAND_SCHEMES", "check_url", "packed_from_document", "runs_command", "urls_from_document"]
@@ -87,7 +87,7 @@ def urls_from_document(urls: Iterable[str | os.PathLike[str]], *, document: str 
     if allow_commands or not checked:
         return checked
     settings = get_settings()
-    if settings.url_rewrites or settings.use_ais_for:
+    if rewrites(settings):
         suspects: Iterable[str] = checked  # a rule may turn any URL into a command: check each
     else:  # one scan: a line break, then a command scheme, in the lower-cased text of all the URLs
         text = "\n" + "\n".join(checked).lower()
@@ -107,9 +107,7 @@ def packed_from_document(urls: PackedUrls, *, document: str | os.PathLike[str],
     cannot complete a scheme, so without rewrite rules the first URL decides for all; with rules each is checked.
     Returns ``urls``, packed as they came."""
     if not allow_commands and len(urls):
-        settings = get_settings()
-        rules = settings.url_rewrites or settings.use_ais_for
-        urls_from_document(urls if rules else [urls[0]], document=document)
+        urls_from_document(urls if rewrites(get_settings()) else [urls[0]], document=document)
     return urls
 
 

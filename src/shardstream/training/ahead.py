@@ -67,11 +67,6 @@ def default_limit() -> int:
     return fetchers.share(settings.http_connections, settings.http_readahead, settings.http_part_size)[0]
 
 
-def _open(opener: Callable[[str], Any], told: Lookahead, url: str) -> Any:
-    """``opener(url)`` in a thread of the pool, telling the prefetcher that nothing follows."""
-    return told.open(opener, url, None)
-
-
 def _close_when_done(future: concurrent.futures.Future[Any]) -> None:
     def close(done: concurrent.futures.Future[Any]) -> None:
         if not done.cancelled() and done.exception() is None:
@@ -155,7 +150,8 @@ class ShardsAhead:
         """Open planned shards until ``limit`` are opened ahead (or opening) and not taken."""
         while self._pending and len(self._started) < self.limit:
             shard = self._pending.popleft()
-            self._started[shard] = self._executor().submit(_open, self.opener, self._told, self.urls[shard])
+            # opened in a thread of the pool, telling the prefetcher that nothing follows it
+            self._started[shard] = self._executor().submit(self._told.open, self.opener, self.urls[shard], None)
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._pool is None:
